@@ -1,0 +1,122 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cancel.hpp"
+#include "core/failure.hpp"
+#include "core/result.hpp"
+
+namespace autocomp::backends {
+
+// The harness subcommands (backends/harness/PROTOCOL.md).
+enum class EvalCommand { verify, benchmark, profile, evaluate };
+std::string_view to_string(EvalCommand command);
+
+// One evaluation to run. Sources travel by value so that a remote backend can upload them and so
+// that the request fully determines the result (the store keys evaluations by it).
+struct EvalRequest {
+  EvalCommand command = EvalCommand::evaluate;
+  std::string kernel_source;
+  std::string kernel_filename = "kernel.py";  // base name used on the target (error messages cite it)
+  std::string problem_source;
+  std::string problem_filename = "problem.py";
+  std::string kernel_name;  // optional: function to evaluate when the kernel file has several
+  std::string target = "trn2";
+  std::vector<int> seeds;  // empty: the problem's SEEDS or the harness default
+  int warmup = 2;
+  int iters = 10;
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+
+struct SeedCheck {
+  int seed = 0;
+  bool ok = false;
+  double max_abs_err = 0;
+  double rel_l2_err = 0;
+  std::string message;
+};
+
+struct LatencyStats {
+  double min_us = 0;
+  double median_us = 0;
+  double max_us = 0;
+  std::vector<double> samples_us;
+};
+
+// Wall time of one named step (connect, upload, run, fetch, cleanup, or harness-side stages).
+struct StepTiming {
+  std::string step;
+  double ms = 0;
+};
+
+// The outcome of one request. `failure` is set when the evaluation failed at any stage (including
+// a wrong result: kind mismatch); the sections that did run are still filled in.
+struct EvalResult {
+  std::optional<core::Failure> failure;
+  bool verified = false;  // a verify section was present
+  bool correct = false;
+  std::vector<SeedCheck> seeds;
+  std::optional<LatencyStats> latency;
+  std::map<std::string, double> metrics;   // neuron-profile summary names
+  std::map<std::string, double> roofline;  // PROTOCOL.md roofline names
+  std::string bottleneck;                  // compute-bound | memory-bound | underutilized | ""
+  std::string device;                      // sim | neuron | fake
+  std::string target;
+  std::string backend_identity;  // e.g. "sim" or "ssh://user@host:22?device=neuron"
+  std::string host;              // where it ran ("localhost" for the local backend)
+  std::string harness_version;
+  std::vector<StepTiming> steps;
+  std::string raw_json;  // the harness's JSON line as received (for resources and debugging)
+
+  bool ok() const { return !failure.has_value(); }
+};
+
+// Called as work completes: (requests finished, requests total, short message). May be called
+// from worker threads; implementations of the callback must be thread-safe.
+using ProgressFn = std::function<void(std::size_t done, std::size_t total, const std::string&)>;
+
+// Turns evaluation requests into results. A batch goes in, index-aligned results come out; every
+// request gets a result (a failure value when it could not run). Never throws for evaluation or
+// transport problems. Implementations are thread-safe: several batches may run at once.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Stable identity used in cache keys, e.g. "sim" or "ssh://user@host:22?device=neuron".
+  virtual std::string identity() const = 0;
+  // The device the harness is asked to use: "sim", "neuron" or "fake".
+  virtual std::string device() const = 0;
+  // The harness version this backend runs (part of every cache key).
+  virtual std::string harness_version() const = 0;
+  // How many evaluations can run at once.
+  virtual int slots() const = 0;
+
+  virtual std::vector<EvalResult> evaluate(const std::vector<EvalRequest>& batch,
+                                           const core::CancelToken& cancel,
+                                           const ProgressFn& progress) = 0;
+};
+
+// Options shared by every backend; a spec string can override some per backend.
+struct BackendOptions {
+  std::string harness_dir;  // folder holding harness/ and nkisim/; empty: the installed/source copy
+  std::string python = "python3";
+  std::string default_target = "trn2";
+  std::string default_device;  // empty: backend default ("sim" locally, "neuron" over ssh)
+  int local_slots = 1;
+  std::string ssh_config_path;  // optional hosts file
+  bool accept_new_host_keys = false;
+};
+
+// Builds a backend from its spec: "sim" (the default, local simulator), "local?device=fake",
+// "ssh://[user@]host[:port][?device=neuron|sim&slots=N&target=trn2&key=PATH]". Several
+// comma-separated ssh:// specs form one pool. Returns a failure for an unknown or malformed spec.
+core::Result<std::shared_ptr<Backend>> make_backend(const std::string& spec,
+                                                    const BackendOptions& options);
+
+}  // namespace autocomp::backends
