@@ -105,7 +105,7 @@ class Backend {
 // Options shared by every backend; a spec string can override some per backend.
 struct BackendOptions {
   std::string harness_dir;  // folder holding harness/ and nkisim/; empty: the installed/source copy
-  std::string python = "python3";
+  std::string python;  // empty: $AUTOCOMP_PYTHON, else /usr/bin/python3 if present, else python3
   std::string default_target = "trn2";
   std::string default_device;  // empty: backend default ("sim" locally, "neuron" over ssh)
   int local_slots = 1;

@@ -27,6 +27,7 @@ struct Usage {
   long input_tokens = 0;
   long output_tokens = 0;
   double cost_usd = 0;  // estimated from the price table; 0 when the model has no price
+  bool cost_known = false;  // false when the model is missing from the price table
 };
 
 struct Completion {
@@ -56,7 +57,24 @@ struct ProviderOptions {
   double timeout_s = 300;
   // Overrides of the built-in price table: model -> {input USD per Mtok, output USD per Mtok}.
   std::map<std::string, std::pair<double, double>> prices;
+  // Backoff between retries: initial delay doubling per attempt up to the maximum, with jitter.
+  double backoff_initial_s = 1.0;
+  double backoff_max_s = 30.0;
+  // A server's Retry-After is honoured up to this many seconds.
+  double retry_after_cap_s = 60.0;
+  // Overrides the base URL taken from OPENAI_BASE_URL / ANTHROPIC_BASE_URL when non-empty.
+  std::string base_url;
 };
+
+// "openai:gpt-4o" -> {"openai", "gpt-4o"}; the model part may itself hold colons ("llama3:8b").
+struct ModelSpec {
+  std::string scheme;
+  std::string model;
+};
+core::Result<ModelSpec> parse_model_spec(const std::string& spec);
+
+// The provider schemes make_provider() knows, in table order.
+std::vector<std::string> provider_schemes();
 
 // "openai:MODEL" (OPENAI_BASE_URL, OPENAI_API_KEY) or "anthropic:MODEL" (ANTHROPIC_BASE_URL,
 // ANTHROPIC_API_KEY). Fails with invalid_argument for an unknown scheme, unavailable for a

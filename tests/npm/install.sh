@@ -30,7 +30,7 @@ if ! command -v npm >/dev/null 2>&1; then
   exit 1
 fi
 
-exec 9>"$here/.install.lock"
+exec 9>"${TMPDIR:-/tmp}/autocomp-mcp-npm-install.lock"
 flock -w 900 9 || { echo "install.sh: timed out waiting for another install" >&2; exit 1; }
 
 # Another caller may have finished the install while this one waited for the lock.

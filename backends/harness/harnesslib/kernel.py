@@ -1,0 +1,132 @@
+"""Loading a kernel file and choosing the kernel function.
+
+Selection order: an explicit name (--kernel-name), then the problem's KERNEL, then the single
+function defined in the kernel file whose parameters match the input names (required
+parameters all named in the inputs, every input accepted); when several match, the decorated
+ones (objects that are not plain functions, or carry __wrapped__) win; still ambiguous is an
+error asking for KERNEL or --kernel-name.
+"""
+import inspect
+import os
+
+from harnesslib.failures import HarnessFailure, describe_exception, line_in_file, same_file
+from harnesslib.problem import load_module
+
+
+def underlying_function(obj):
+    """The plain Python function behind a (possibly decorated) kernel object, or None."""
+    seen = 0
+    while obj is not None and seen < 8:
+        seen += 1
+        if inspect.isfunction(obj):
+            return obj
+        nxt = None
+        for attr in ("nkisim_func", "__wrapped__", "func", "fn", "kernel", "function", "_func", "_fn"):
+            cand = getattr(obj, attr, None)
+            if cand is not None and cand is not obj and callable(cand):
+                nxt = cand
+                break
+        obj = nxt
+    return None
+
+
+def defined_functions(module, path):
+    """[(name, obj, plain_fn)] for callables whose code lives in the kernel file `path`."""
+    out = []
+    for name, obj in vars(module).items():
+        if name.startswith("__") or not callable(obj) or inspect.isclass(obj):
+            continue
+        fn = underlying_function(obj)
+        if fn is None or not same_file(fn.__code__.co_filename, path):
+            continue
+        out.append((name, obj, fn))
+    return out
+
+
+def params_match(fn, input_names):
+    """True when fn can be called with exactly these keyword arguments."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    names = set(input_names)
+    accepted = set()
+    var_kw = False
+    for p in sig.parameters.values():
+        if p.kind == p.VAR_KEYWORD:
+            var_kw = True
+        elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            accepted.add(p.name)
+            if p.default is p.empty and p.name not in names:
+                return False
+        elif p.kind == p.POSITIONAL_ONLY and p.default is p.empty:
+            return False
+    return var_kw or names <= accepted
+
+
+def select_kernel(module, path, input_names, explicit=None, problem_name=None):
+    """Return (name, callable) following the selection order in the module docstring."""
+    funcs = defined_functions(module, path)
+    wanted = explicit or problem_name
+    if wanted:
+        obj = getattr(module, wanted, None)
+        if obj is None or not callable(obj):
+            origin = "--kernel-name" if explicit else "the problem's KERNEL"
+            raise HarnessFailure(
+                "compile_error",
+                "kernel file defines no function %r (named by %s); functions found: %s"
+                % (wanted, origin, ", ".join(n for n, _, _ in funcs) or "none"))
+        return wanted, obj
+    if not funcs:
+        # Decorator objects that hide the function (e.g. an SDK's jit wrapper without
+        # __wrapped__) still carry the defining module's name.
+        funcs = [(n, o, o) for n, o in vars(module).items()
+                 if callable(o) and not inspect.isclass(o) and not inspect.ismodule(o)
+                 and not n.startswith("__") and getattr(o, "__module__", None) == module.__name__]
+    matching = [f for f in funcs if params_match(f[2], input_names)]
+    if len(matching) > 1:
+        decorated = [f for f in matching if f[1] is not f[2]]
+        if decorated:
+            matching = decorated
+    if len(matching) == 1:
+        return matching[0][0], matching[0][1]
+    names = ", ".join(sorted(input_names))
+    if not matching:
+        raise HarnessFailure(
+            "compile_error",
+            "no function in the kernel file takes parameters matching the inputs (%s); functions "
+            "found: %s" % (names, ", ".join("%s%s" % (n, _sig(f)) for n, _, f in funcs) or "none"))
+    raise HarnessFailure(
+        "compile_error",
+        "several functions match the inputs (%s): %s; set KERNEL in the problem file or pass "
+        "--kernel-name" % (names, ", ".join(n for n, _, _ in matching)))
+
+
+def _sig(fn):
+    try:
+        return str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        return "(?)"
+
+
+def load_kernel_module(path, error_types=()):
+    """Import the kernel file; import-time failures become compile_error with the line.
+
+    error_types: device-specific compile error classes whose `.line`/`.message` are trusted.
+    """
+    if not os.path.isfile(path):
+        raise HarnessFailure("harness_error", "kernel file not found: %s" % path)
+    try:
+        return load_module(path, "autocomp_kernel")
+    except SyntaxError as e:
+        line = e.lineno if same_file(e.filename or path, path) else None
+        raise HarnessFailure("compile_error", "syntax error: %s" % e.msg, line=line)
+    except error_types as e:
+        raise HarnessFailure("compile_error", getattr(e, "message", str(e)),
+                             line=getattr(e, "line", None) or line_in_file(e.__traceback__, path))
+    except ImportError as e:
+        raise HarnessFailure("compile_error", "import failed in the kernel file: %s" % e,
+                             line=line_in_file(e.__traceback__, path))
+    except Exception as e:
+        raise HarnessFailure("compile_error", "importing the kernel file raised %s"
+                             % describe_exception(e), line=line_in_file(e.__traceback__, path))

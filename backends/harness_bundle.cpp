@@ -1,0 +1,178 @@
+#include "backends/harness_bundle.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "core/hash.hpp"
+
+namespace autocomp::backends {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool has_entry(const fs::path& root) {
+  std::error_code ec;
+  return fs::is_regular_file(root / "harness" / "autocomp_harness.py", ec);
+}
+
+fs::path executable_dir() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path{} : self.parent_path();
+}
+
+}  // namespace
+
+core::Result<fs::path> locate_harness_dir(const std::string& configured) {
+  std::vector<fs::path> candidates;
+  if (!configured.empty()) {
+    candidates.emplace_back(configured);
+  } else {
+    if (const char* env = std::getenv("AUTOCOMP_HARNESS_DIR"); env != nullptr && *env != '\0') {
+      candidates.emplace_back(env);
+    }
+#ifdef AUTOCOMP_SOURCE_DIR
+    candidates.push_back(fs::path(AUTOCOMP_SOURCE_DIR) / "backends");
+#endif
+    if (auto bin = executable_dir(); !bin.empty()) {
+      candidates.push_back(bin.parent_path() / "share" / "autocomp-mcp" / "backends");
+    }
+  }
+  std::string looked;
+  for (const auto& candidate : candidates) {
+    if (has_entry(candidate)) {
+      std::error_code ec;
+      auto absolute = fs::absolute(candidate, ec);
+      return ec ? candidate : absolute.lexically_normal();
+    }
+    looked += (looked.empty() ? "" : ", ") + candidate.string();
+  }
+  return core::make_failure(core::FailureKind::unavailable, "harness",
+                            "harness/autocomp_harness.py not found (looked in: " + looked +
+                                "); set AUTOCOMP_HARNESS_DIR to the folder holding harness/ and "
+                                "nkisim/");
+}
+
+core::Result<HarnessBundle> load_harness_bundle(const fs::path& root) {
+  if (!has_entry(root)) {
+    return core::make_failure(core::FailureKind::unavailable, "harness",
+                              "no harness/autocomp_harness.py under " + root.string());
+  }
+  HarnessBundle bundle;
+  bundle.root = root;
+  for (const char* part : {"harness", "nkisim"}) {
+    std::error_code ec;
+    if (!fs::is_directory(root / part, ec)) {
+      continue;
+    }
+    for (fs::recursive_directory_iterator it(root / part, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      if (it->is_regular_file(ec) && it->path().extension() == ".py") {
+        bundle.files.push_back(it->path().lexically_relative(root).generic_string());
+      }
+    }
+  }
+  std::sort(bundle.files.begin(), bundle.files.end());
+  std::string digest_input;
+  for (const auto& file : bundle.files) {
+    std::ifstream in(root / file, std::ios::binary);
+    std::ostringstream content;
+    content << in.rdbuf();
+    if (!in && !in.eof()) {
+      return core::make_failure(core::FailureKind::io_error, "harness",
+                                "cannot read " + (root / file).string());
+    }
+    std::string text = content.str();
+    bundle.contents.push_back(text);
+    // Length-prefixed fields so that no two different bundles hash the same input.
+    digest_input += std::to_string(file.size()) + ":" + file + ";" + std::to_string(text.size()) +
+                    ":" + text + ";";
+  }
+  bundle.hash = core::sha256_hex(digest_input);
+  return bundle;
+}
+
+std::string resolve_python(const std::string& configured) {
+  if (!configured.empty()) {
+    return configured;
+  }
+  if (const char* env = std::getenv("AUTOCOMP_PYTHON"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  if (::access("/usr/bin/python3", X_OK) == 0) {
+    return "/usr/bin/python3";
+  }
+  return "python3";
+}
+
+std::vector<std::string> harness_arguments(const EvalRequest& request,
+                                           const HarnessInvocation& invocation) {
+  std::vector<std::string> args{std::string(to_string(request.command)),
+                                "--kernel",
+                                invocation.kernel_path,
+                                "--problem",
+                                invocation.problem_path,
+                                "--target",
+                                request.target,
+                                "--device",
+                                invocation.device,
+                                "--warmup",
+                                std::to_string(request.warmup),
+                                "--iters",
+                                std::to_string(request.iters)};
+  if (!request.seeds.empty()) {
+    std::string seeds;
+    for (int seed : request.seeds) {
+      seeds += (seeds.empty() ? "" : ",") + std::to_string(seed);
+    }
+    args.insert(args.end(), {"--seeds", seeds});
+  }
+  if (!request.kernel_name.empty()) {
+    args.insert(args.end(), {"--kernel-name", request.kernel_name});
+  }
+  if (!invocation.workdir.empty()) {
+    args.insert(args.end(), {"--workdir", invocation.workdir});
+  }
+  if (invocation.timeout_s > 0) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3f", invocation.timeout_s);
+    args.insert(args.end(), {"--timeout", text});
+  }
+  if (invocation.device == "fake" && invocation.fake_ms > 0) {
+    args.insert(args.end(), {"--fake-ms", std::to_string(invocation.fake_ms)});
+  }
+  return args;
+}
+
+double harness_timeout_seconds(std::chrono::milliseconds wall_timeout) {
+  double wall = static_cast<double>(wall_timeout.count()) / 1000.0;
+  if (wall <= 0) {
+    return 0;
+  }
+  double margin = std::max(0.3, std::min(2.0, wall * 0.1));
+  return std::max(0.1, wall - margin);
+}
+
+std::string safe_file_name(const std::string& wanted, const std::string& fallback) {
+  std::string base = fs::path(wanted).filename().string();
+  if (base.empty() || base.size() > 100 || base.front() == '.' || base.size() < 4 ||
+      base.substr(base.size() - 3) != ".py") {
+    return fallback;
+  }
+  for (char c : base) {
+    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '_' || c == '-' || c == '.';
+    if (!plain) {
+      return fallback;
+    }
+  }
+  return base;
+}
+
+}  // namespace autocomp::backends

@@ -1,0 +1,59 @@
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "core/result.hpp"
+
+namespace autocomp::backends {
+
+// The Python files a backend runs: `<root>/harness/autocomp_harness.py` plus the simulator package
+// under `<root>/nkisim/`. Loaded once per backend; the hash identifies the bundle for uploads.
+struct HarnessBundle {
+  std::filesystem::path root;
+  std::vector<std::string> files;     // .py files relative to root, '/'-separated, sorted
+  std::vector<std::string> contents;  // index-aligned with files, as read when loaded
+  std::string hash;                   // sha256 over every file's path and content, in that order
+
+  std::filesystem::path entry() const { return root / "harness" / "autocomp_harness.py"; }
+  std::string short_hash() const { return hash.substr(0, 12); }
+};
+
+// The folder holding harness/ and nkisim/: `configured` when not empty, else
+// $AUTOCOMP_HARNESS_DIR, else the source tree's backends/, else
+// <prefix>/share/autocomp-mcp/backends next to the running binary. Fails (unavailable) naming every
+// place looked at.
+core::Result<std::filesystem::path> locate_harness_dir(const std::string& configured);
+
+// Reads and hashes the bundle under `root` (the contents are kept, so that what is uploaded is
+// what was hashed even if the files change later); fails when the entry script is missing.
+core::Result<HarnessBundle> load_harness_bundle(const std::filesystem::path& root);
+
+// `configured` when not empty, else $AUTOCOMP_PYTHON, else /usr/bin/python3 when it exists, else
+// "python3" (looked up on PATH).
+std::string resolve_python(const std::string& configured);
+
+// How one evaluation is run: everything after `python ENTRY`.
+struct HarnessInvocation {
+  std::string device;  // sim | neuron | fake
+  int fake_ms = 0;     // only for device fake; 0 leaves the harness default
+  std::string kernel_path;
+  std::string problem_path;
+  std::string workdir;
+  // The harness's own --timeout in seconds (it then reports a timeout failure itself); 0: none.
+  double timeout_s = 0;
+};
+
+// The harness's own timeout for a request: a little under the wall timeout the backend enforces
+// by killing the process group, so that a clean timeout result usually wins the race.
+double harness_timeout_seconds(std::chrono::milliseconds wall_timeout);
+std::vector<std::string> harness_arguments(const EvalRequest& request,
+                                           const HarnessInvocation& invocation);
+
+// A file name safe to create inside a work folder: the base name of `wanted` when it is a plain
+// name ending in .py, else `fallback`.
+std::string safe_file_name(const std::string& wanted, const std::string& fallback);
+
+}  // namespace autocomp::backends

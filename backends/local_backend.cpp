@@ -1,0 +1,301 @@
+#include "backends/local_backend.hpp"
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "backends/harness_bundle.hpp"
+#include "backends/harness_output.hpp"
+#include "core/process.hpp"
+
+namespace autocomp::backends {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr auto k_version_timeout = std::chrono::seconds(60);
+constexpr auto k_kill_grace = std::chrono::milliseconds(1000);
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// A counting semaphore whose acquire gives up when the token is cancelled.
+class SlotGate {
+ public:
+  explicit SlotGate(int slots) : m_free(slots) {}
+
+  bool acquire(const core::CancelToken& cancel) {
+    std::unique_lock lock(m_mutex);
+    while (m_free == 0) {
+      if (cancel.cancelled()) {
+        return false;
+      }
+      m_changed.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    --m_free;
+    return true;
+  }
+  void release() {
+    {
+      std::lock_guard lock(m_mutex);
+      ++m_free;
+    }
+    m_changed.notify_one();
+  }
+
+ private:
+  std::mutex m_mutex;
+  std::condition_variable m_changed;
+  int m_free;
+};
+
+struct LocalConfig {
+  std::string identity;
+  std::string device;
+  int fake_ms = 0;
+  int slots = 1;
+  std::string target;
+  std::string python;
+  HarnessBundle bundle;
+};
+
+core::Status write_file(const fs::path& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << content;
+  out.close();
+  if (!out) {
+    return core::make_failure(core::FailureKind::io_error, "write",
+                              "cannot write " + path.string());
+  }
+  return core::ok_status();
+}
+
+class LocalBackend final : public Backend {
+ public:
+  explicit LocalBackend(LocalConfig config) : m_config(std::move(config)), m_gate(m_config.slots) {}
+
+  std::string identity() const override { return m_config.identity; }
+  std::string device() const override { return m_config.device; }
+  int slots() const override { return m_config.slots; }
+
+  std::string harness_version() const override {
+    std::call_once(m_version_once, [this] {
+      core::ProcessSpec spec;
+      spec.argv = {m_config.python, m_config.bundle.entry().string(), "version", "--device",
+                   m_config.device};
+      spec.timeout = k_version_timeout;
+      auto run = core::run_process(spec);
+      std::string declared = "unknown";
+      if (run.ok()) {
+        auto version = parse_version_output(run->stdout_text, run->stderr_text);
+        if (version.ok()) {
+          declared = version->harness_version;
+        }
+      }
+      // The bundle hash makes the version change with any code change, declared or not.
+      m_version = declared + "+" + m_config.bundle.short_hash();
+    });
+    return m_version;
+  }
+
+  std::vector<EvalResult> evaluate(const std::vector<EvalRequest>& batch,
+                                   const core::CancelToken& cancel,
+                                   const ProgressFn& progress) override {
+    std::vector<EvalResult> results(batch.size());
+    if (batch.empty()) {
+      return results;
+    }
+    std::string version = harness_version();
+    std::atomic<std::size_t> next{0};
+    std::atomic<std::size_t> done{0};
+    auto worker = [&] {
+      while (true) {
+        std::size_t index = next.fetch_add(1);
+        if (index >= batch.size()) {
+          return;
+        }
+        EvalResult& result = results[index];
+        if (cancel.cancelled() || !m_gate.acquire(cancel)) {
+          result.failure = core::make_failure(core::FailureKind::cancelled, "run",
+                                              "cancelled before it started");
+        } else {
+          result = run_one(batch[index], cancel);
+          m_gate.release();
+        }
+        result.backend_identity = m_config.identity;
+        result.host = "localhost";
+        result.harness_version = version;
+        if (result.device.empty()) {
+          result.device = m_config.device;
+        }
+        std::size_t finished = done.fetch_add(1) + 1;
+        if (progress) {
+          progress(finished, batch.size(),
+                   result.ok() ? "evaluated" : std::string(to_string(result.failure->kind)));
+        }
+      }
+    };
+    std::size_t workers =
+        std::min<std::size_t>(batch.size(), static_cast<std::size_t>(m_config.slots));
+    std::vector<std::thread> threads;
+    for (std::size_t i = 1; i < workers; ++i) {
+      threads.emplace_back(worker);
+    }
+    worker();
+    for (auto& thread : threads) {
+      thread.join();
+    }
+    return results;
+  }
+
+ private:
+  EvalResult run_one(const EvalRequest& request, const core::CancelToken& cancel) const {
+    EvalResult result;
+    std::vector<StepTiming> steps;
+
+    // Step: write the sources into a fresh folder.
+    auto step_start = Clock::now();
+    std::string folder_template = (fs::temp_directory_path() / "autocomp-eval-XXXXXX").string();
+    if (::mkdtemp(folder_template.data()) == nullptr) {
+      result.failure = core::make_failure(
+          core::FailureKind::io_error, "write",
+          "cannot create a work folder in " + fs::temp_directory_path().string());
+      return result;
+    }
+    fs::path work(folder_template);
+    std::string kernel_name = safe_file_name(request.kernel_filename, "kernel.py");
+    std::string problem_name = safe_file_name(request.problem_filename, "problem.py");
+    if (problem_name == kernel_name) {
+      problem_name = kernel_name == "problem.py" ? "problem_file.py" : "problem.py";
+    }
+    auto written = write_file(work / kernel_name, request.kernel_source);
+    if (written.ok()) {
+      written = write_file(work / problem_name, request.problem_source);
+    }
+    steps.push_back({"write", ms_since(step_start)});
+
+    // Step: run the harness.
+    if (written.ok()) {
+      step_start = Clock::now();
+      HarnessInvocation invocation{m_config.device,
+                                   m_config.fake_ms,
+                                   (work / kernel_name).string(),
+                                   (work / problem_name).string(),
+                                   work.string(),
+                                   harness_timeout_seconds(request.timeout)};
+      core::ProcessSpec spec;
+      spec.argv = {m_config.python, m_config.bundle.entry().string()};
+      EvalRequest effective = request;
+      if (effective.target.empty()) {
+        effective.target = m_config.target;
+      }
+      auto args = harness_arguments(effective, invocation);
+      spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+      spec.cwd = work.string();
+      spec.timeout = request.timeout;
+      spec.kill_grace = k_kill_grace;
+      auto run = core::run_process(spec, cancel);
+      steps.push_back({"run", ms_since(step_start)});
+
+      // Step: parse its output.
+      step_start = Clock::now();
+      if (!run.ok()) {
+        result.failure = run.failure();
+        result.failure->stage = "run";
+      } else if (run->timed_out) {
+        result.failure = core::make_failure(core::FailureKind::timeout, "run",
+                                            "the harness did not finish within " +
+                                                std::to_string(request.timeout.count()) +
+                                                " ms; its process group was killed");
+      } else if (run->cancelled) {
+        result.failure =
+            core::make_failure(core::FailureKind::cancelled, "run", "cancelled while running");
+      } else {
+        result = parse_harness_output(run->stdout_text, run->stderr_text, run->describe_end());
+      }
+      steps.push_back({"parse", ms_since(step_start)});
+    } else {
+      result.failure = written.failure();
+    }
+
+    // Step: remove the folder, whatever happened.
+    step_start = Clock::now();
+    std::error_code ec;
+    fs::remove_all(work, ec);
+    steps.push_back({"cleanup", ms_since(step_start)});
+
+    // Backend steps first, then the harness's own.
+    steps.insert(steps.end(), result.steps.begin(), result.steps.end());
+    result.steps = std::move(steps);
+    return result;
+  }
+
+  LocalConfig m_config;
+  SlotGate m_gate;
+  mutable std::once_flag m_version_once;
+  mutable std::string m_version;
+};
+
+}  // namespace
+
+core::Result<std::shared_ptr<Backend>> make_local_backend(const std::vector<BackendSpec>& specs,
+                                                          const BackendOptions& options) {
+  if (specs.size() != 1) {
+    return core::make_failure(core::FailureKind::invalid_argument, "backend",
+                              "a local backend cannot be pooled with other specs");
+  }
+  const BackendSpec& spec = specs.front();
+  LocalConfig config;
+  config.device = spec.param("device").value_or(
+      options.default_device.empty() ? "sim" : options.default_device);
+  if (config.device != "sim" && config.device != "fake" && config.device != "neuron") {
+    return core::make_failure(core::FailureKind::invalid_argument, "backend",
+                              "invalid backend spec '" + spec.text + "': unknown device '" +
+                                  config.device + "' (sim, neuron or fake)");
+  }
+  auto fake_ms = spec.int_param("fake_ms");
+  auto slots = spec.int_param("slots");
+  if (!fake_ms.ok()) {
+    return fake_ms.failure();
+  }
+  if (!slots.ok()) {
+    return slots.failure();
+  }
+  config.fake_ms = fake_ms->value_or(0);
+  config.slots = slots->value_or(std::max(1, options.local_slots));
+  config.target = spec.param("target").value_or(options.default_target);
+  config.python = resolve_python(spec.param("python").value_or(options.python));
+
+  // Identity names what produces the numbers; slots and target do not change them.
+  if (spec.scheme == "sim" && config.device == "sim") {
+    config.identity = "sim";
+  } else {
+    config.identity = "local?device=" + config.device;
+    if (config.device == "fake" && config.fake_ms > 0) {
+      config.identity += "&fake_ms=" + std::to_string(config.fake_ms);
+    }
+  }
+
+  auto root = locate_harness_dir(options.harness_dir);
+  if (!root.ok()) {
+    return root.failure();
+  }
+  auto bundle = load_harness_bundle(*root);
+  if (!bundle.ok()) {
+    return bundle.failure();
+  }
+  config.bundle = std::move(bundle).value();
+  return std::shared_ptr<Backend>(std::make_shared<LocalBackend>(std::move(config)));
+}
+
+}  // namespace autocomp::backends

@@ -1,0 +1,91 @@
+"""Install the simulator as the `nki` / `neuronxcc.nki` packages of this process.
+
+`activate()` puts module objects into `sys.modules` (and nowhere else: no path hooks, no
+.pth files), so a kernel file run afterwards in the same process can `import nki`,
+`import nki.language as nl`, `from neuronxcc import nki`, `import neuronxcc.nki.isa as nisa`
+and so on. Calling it again is harmless. `deactivate()` removes exactly what it installed.
+"""
+import sys
+import types
+
+from . import buffers, frontend, isa, language
+
+_NAMES = ["nki", "nki.language", "nki.isa", "nki.typing", "nki.compiler", "nki.collectives",
+          "neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa",
+          "neuronxcc.nki.typing", "neuronxcc.nki.compiler", "neuronxcc.starfish",
+          "neuronxcc.starfish.penguin"]
+_installed = {}
+
+
+def _module(name, doc):
+    m = types.ModuleType(name, doc)
+    m.__nkisim__ = True
+    return m
+
+
+def _build():
+    typing = _module("nki.typing", "nki.typing (nkisim)")
+    for n in ("tensor", "mutable_tensor", "scalar"):
+        setattr(typing, n, getattr(frontend, n))
+
+    compiler = _module("nki.compiler", "nki.compiler (nkisim)")
+    for n in ("skip_middle_end_transformations", "enable_stack_allocator", "force_auto_alloc",
+              "disable_middle_end_transformations"):
+        setattr(compiler, n, frontend._identity_decorator)
+    compiler.sbuf = frontend._AllocBuffer("sbuf")
+    compiler.psum = frontend._AllocBuffer("psum")
+
+    collectives = _module("nki.collectives", "nki.collectives (nkisim: not supported)")
+
+    top = _module("nki", "nki (nkisim CPU simulator)")
+    for n in ("jit", "baremetal", "benchmark", "profile", "trace", "simulate_kernel",
+              "simulate", "Kernel"):
+        setattr(top, n, getattr(frontend, n))
+    top.language = language
+    top.isa = isa
+    top.typing = typing
+    top.compiler = compiler
+    top.collectives = collectives
+    top.tensor = buffers.Tensor
+    top.__path__ = []
+    top.__version__ = "0.0-nkisim"
+
+    neuronxcc = _module("neuronxcc", "neuronxcc (nkisim stand-in)")
+    neuronxcc.__path__ = []
+    neuronxcc.nki = top
+    starfish = _module("neuronxcc.starfish", "")
+    starfish.__path__ = []
+    penguin = _module("neuronxcc.starfish.penguin", "")
+    penguin.__path__ = []
+    starfish.penguin = penguin
+    neuronxcc.starfish = starfish
+    return {
+        "nki": top, "nki.language": language, "nki.isa": isa, "nki.typing": typing,
+        "nki.compiler": compiler, "nki.collectives": collectives,
+        "neuronxcc": neuronxcc, "neuronxcc.nki": top, "neuronxcc.nki.language": language,
+        "neuronxcc.nki.isa": isa, "neuronxcc.nki.typing": typing,
+        "neuronxcc.nki.compiler": compiler, "neuronxcc.starfish": starfish,
+        "neuronxcc.starfish.penguin": penguin,
+    }
+
+
+def activate():
+    """Make `nki`, `nki.language`, `nki.isa`, `nki.typing` and `neuronxcc.nki.*` resolve to
+    the simulator in this process. Idempotent."""
+    if _installed and all(sys.modules.get(k) is v for k, v in _installed.items()):
+        return
+    mods = _installed or _build()
+    for k, v in mods.items():
+        sys.modules[k] = v
+    _installed.update(mods)
+
+
+def deactivate():
+    """Remove the modules `activate()` installed (only if they are still ours)."""
+    for k, v in list(_installed.items()):
+        if sys.modules.get(k) is v:
+            del sys.modules[k]
+
+
+def is_active():
+    return bool(_installed) and all(sys.modules.get(k) is v for k, v in _installed.items())

@@ -1,0 +1,140 @@
+"""Hardware constants for the trn1 (NeuronCore-v2) and trn2 (NeuronCore-v3) timing models.
+
+Every value cites its source in /work/shared/reference/nki.md (section, and the AWS source
+it quotes). "[derived]" marks arithmetic on documented numbers; "[model]" marks a modelling
+choice explained in MODEL.md.
+"""
+
+KIB = 1024
+
+
+class Target:
+    """One parameter set. Times are in nanoseconds, clocks in Hz, bandwidths in bytes/ns."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def __repr__(self):
+        return "Target(%s)" % self.name
+
+
+# ---- Shared by both generations -------------------------------------------------------
+
+# 128 partitions (PE rows / SBUF partitions). nki.md §1.9 `nl.tile_size.pmax`=128 [doc].
+PMAX = 128
+# Matmul stationary free size <= 128. nki.md §1.8/§1.9 `gemm_stationary_fmax`=128 [doc].
+GEMM_STATIONARY_FMAX = 128
+# Matmul moving free size <= 512. nki.md §1.8/§1.9 `gemm_moving_fmax`=512 [doc].
+GEMM_MOVING_FMAX = 512
+# PSUM: 8 banks x 2 KiB per partition (16 KiB). nki.md §1.4, §4.1 [doc: arch guides].
+PSUM_BANK_BYTES = 2 * KIB
+PSUM_NUM_BANKS = 8
+PSUM_BYTES_PER_PARTITION = PSUM_BANK_BYTES * PSUM_NUM_BANKS
+# bn_stats free size <= 512. nki.md §1.9 `bn_stats_fmax` [doc].
+BN_STATS_FMAX = 512
+# Vector/Scalar free size limits: 64K elements from SBUF, 4K from PSUM. nki.md §1.9 [doc].
+VECTOR_FMAX_SBUF = 65536
+VECTOR_FMAX_PSUM = 4096
+# Minimum initiation interval for Vector/Scalar ops: ~64 engine cycles. nki.md §4.2 [doc].
+MIN_II_CYCLES = 64
+# Static overhead to start a tensor access on an SBUF/PSUM port: ~60 cycles. nki.md §4.2 [doc].
+ACCESS_OVERHEAD_CYCLES = 60
+# GpSimd start-up ~150 cycles + N. nki.md §4.2 [doc].
+GPSIMD_STARTUP_CYCLES = 150
+# TensorE MM_INIT_LATENCY = 64 cycles, charged once per matmul instruction [model]. nki.md §4.2 [doc].
+MATMUL_INIT_CYCLES = 64
+# fp32 matmul runs at 1/4 of the bf16 rate. nki.md §4.2 ("4x that for fp32") [doc].
+MATMUL_FP32_FACTOR = 4
+# VectorE reciprocal is 8x slower: max(MIN_II, 8N). nki.md §4.2 [doc].
+VECTOR_RECIPROCAL_FACTOR = 8
+# bn_aggr costs max(MIN_II, 13N/3). nki.md §4.2 [doc].
+BN_AGGR_FACTOR = 13.0 / 3.0
+# DMA: a transfer is split across 16 DMA engines per core. nki.md §4.1 / §4.3 [doc].
+DMA_ENGINES = 16
+# Each DMA engine handles 8 partitions of a 128-partition tile. nki.md §4.3 [doc].
+DMA_ROWS_PER_ENGINE = 8
+# ~1300 ns cross-engine semaphore-to-start latency per DMA transfer. nki.md §4.3 [doc].
+DMA_FIXED_NS = 1300.0
+# Per-descriptor overhead, in byte-equivalents of bandwidth. Chosen so efficiency
+# b/(b+512) is ~33% at 256 B, ~80% at 2 KiB and ~89% at 4 KiB per partition row, matching
+# nki.md §4.3 "< 256 B badly overhead-bound; >= 2 KiB recommended; >= 4 KiB nearly
+# saturates" [derived/model].
+DMA_DESCRIPTOR_OVERHEAD_BYTES = 512
+# Dynamic-address (indirect) copies cost ~600 cycles minimum. nki.md §4.2 [doc].
+DYNAMIC_COPY_MIN_CYCLES = 600
+
+
+TRN1 = Target(
+    name="trn1",
+    # TensorE 2.8 GHz on NeuronCore-v2. nki.md §4.1 [doc: arch guide engine table].
+    tensor_hz=2.8e9,
+    # VectorE 1.12 GHz, 128 lanes, 1 element/cycle per partition. nki.md §4.1 [doc].
+    vector_hz=1.12e9,
+    # ScalarE 1.4 GHz. nki.md §4.1 [doc].
+    scalar_hz=1.4e9,
+    # GpSimdE 1.4 GHz. nki.md §4.1 [doc].
+    gpsimd_hz=1.4e9,
+    # GpSimd: 8 cores x 16 fp32 lanes, each core serving 16 partitions -> 1 fp32 (2 x 16-bit)
+    # element per cycle per partition [derived from nki.md §4.1].
+    gpsimd_elems_per_cycle_32=1.0,
+    gpsimd_elems_per_cycle_16=2.0,
+    # NeuronCore base clock used for cycle counts: 1.4 GHz. nki.md §4.1 / §3.3 [doc].
+    base_hz=1.4e9,
+    # SBUF 24 MiB = 128 x 192 KiB. nki.md §4.1 [doc].
+    sbuf_bytes_per_partition=192 * KIB,
+    # DMA per engine 17 B/ns "peak" table -> 16 x 17 = 272 B/ns per core. nki.md §4.1 [doc,
+    # uncertain vs 27.2 GB/s theoretical; the lower figure is used].
+    dma_bytes_per_ns=16 * 17.0,
+    # HBM 820 GB/s per chip, ~410 GB/s per core. nki.md §4.1 [doc + 3rd PR #133].
+    hbm_bytes_per_ns=410.0,
+    # Peak BF16 = 128*128*2*2.8e9 = 91.75 TFLOPS. nki.md §4.1 [derived].
+    peak_flops_bf16=128 * 128 * 2 * 2.8e9,
+    # VectorE perf mode exists only on trn2. nki.md §4.2 [doc].
+    vector_perf_mode=False,
+    # DMA transpose on trn1 (`load_transpose2d`) is "much slower" than a copy; modelled at 25%
+    # of copy throughput. nki.md §4.3 [doc, factor is a model choice].
+    dma_transpose_efficiency=0.25,
+    # VectorE and GpSimdE share the SBUF port on trn1 [doc nki.md §4.1]; modelled only as a
+    # note in MODEL.md (no port contention model).
+)
+
+TRN2 = Target(
+    name="trn2",
+    # TensorE 2.4 GHz on NeuronCore-v3. nki.md §4.1 [doc].
+    tensor_hz=2.4e9,
+    # VectorE 0.96 GHz. nki.md §4.1 [doc].
+    vector_hz=0.96e9,
+    # ScalarE 1.2 GHz. nki.md §4.1 [doc].
+    scalar_hz=1.2e9,
+    # GpSimdE 1.2 GHz. nki.md §4.1 [doc].
+    gpsimd_hz=1.2e9,
+    gpsimd_elems_per_cycle_32=1.0,
+    gpsimd_elems_per_cycle_16=2.0,
+    # Base clock 1.2 GHz. nki.md §3.3 (`neuroncore_cycle_count`) [doc].
+    base_hz=1.2e9,
+    # SBUF 128 x 224 KiB raw; nki-library uses 224 KiB - 16 KiB as usable. nki.md §1.9 / §4.1
+    # [derived/uncertain].
+    sbuf_bytes_per_partition=(224 - 16) * KIB,
+    # DMA 23 B/ns per engine x 16 = 368 B/ns per core. nki.md §4.1 [doc, uncertain].
+    dma_bytes_per_ns=16 * 23.0,
+    # HBM 2.9 TB/s per chip, ~362 GB/s per physical core. nki.md §4.1 [doc/derived].
+    hbm_bytes_per_ns=362.0,
+    # Peak BF16 = 128*128*2*2.4e9 = 78.6 TFLOPS. nki.md §4.1 [derived].
+    peak_flops_bf16=128 * 128 * 2 * 2.4e9,
+    # trn2 VectorE perf mode: tensor_copy/tensor_scalar 4x SBUF->SBUF 16-bit contiguous,
+    # 2x when one side is PSUM; tensor_tensor 2x when both inputs SBUF and all 16-bit.
+    # nki.md §4.2 [doc].
+    vector_perf_mode=True,
+    # trn2 transposing DMA HBM->SBUF reaches up to ~90% of copy throughput. nki.md §4.3 [doc].
+    dma_transpose_efficiency=0.9,
+)
+
+TARGETS = {"trn1": TRN1, "trn2": TRN2, "inf2": TRN1, "gen2": TRN1, "gen3": TRN2}
+
+
+def get_target(name):
+    """Target by name ('trn1' or 'trn2'; 'inf2'/'gen2' alias trn1, 'gen3' trn2)."""
+    t = TARGETS.get(str(name).lower())
+    if t is None:
+        raise ValueError("unknown target %r (expected trn1 or trn2)" % (name,))
+    return t

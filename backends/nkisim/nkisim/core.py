@@ -1,0 +1,550 @@
+"""Shared machinery for language and ISA functions: allocation, operand checks, engine
+costs, instruction issue (functional effect + timing), DMA, matmul and transpose."""
+import numpy as np
+
+from . import constants as C
+from . import dtypes as D
+from . import ops as O
+from . import runtime
+from .buffers import Storage, Tensor, psum, sbuf, shared_hbm
+from .errors import compile_error
+from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, ENGINE_NAMES, ready_time, record
+
+_TMP = "__tmp__"
+_MM = "__matmul__"
+
+
+def sim():
+    s = runtime.CUR
+    if s is None:
+        raise compile_error("err_nki_api_outside_of_nki_kernel: NKI APIs can only be used "
+                            "inside a kernel run by nkisim.simulate (or a decorated kernel)")
+    return s
+
+
+def dt_of(dtype):
+    dt = D.lookup(dtype)
+    if dt is None:
+        raise compile_error("unsupported dtype %r" % (dtype,))
+    return dt
+
+
+def alloc(shape, dt, buffer, name="", charge=True, pdim=0):
+    """New tensor; shared_hbm allocations are shared by all SPMD instances (by call order)."""
+    s = sim()
+    if buffer is shared_hbm and s.grid != (1,):
+        i = s.shared_index
+        s.shared_index += 1
+        if i < len(s.shared_allocs):
+            st = s.shared_allocs[i]
+            if st.shape != shape or st.dt is not dt:
+                raise compile_error("SPMD instances allocate different shared_hbm tensors")
+            return Tensor.root(st)
+        st = Storage(shape, dt, buffer, name=name)
+        s.shared_allocs.append(st)
+        return Tensor.root(st)
+    return Tensor.root(Storage(shape, dt, buffer, name=name, charge=charge, pdim=pdim))
+
+
+def tmp(shape, dt, buffer=sbuf):
+    """A fresh result tile of an instruction (may be written in place by a later assignment)."""
+    return Tensor.root(Storage(shape, dt, buffer, name=_TMP, check_rank=False))
+
+
+def free_size(t):
+    sh = t.shape
+    if not sh:
+        return 1
+    return t.size // sh[0] if sh[0] else 0
+
+
+def value_of(x, nd=None):
+    """Values of a tile (aligned to rank `nd` by appending size-1 free axes) or a scalar."""
+    if isinstance(x, Tensor):
+        v = x.read()
+        if nd is not None and v is not None and v.ndim < nd:
+            v = v.reshape(v.shape + (1,) * (nd - v.ndim))
+        return v
+    return x
+
+
+def tile_shape(shapes, opname):
+    """Broadcast tile shapes NKI-style: the partition axes line up (lower-rank tiles get
+    trailing size-1 free axes), then free axes broadcast like numpy."""
+    nd = max(len(s) for s in shapes)
+    padded = [tuple(s) + (1,) * (nd - len(s)) for s in shapes]
+    try:
+        return tuple(np.broadcast_shapes(*padded)), nd
+    except ValueError:
+        raise compile_error("operand shapes %s are not broadcastable in %s"
+                            % (" and ".join(str(list(s)) for s in shapes), opname))
+
+
+def check_onchip(t, opname, what="operand"):
+    if isinstance(t, Tensor) and t.st.kind == "hbm":
+        raise compile_error(
+            "err_unsupported_memory: %s of %s is in HBM; compute engines can only read SBUF or "
+            "PSUM (copy it on-chip with nl.load / nisa.dma_copy first)" % (what, opname))
+
+
+# ---- engine costs (ns) ------------------------------------------------------------------
+def vector_cost(n, factor=1.0, perf=1.0):
+    s = runtime.CUR
+    c = n * factor / perf
+    if c < C.MIN_II_CYCLES:
+        c = C.MIN_II_CYCLES
+    return (C.ACCESS_OVERHEAD_CYCLES + c) * s.ns_vector
+
+
+def scalar_cost(n):
+    s = runtime.CUR
+    c = n if n > C.MIN_II_CYCLES else C.MIN_II_CYCLES
+    return (C.ACCESS_OVERHEAD_CYCLES + c) * s.ns_scalar
+
+
+def gpsimd_cost(n, itemsize=4):
+    s = runtime.CUR
+    epc = s.target.gpsimd_elems_per_cycle_16 if itemsize <= 2 else \
+        s.target.gpsimd_elems_per_cycle_32
+    return (C.GPSIMD_STARTUP_CYCLES + n / epc) * s.ns_gpsimd
+
+
+def engine_cost(eng, n, itemsize=4):
+    if eng == VECTOR:
+        return vector_cost(n)
+    if eng == SCALAR:
+        return scalar_cost(n)
+    if eng == GPSIMD:
+        return gpsimd_cost(n, itemsize)
+    return (C.MATMUL_INIT_CYCLES + max(n, 64)) * runtime.CUR.ns_tensor
+
+
+_FAST_TT_OPS = ("add", "subtract", "multiply")
+
+
+def tensor_tensor_cost(op, a, b, out):
+    """VectorE tensor_tensor: max(MIN_II, 2N); N when exactly one input is in PSUM, or for
+    all-bf16 SBUF add/subtract/multiply (nki.md §4.2); trn2 perf mode 2x for all-16-bit SBUF
+    inputs otherwise."""
+    n = free_size(out)
+    if (a.st.kind == "psum") != (b.st.kind == "psum"):
+        return vector_cost(n, 1.0)
+    if (op in _FAST_TT_OPS and a.st.kind == "sbuf" and b.st.kind == "sbuf"
+            and a.st.dt is D.BFLOAT16 and b.st.dt is D.BFLOAT16 and out.st.dt is D.BFLOAT16):
+        return vector_cost(n, 1.0)
+    return vector_cost(n, 2.0, perf_factor("tensor_tensor", [a, b], [out]))
+
+
+def perf_factor(kind, ins, outs):
+    """trn2 VectorE perf mode speed-up (nki.md §4.2); 1 on trn1."""
+    s = runtime.CUR
+    if not s.target.vector_perf_mode:
+        return 1.0
+    ts = [t for t in ins if isinstance(t, Tensor)] + list(outs)
+    for t in ts:
+        if t.st.dt.itemsize != 2:
+            return 1.0
+    any_psum = False
+    for t in ts:
+        if t.st.kind == "psum":
+            any_psum = True
+    if kind == "tensor_tensor":
+        for t in ins:
+            if isinstance(t, Tensor) and t.st.kind != "sbuf":
+                return 1.0
+        return 2.0
+    return 2.0 if any_psum else 4.0
+
+
+# ---- instruction issue ------------------------------------------------------------------
+def _account_reads(s, ins):
+    for t in ins:
+        k = t.st.kind
+        nb = t.size * t.st.dt.itemsize
+        if k == "sbuf":
+            s.sbuf_read += nb
+        elif k == "psum":
+            s.psum_read += nb
+
+
+def _account_writes(s, outs):
+    for t in outs:
+        k = t.st.kind
+        nb = t.size * t.st.dt.itemsize
+        if k == "sbuf":
+            s.sbuf_write += nb
+        elif k == "psum":
+            s.psum_write += nb
+
+
+def _check_free_limit(t, opname):
+    n = free_size(t)
+    lim = C.VECTOR_FMAX_PSUM if t.st.kind == "psum" else C.VECTOR_FMAX_SBUF
+    if n > lim:
+        raise compile_error("%s: free size %d per partition exceeds the engine limit of %d "
+                            "elements for %s operands" % (opname, n, lim, t.st.kind.upper()))
+
+
+def compute(eng, cost, ins, outs, run, opname, mask=None, in_mask=None):
+    """Issue one compute instruction: check operands, apply `run()` (numerics), schedule.
+    `mask` predicates the output write; `in_mask` (default: `mask`) the input reads."""
+    s = runtime.CUR
+    if in_mask is None:
+        in_mask = mask
+    for t in ins:
+        k = t.st.kind
+        if k == "hbm":
+            check_onchip(t, opname)
+        if t.size > 4096 and eng != TENSOR:
+            _check_free_limit(t, opname)
+        if t.valid is not None:
+            t.check_valid(in_mask)
+        if eng == GPSIMD and t.st.kind == "psum":
+            raise compile_error("err_unsupported_memory: GpSimd engine cannot access PSUM "
+                                "(operand of %s)" % opname)
+    for t in outs:
+        if t.st.kind == "hbm":
+            check_onchip(t, opname, "output")
+        if t.valid is not None:
+            t.check_valid(mask)
+        if eng == GPSIMD and t.st.kind == "psum":
+            raise compile_error("err_unsupported_memory: GpSimd engine cannot write PSUM "
+                                "(output of %s)" % opname)
+    if s.numerics and run is not None:
+        v = run()
+        if v is not None:
+            outs[0].write(v, mask)
+    _account_reads(s, ins)
+    _account_writes(s, outs)
+    s.sched.issue(eng, cost, [(t.st.dep, t.box) for t in ins],
+                  [(t.st.dep, t.box) for t in outs])
+    s.last_st = outs[0].st if outs else None
+    s.last_eng = eng
+
+
+def fuse_or_copy(dst, src, mask=None):
+    """Write tile `src` into `dst`: free when `src` is the fresh result of the previous
+    instruction or DMA (the compiler writes it in place), else a tensor_copy."""
+    s = sim()
+    if src.st is s.last_st and src.st.name in (_TMP, _MM) \
+            and src.box is None and dst.st.kind != "hbm" and mask is None:
+        if src.size != dst.size:
+            raise compile_error("shape mismatch: cannot assign a tile of shape %s to %s"
+                                % (list(src.shape), list(dst.shape)))
+        if s.numerics:
+            if src.st.name == _MM and dst.st.kind == "psum":
+                psum_accumulate(dst, src.read().reshape(dst.shape), False)
+            else:
+                dst.write(src.read())
+        r = [(src.st.dep, src.box)]
+        w = [(dst.st.dep, dst.box)]
+        t = ready_time(src.st.dep.wr_max, r, w)
+        record(r, w, t)
+        _account_writes(s, [dst])
+        return
+    copy_op(dst, src, mask=mask)
+
+
+def copy_op(dst, src, engine=None, mask=None, opname="tensor_copy"):
+    """tensor_copy on VectorE (default), ScalarE or GpSimdE."""
+    check_onchip(src, opname)
+    eng = VECTOR if engine is None else engine
+    n = free_size(dst)
+    if eng == VECTOR:
+        cost = vector_cost(n, 1.0, perf_factor("tensor_copy", [src], [dst]))
+    else:
+        cost = engine_cost(eng, n, dst.st.dt.itemsize)
+    compute(eng, cost, [src], [dst], (lambda: src.read()), opname, mask=mask)
+
+
+def memset_tile(t, value, engine=None):
+    """Fill a tile with a constant (VectorE memset; HBM tensors via a DMA write)."""
+    s = sim()
+    if isinstance(value, Tensor):
+        raise compile_error("memset value must be a scalar")
+    if t.st.kind == "hbm":
+        if s.numerics:
+            t.write(np.asarray(value))
+        nbytes = t.size * t.st.dt.itemsize
+        s.hbm_write += nbytes
+        s.dma_bytes += nbytes
+        s.sched.dma((nbytes + C.DMA_DESCRIPTOR_OVERHEAD_BYTES) / s.dma_bw, C.DMA_FIXED_NS, [],
+                    [(t.st.dep, t.box)])
+        return
+    n = free_size(t)
+    eng = VECTOR if engine is None else engine
+    if eng == VECTOR:
+        f = 0.5 if (value == 0 and t.st.dt is D.BFLOAT16) else 1.0
+        cost = vector_cost(n, f)
+    else:
+        cost = engine_cost(eng, n, t.st.dt.itemsize)
+    compute(eng, cost, [], [t], (lambda: np.asarray(value)), "memset")
+
+
+# ---- DMA --------------------------------------------------------------------------------
+def _runs(t):
+    """Number of contiguous memory runs (DMA descriptors) needed to access view t."""
+    sk = t.sk
+    if sk is None:
+        last = t.shape[-1] if t.shape else 1
+        return max(1, t.size // max(1, last))
+    st = t.st
+    shape = st.shape
+    stop = st.pdim + 1 if st.kind != "hbm" else 0
+    run = 1
+    for d in range(len(sk) - 1, stop - 1, -1):
+        k = sk[d]
+        if type(k) is int:
+            cnt, step = 1, 1
+        else:
+            cnt, step = k[2], k[1]
+        if step != 1 and cnt > 1:
+            break
+        run *= cnt
+        if cnt != shape[d]:
+            break
+    if run <= 0:
+        return 1
+    return max(1, t.size // run)
+
+
+def _partition_rows(t):
+    """SBUF partitions a view touches (0 for HBM views: no partition structure)."""
+    if t.st.kind == "hbm":
+        return 0
+    if t.sk is None:
+        return t.shape[0] if t.shape else 1
+    k = t.sk[t.st.pdim]
+    return 1 if type(k) is int else k[2]
+
+
+def dma(dst, src, mask=None, transpose=False, opname="dma"):
+    """One DMA transfer src -> dst (any of HBM/SBUF; PSUM is not DMA-accessible)."""
+    s = sim()
+    if not isinstance(src, Tensor) or not isinstance(dst, Tensor):
+        raise compile_error("%s expects tensors" % opname)
+    if src.st.kind == "psum" or dst.st.kind == "psum":
+        raise compile_error("err_unsupported_memory: DMA cannot access PSUM; copy the PSUM tile "
+                            "to SBUF (nl.copy / nisa.tensor_copy) first")
+    if src.size != dst.size:
+        raise compile_error("%s: element count mismatch: source %s (%d elements) vs destination "
+                            "%s (%d elements)" % (opname, list(src.shape), src.size,
+                                                  list(dst.shape), dst.size))
+    if src.valid is not None:
+        src.check_valid(mask)
+    if dst.valid is not None:
+        dst.check_valid(mask)
+    if s.numerics:
+        v = src.read()
+        if transpose:
+            v = v.T
+        if v.shape != dst.shape:
+            v = v.reshape(dst.shape)
+        dst.write(v, mask)
+    sb = src.size * src.st.dt.itemsize
+    db = dst.size * dst.st.dt.itemsize
+    nbytes = sb if sb > db else db
+    chunks = _runs(src)
+    cd = _runs(dst)
+    if cd > chunks:
+        chunks = cd
+    hbm_side = False
+    if src.st.kind == "hbm":
+        s.hbm_read += sb
+        hbm_side = True
+    else:
+        s.sbuf_read += sb
+    if dst.st.kind == "hbm":
+        s.hbm_write += db
+        hbm_side = True
+    else:
+        s.sbuf_write += db
+    s.dma_bytes += nbytes
+    bw = s.dma_bw if hbm_side else s.dma_bw_onchip
+    eff_bytes = nbytes + chunks * C.DMA_DESCRIPTOR_OVERHEAD_BYTES
+    data_ns = eff_bytes / bw
+    # a transfer is spread over the DMA engines by partition rows (8 rows per engine)
+    rows = _partition_rows(dst) if dst.st.kind != "hbm" else _partition_rows(src)
+    engines = -(-rows // C.DMA_ROWS_PER_ENGINE) if rows else C.DMA_ENGINES
+    if engines > C.DMA_ENGINES:
+        engines = C.DMA_ENGINES
+    min_ns = eff_bytes / (bw * engines / C.DMA_ENGINES)
+    if transpose:
+        data_ns /= s.target.dma_transpose_efficiency
+        min_ns /= s.target.dma_transpose_efficiency
+    s.sched.dma(data_ns, C.DMA_FIXED_NS, [(src.st.dep, src.box)], [(dst.st.dep, dst.box)],
+                min_ns)
+    s.last_st = dst.st
+
+
+# ---- TensorE ----------------------------------------------------------------------------
+_MM_DTYPES = {"float32", "float16", "bfloat16", "tfloat32", "float32r", "float8_e4m3",
+              "float8_e5m2", "float8_e4m3fn"}
+_FP32ISH = {"float32", "tfloat32", "float32r"}
+
+
+def psum_accumulate(dst, res, acc):
+    """Write a matmul result into PSUM: acc True adds, False overwrites, None adds only where
+    the location was written before (first write overwrites)."""
+    if acc is False:
+        dst.write(res)
+        return
+    if acc is None and dst.st.written is None:
+        dst.write(res)
+        return
+    old = dst.read()
+    if acc is True:
+        dst.write(old + res)
+        return
+    w = dst.written_state()
+    if w is True:
+        dst.write(old + res)
+    elif w is False:
+        dst.write(res)
+    else:
+        dst.write(np.where(w, old + res, res))
+
+
+def matmul_core(dst, stationary, moving, accumulate, opname, transpose_flops=False):
+    """stationary.T @ moving on TensorE into PSUM `dst` (allocated when None)."""
+    s = sim()
+    for nm, t in (("stationary", stationary), ("moving", moving)):
+        if not isinstance(t, Tensor):
+            raise compile_error("%s: %s must be a tile" % (opname, nm))
+        if t.st.kind != "sbuf":
+            raise compile_error("err_unsupported_memory: %s %s must be in SBUF (it is in %s)"
+                                % (opname, nm, t.st.kind.upper()))
+        if t.st.dt.name not in _MM_DTYPES:
+            raise compile_error("%s: invalid dtype %s for %s (supported: fp8, bf16, fp16, "
+                                "tf32, fp32)" % (opname, t.st.dt.name, nm))
+    k = stationary.shape[0]
+    if moving.shape[0] != k:
+        raise compile_error("%s: contraction (partition) sizes differ: stationary %d vs moving %d"
+                            % (opname, k, moving.shape[0]))
+    if k > C.PMAX:
+        raise compile_error("%s: contraction dimension %d exceeds %d partitions"
+                            % (opname, k, C.PMAX))
+    fs = free_size(stationary)
+    fm = free_size(moving)
+    if fs > C.GEMM_STATIONARY_FMAX:
+        raise compile_error("%s: stationary free size %d exceeds gemm_stationary_fmax %d"
+                            % (opname, fs, C.GEMM_STATIONARY_FMAX))
+    if fm > C.GEMM_MOVING_FMAX:
+        raise compile_error("%s: moving free size %d exceeds gemm_moving_fmax %d"
+                            % (opname, fm, C.GEMM_MOVING_FMAX))
+    a32 = stationary.st.dt.name in _FP32ISH
+    b32 = moving.st.dt.name in _FP32ISH
+    if a32 != b32:
+        raise compile_error("%s: fp32/tf32 operands must be paired with fp32/tf32 (got %s and %s)"
+                            % (opname, stationary.st.dt.name, moving.st.dt.name))
+    if dst is None:
+        dst = Tensor.root(Storage((fs, fm), D.FLOAT32, psum, name=_MM, charge=False))
+        fresh = True
+    else:
+        fresh = False
+        if dst.st.kind != "psum":
+            raise compile_error("err_unsupported_memory: %s output must be in PSUM (it is in %s)"
+                                % (opname, dst.st.kind.upper()))
+        if dst.shape[0] != fs or free_size(dst) != fm:
+            raise compile_error("%s: output tile shape %s does not match [%d, %d] "
+                                "(stationary free x moving free)"
+                                % (opname, list(dst.shape), fs, fm))
+    if fm * dst.st.dt.itemsize > C.PSUM_BANK_BYTES:
+        raise compile_error("%s: output free size %d x %d bytes exceeds one PSUM bank (%d bytes "
+                            "per partition)" % (opname, fm, dst.st.dt.itemsize,
+                                                C.PSUM_BANK_BYTES))
+    if stationary.valid is not None:
+        stationary.check_valid()
+    if moving.valid is not None:
+        moving.check_valid()
+    if s.numerics:
+        a = stationary.read().reshape(k, fs)
+        b = moving.read().reshape(k, fm)
+        if a.dtype != np.float32:
+            a = a.astype(np.float32)
+        if b.dtype != np.float32:
+            b = b.astype(np.float32)
+        res = O.matmul_tn(a, b)
+        if dst.shape != res.shape:
+            res = res.reshape(dst.shape)
+        if fresh:
+            dst.write(res)
+        else:
+            psum_accumulate(dst, res, accumulate)
+    cyc = fs if fs < 64 else 64
+    if fm > cyc:
+        cyc = fm
+    if a32:
+        cyc *= C.MATMUL_FP32_FACTOR
+    cost = (C.MATMUL_INIT_CYCLES + cyc) * s.ns_tensor
+    flops = 2.0 * k * fs * fm
+    s.flops += flops
+    if transpose_flops:
+        s.transpose_flops += flops
+    s.flops_peak_ns += flops / (s.target.peak_flops_bf16 / (C.MATMUL_FP32_FACTOR if a32 else 1)
+                                ) * 1e9
+    s.matmul_count += 1
+    nb_a = stationary.size * stationary.st.dt.itemsize
+    nb_b = moving.size * moving.st.dt.itemsize
+    s.sbuf_read += nb_a + nb_b
+    s.psum_write += dst.size * 4
+    s.sched.issue(TENSOR, cost, [(stationary.st.dep, stationary.box), (moving.st.dep, moving.box)],
+                  [(dst.st.dep, dst.box)])
+    s.last_st = dst.st
+    s.last_eng = TENSOR
+    return dst
+
+
+def accumulate_fused(t, o):
+    """`psum_tile += <fresh matmul result>`: the matmul accumulates into `t` directly."""
+    s = sim()
+    if t.shape != o.shape and t.size != o.size:
+        raise compile_error("shape mismatch in PSUM accumulation: %s += %s"
+                            % (list(t.shape), list(o.shape)))
+    if s.numerics:
+        psum_accumulate(t, o.read().reshape(t.shape), None)
+    s.sched.issue_zero(TENSOR, [(o.st.dep, o.box)], [(t.st.dep, t.box)])
+
+
+def transpose_core(x, dst=None, to_sbuf=False, engine=None):
+    """Partition <-> free transpose of a 2-D tile on TensorE (identity matmul, into PSUM) or
+    VectorE (32x32 blocks)."""
+    s = sim()
+    if len(x.shape) != 2:
+        raise compile_error("transpose expects a 2-D tile, got shape %s" % (list(x.shape),))
+    p, f = x.shape
+    if dst is None:
+        buf = sbuf if (to_sbuf or engine == VECTOR) else psum
+        dst = Tensor.root(Storage((f, p), x.st.dt, buf, name=_TMP,
+                                  charge=not to_sbuf))
+    elif tuple(dst.shape) != (f, p):
+        raise compile_error("transpose output shape %s does not match %s"
+                            % (list(dst.shape), [f, p]))
+    if engine == VECTOR:
+        if p > 32 or f > 32:
+            raise compile_error("VectorE transpose works on 32x32 blocks (got %dx%d)" % (p, f))
+        compute(VECTOR, vector_cost(f), [x], [dst], (lambda: x.read().T), "nc_transpose")
+        return dst
+    if x.st.kind != "sbuf":
+        raise compile_error("err_unsupported_memory: TensorE transpose input must be in SBUF")
+    if s.numerics:
+        dst.write(x.read().T)
+    cyc = f if f < 64 else 64
+    if p > cyc:
+        cyc = p
+    if x.st.dt.itemsize == 4 and not s.target.vector_perf_mode:
+        cyc *= C.MATMUL_FP32_FACTOR
+    cost = (C.MATMUL_INIT_CYCLES + cyc) * s.ns_tensor
+    flops = 2.0 * p * f * p
+    s.flops += flops
+    s.transpose_flops += flops
+    s.flops_peak_ns += flops / s.target.peak_flops_bf16 * 1e9
+    s.sbuf_read += x.size * x.st.dt.itemsize
+    if dst.st.kind == "psum":
+        s.psum_write += dst.size * dst.st.dt.itemsize
+    else:
+        s.sbuf_write += dst.size * dst.st.dt.itemsize
+    s.sched.issue(TENSOR, cost, [(x.st.dep, x.box)], [(dst.st.dep, dst.box)])
+    s.last_st = dst.st
+    s.last_eng = TENSOR
+    return dst

@@ -1,0 +1,738 @@
+"""`nki.language` (nl): allocation, memory movement, element-wise math, reductions, matmul.
+
+Functions follow the old (tile-returning) API; ops that create tiles allocate them in SBUF
+(PSUM for matmul/transpose results). Every call that does work issues one or more
+instructions to the timing model (see engine helpers in `core`).
+"""
+import builtins
+import contextlib
+import math
+import sys
+
+import numpy as np
+
+from . import constants as C
+from . import core
+from . import dtypes as D
+from . import ops as O
+from . import runtime
+from .buffers import (Buffer, IExpr, ParDim, Storage, Tensor, arange, ds, hbm, mgrid, private_hbm,
+                      psum, sbuf, shared_hbm, as_buffer)
+from .core import (alloc, compute, dma, check_onchip, free_size, engine_cost, dt_of,
+                   value_of, fuse_or_copy, matmul_core, transpose_core)
+from .errors import compile_error, runtime_error
+from .timing import GPSIMD, SCALAR, TENSOR, VECTOR
+
+# ---- dtypes -------------------------------------------------------------------------------
+float32 = np.float32
+float16 = np.float16
+bfloat16 = D.bfloat16
+tfloat32 = D.tfloat32
+float32r = D.float32r
+float8_e4m3 = D.float8_e4m3
+float8_e5m2 = D.float8_e5m2
+float8_e4m3fn = D.float8_e4m3fn
+int8 = np.int8
+int16 = np.int16
+int32 = np.int32
+int64 = np.int64
+uint8 = np.uint8
+uint16 = np.uint16
+uint32 = np.uint32
+uint64 = np.uint64
+bool_ = np.bool_
+
+
+# ---- tile sizes ---------------------------------------------------------------------------
+class _TileSize:
+    pmax = C.PMAX
+    psum_fmax = C.PSUM_BANK_BYTES // 4
+    psum_bank_fmax = C.PSUM_BANK_BYTES // 4
+    psum_bank_fmax_bytes = C.PSUM_BANK_BYTES
+    psum_num_banks = C.PSUM_NUM_BANKS
+    gemm_stationary_fmax = C.GEMM_STATIONARY_FMAX
+    gemm_moving_fmax = C.GEMM_MOVING_FMAX
+    bn_stats_fmax = C.BN_STATS_FMAX
+    psum_min_align = 4
+    sbuf_min_align = 4
+
+    @property
+    def sbuf_fmax_bytes(self):
+        sim = runtime.CUR
+        return (sim.target if sim else C.TRN2).sbuf_bytes_per_partition
+
+    @property
+    def total_available_sbuf_size(self):
+        return self.sbuf_fmax_bytes
+
+    @property
+    def sbuf_size_bytes(self):
+        return self.sbuf_fmax_bytes * C.PMAX
+
+    @property
+    def sbuf_fmax(self):
+        return self.sbuf_fmax_bytes // 4
+
+
+tile_size = _TileSize()
+
+
+def par_dim(n):
+    """Marks a partition dimension (old API): dimensions before it are block dimensions."""
+    return ParDim(int(n))
+
+
+# ---- loops --------------------------------------------------------------------------------
+def affine_range(*args, **kw):
+    return range(*args)
+
+
+def sequential_range(*args, **kw):
+    return range(*args)
+
+
+def static_range(*args, **kw):
+    return range(*args)
+
+
+def dynamic_range(*args, **kw):
+    return range(*args)
+
+
+def fori_loop(lower, upper, body_fun, init_val=None, step=1, **kw):
+    val = init_val
+    for i in range(lower, upper, step):
+        r = body_fun(i, val) if init_val is not None else body_fun(i)
+        if init_val is not None:
+            val = r
+    return val
+
+
+def while_loop(cond_fun, body_fun, init_val):
+    val = init_val
+    while cond_fun(val):
+        val = body_fun(val)
+    return val
+
+
+@contextlib.contextmanager
+def no_reorder():
+    yield
+
+
+# ---- SPMD ---------------------------------------------------------------------------------
+def program_id(axis=0):
+    sim = core.sim()
+    pid = sim.program_id
+    if axis >= len(pid):
+        return 0
+    return pid[axis]
+
+
+def num_programs(axes=None):
+    sim = core.sim()
+    if axes is None:
+        return math.prod(sim.grid)
+    if isinstance(axes, (tuple, list)):
+        return math.prod(sim.grid[a] if a < len(sim.grid) else 1 for a in axes)
+    return sim.grid[axes] if axes < len(sim.grid) else 1
+
+
+def program_ndim():
+    return len(core.sim().grid)
+
+
+def nc(n):
+    return int(n)
+
+
+spmd_dim = nc
+
+
+# ---- predicates ---------------------------------------------------------------------------
+def is_sbuf(t):
+    return t.st.kind == "sbuf"
+
+
+def is_psum(t):
+    return t.st.kind == "psum"
+
+
+def is_hbm(t):
+    return t.st.kind == "hbm"
+
+
+def is_on_chip(t):
+    return t.st.kind != "hbm"
+
+
+# ---- creation -----------------------------------------------------------------------------
+def _shape(shape):
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(map(int, shape))
+
+
+def ndarray(shape, dtype, buffer=None, name="", **kw):
+    """Uninitialised tensor (filled with NaN / a sentinel so unwritten data is detectable)."""
+    pdim = 0
+    if isinstance(shape, (tuple, list)):
+        for i, s in enumerate(shape):
+            if type(s) is ParDim:
+                pdim = i
+                break
+    return alloc(_shape(shape), dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
+
+
+def _filled(shape, dtype, buffer, value, name=""):
+    t = ndarray(shape, dtype, buffer, name)
+    core.memset_tile(t, value)
+    return t
+
+
+def zeros(shape, dtype, buffer=None, name="", **kw):
+    return _filled(shape, dtype, buffer, 0, name)
+
+
+def ones(shape, dtype, buffer=None, name="", **kw):
+    return _filled(shape, dtype, buffer, 1, name)
+
+
+def full(shape, fill_value, dtype, buffer=None, name="", **kw):
+    return _filled(shape, dtype, buffer, fill_value, name)
+
+
+def empty_like(a, dtype=None, buffer=None, name="", **kw):
+    return ndarray(a.shape, dtype if dtype is not None else a.dtype,
+                   buffer if buffer is not None else a.buffer, name)
+
+
+def zeros_like(a, dtype=None, buffer=None, name="", **kw):
+    return zeros(a.shape, dtype if dtype is not None else a.dtype,
+                 buffer if buffer is not None else a.buffer, name)
+
+
+def ones_like(a, dtype=None, buffer=None, name="", **kw):
+    return ones(a.shape, dtype if dtype is not None else a.dtype,
+                buffer if buffer is not None else a.buffer, name)
+
+
+def full_like(a, fill_value, dtype=None, buffer=None, name="", **kw):
+    return full(a.shape, fill_value, dtype if dtype is not None else a.dtype,
+                buffer if buffer is not None else a.buffer, name)
+
+
+def shared_constant(constant, dtype=None, **kw):
+    arr = np.asarray(constant)
+    dt = dt_of(dtype if dtype is not None else arr.dtype)
+    st = Storage(tuple(arr.shape), dt, shared_hbm, data=D.quantize(arr, dt).copy()
+                 if core.sim().numerics else None)
+    return Tensor.root(st)
+
+
+def shared_identity_matrix(n, dtype=np.uint8, **kw):
+    return shared_constant(np.eye(n), dtype)
+
+
+def static_cast(arr, dtype):
+    """Convert a numpy array to an NKI dtype (host-side helper)."""
+    dt = D.lookup(dtype)
+    return D.quantize(np.asarray(arr), dt)
+
+
+# ---- memory movement ----------------------------------------------------------------------
+def load(src, mask=None, dtype=None, **kw):
+    """HBM -> new SBUF tile with the shape of `src`."""
+    if not isinstance(src, Tensor):
+        raise compile_error("nl.load expects a tensor, got %r" % (type(src).__name__,))
+    dt = dt_of(dtype) if dtype is not None else src.st.dt
+    out = core.tmp(src.shape, dt, sbuf)
+    dma(out, src, mask)
+    return out
+
+
+def store(dst, value, mask=None, **kw):
+    """Tile (SBUF/PSUM) or scalar -> HBM (or any tensor) via DMA."""
+    if not isinstance(dst, Tensor):
+        raise compile_error("nl.store expects a destination tensor")
+    if not isinstance(value, Tensor):
+        tmp = alloc(dst.shape, dst.st.dt, sbuf)
+        core.memset_tile(tmp, value)
+        value = tmp
+    elif value.st.kind == "psum":
+        tmp = alloc(value.shape, value.st.dt, sbuf)
+        fuse_or_copy(tmp, value)
+        value = tmp
+    dma(dst, value, mask)
+    return None
+
+
+def load_transpose2d(src, mask=None, dtype=None, **kw):
+    """DMA transpose of a 2-D HBM tile."""
+    if len(src.shape) != 2:
+        raise compile_error("load_transpose2d expects a 2-D tile")
+    dt = dt_of(dtype) if dtype is not None else src.st.dt
+    out = alloc((src.shape[1], src.shape[0]), dt, sbuf)
+    dma(out, src, mask, transpose=True)
+    return out
+
+
+def copy(src, mask=None, dtype=None, **kw):
+    """New SBUF tile holding a copy of `src` (may convert dtype)."""
+    if not isinstance(src, Tensor):
+        raise compile_error("nl.copy expects a tensor")
+    dt = dt_of(dtype) if dtype is not None else src.st.dt
+    out = core.tmp(src.shape, dt, sbuf)
+    if src.st.kind == "hbm":
+        dma(out, src, mask)
+        return out
+    core.copy_op(out, src, mask=mask)
+    return out
+
+
+def assign(view, value):
+    """`view[...] = value` for tensors."""
+    if isinstance(value, Tensor) and value.st is view.st and value.box == view.box \
+            and value.shape == view.shape:
+        return  # `t[k] += v` stores back the view `__iadd__` already updated
+    if view.st.kind == "hbm":
+        if isinstance(value, Tensor):
+            store(view, value)
+            return
+        tmp = alloc(view.shape, view.st.dt, sbuf)
+        core.memset_tile(tmp, value)
+        dma(view, tmp)
+        return
+    if isinstance(value, Tensor):
+        if value.st.kind == "hbm":
+            dma(view, value)
+        else:
+            fuse_or_copy(view, value)
+    else:
+        core.memset_tile(view, value)
+
+
+def broadcast_to(src, shape, **kw):
+    """New tile with `src` broadcast to `shape`."""
+    shape = _shape(shape)
+    out = core.tmp(shape, src.st.dt, sbuf)
+    try:
+        np.broadcast_shapes(src.shape, shape)
+    except ValueError:
+        raise compile_error("cannot broadcast tile of shape %s to %s"
+                            % (list(src.shape), list(shape)))
+    eng = GPSIMD if src.shape[0] != shape[0] else VECTOR
+    compute(eng, engine_cost(eng, free_size(out)), [src], [out],
+            (lambda: np.broadcast_to(value_of(src), shape)), "broadcast")
+    return out
+
+
+Tensor.broadcast_to = lambda self, shape: broadcast_to(self, shape)
+
+
+# ---- element-wise ------------------------------------------------------------------------
+_SCALAR_FUNCS = {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "gelu", "gelu_apprx_tanh",
+                 "gelu_apprx_sigmoid", "gelu_dx", "silu", "silu_dx", "relu", "square",
+                 "reciprocal", "sin", "cos", "tan", "erf", "erf_dx", "softplus", "mish",
+                 "arctan", "exp2", "log2", "sign", "abs"}
+
+
+def unary(name, x, dtype=None, mask=None):
+    """Element-wise unary op on a tile; transcendental functions run on ScalarE."""
+    if not isinstance(x, Tensor):
+        v = O.UNARY[name](np.float32(x))
+        return v
+    check_onchip(x, name)
+    if name in O.BITWISE and not x.st.dt.is_int:
+        raise compile_error("invalid dtype %s for nl.%s (integer types only)" % (x.st.dt.name,
+                                                                                 name))
+    if dtype is not None:
+        dt = dt_of(dtype)
+    elif x.st.dt.is_float or name in O.BITWISE or name in ("negative", "abs"):
+        dt = x.st.dt
+    else:
+        dt = D.FLOAT32
+    out = core.tmp(x.shape, dt, sbuf)
+    eng = SCALAR if name in _SCALAR_FUNCS else VECTOR
+    f = O.UNARY[name]
+
+    def run():
+        v = value_of(x)
+        if x.st.dt.is_float or name not in O.BITWISE:
+            if v.dtype != np.float32 and name not in O.BITWISE:
+                v = v.astype(np.float32)
+        return f(v)
+    compute(eng, engine_cost(eng, free_size(out)), [x], [out], run, name, mask=mask)
+    return out
+
+
+def _make_unary(name):
+    def fn(x, dtype=None, mask=None, **kw):
+        return unary(name, x, dtype, mask)
+    fn.__name__ = name
+    fn.nkisim_op = name
+    fn.__doc__ = "Element-wise %s." % name
+    O.register(fn, name)
+    return fn
+
+
+exp = _make_unary("exp")
+log = _make_unary("log")
+sqrt = _make_unary("sqrt")
+rsqrt = _make_unary("rsqrt")
+tanh = _make_unary("tanh")
+sigmoid = _make_unary("sigmoid")
+gelu = _make_unary("gelu")
+gelu_apprx_tanh = _make_unary("gelu_apprx_tanh")
+gelu_apprx_sigmoid = _make_unary("gelu_apprx_sigmoid")
+gelu_dx = _make_unary("gelu_dx")
+silu = _make_unary("silu")
+silu_dx = _make_unary("silu_dx")
+relu = _make_unary("relu")
+square = _make_unary("square")
+reciprocal = _make_unary("reciprocal")
+negative = _make_unary("negative")
+abs = _make_unary("abs")
+sign = _make_unary("sign")
+sin = _make_unary("sin")
+cos = _make_unary("cos")
+tan = _make_unary("tan")
+erf = _make_unary("erf")
+erf_dx = _make_unary("erf_dx")
+softplus = _make_unary("softplus")
+mish = _make_unary("mish")
+ceil = _make_unary("ceil")
+floor = _make_unary("floor")
+trunc = _make_unary("trunc")
+arctan = _make_unary("arctan")
+exp2 = _make_unary("exp2")
+log2 = _make_unary("log2")
+logical_not = _make_unary("logical_not")
+invert = _make_unary("invert")
+bitwise_not = invert
+identity = _make_unary("identity")
+
+
+def binary(name, a, b, dtype=None, mask=None):
+    """Element-wise binary op with numpy broadcasting (VectorE)."""
+    ta = isinstance(a, Tensor)
+    tb = isinstance(b, Tensor)
+    if not ta and not tb:
+        return O.BINARY[name](a, b)
+    if ta:
+        check_onchip(a, name)
+    if tb:
+        check_onchip(b, name)
+    if ta and tb:
+        dt = D.promote(a.st.dt, b.st.dt)
+        if a.shape == b.shape:
+            shape = a.shape
+        else:
+            shape, _ = core.tile_shape((a.shape, b.shape), "nl." + name)
+    else:
+        t = a if ta else b
+        s = b if ta else a
+        dt = t.st.dt
+        if not dt.is_float and isinstance(s, float):
+            dt = D.FLOAT32
+        shape = t.shape
+    if name in O.COMPARISON and dtype is None:
+        dt = dt if dt.is_float else D.UINT8
+    if dtype is not None:
+        dt = dt_of(dtype)
+    if name in O.BITWISE and not dt.is_int:
+        raise compile_error("invalid dtype %s for nl.%s (integer types only)" % (dt.name, name))
+    out = core.tmp(tuple(shape), dt, sbuf)
+    f = O.BINARY[name]
+    n = free_size(out)
+    if ta and tb:
+        # tensor_tensor: 2N unless one side is a per-partition/scalar broadcast (tensor_scalar)
+        small = free_size(a) == 1 or free_size(b) == 1
+        if small:
+            cost = core.vector_cost(n, 1.0, core.perf_factor("tensor_scalar", [a, b], [out]))
+        else:
+            cost = core.tensor_tensor_cost(name, a, b, out)
+        ins = [a, b]
+    else:
+        cost = core.vector_cost(n, 1.0, core.perf_factor("tensor_scalar", [a if ta else b],
+                                                         [out]))
+        ins = [a if ta else b]
+    fdt = dt.is_float
+
+    nd = len(shape)
+
+    def run():
+        va = value_of(a, nd) if ta else a
+        vb = value_of(b, nd) if tb else b
+        if fdt and name not in O.BITWISE:
+            if ta and va.dtype != np.float32:
+                va = va.astype(np.float32)
+            if tb and vb.dtype != np.float32:
+                vb = vb.astype(np.float32)
+        return f(va, vb)
+    compute(VECTOR, cost, ins, [out], run, name, mask=mask)
+    return out
+
+
+def _make_binary(name):
+    def fn(x, y, dtype=None, mask=None, **kw):
+        return binary(name, x, y, dtype, mask)
+    fn.__name__ = name
+    fn.nkisim_op = name
+    fn.__doc__ = "Element-wise %s with broadcasting." % name
+    O.register(fn, name)
+    return fn
+
+
+add = _make_binary("add")
+subtract = _make_binary("subtract")
+multiply = _make_binary("multiply")
+divide = _make_binary("divide")
+maximum = _make_binary("maximum")
+minimum = _make_binary("minimum")
+power = _make_binary("power")
+mod = _make_binary("mod")
+fmod = _make_binary("fmod")
+floor_divide = _make_binary("floor_divide")
+equal = _make_binary("equal")
+not_equal = _make_binary("not_equal")
+greater = _make_binary("greater")
+greater_equal = _make_binary("greater_equal")
+less = _make_binary("less")
+less_equal = _make_binary("less_equal")
+logical_and = _make_binary("logical_and")
+logical_or = _make_binary("logical_or")
+logical_xor = _make_binary("logical_xor")
+bitwise_and = _make_binary("bitwise_and")
+bitwise_or = _make_binary("bitwise_or")
+bitwise_xor = _make_binary("bitwise_xor")
+left_shift = _make_binary("left_shift")
+right_shift = _make_binary("right_shift")
+
+
+def inplace(t, o, name):
+    """`t op= o`: PSUM `+=` of a fresh matmul result is a fused accumulation (no extra
+    instruction); anything else is an element-wise op written back into `t`."""
+    if (name == "add" and isinstance(o, Tensor) and t.st.kind == "psum"
+            and o.st.name == "__matmul__"):
+        core.accumulate_fused(t, o)
+        return t
+    res = binary(name, t, o)
+    fuse_or_copy(t, res)
+    return t
+
+
+def where(condition, x, y, dtype=None, mask=None, **kw):
+    """Element-wise select: x where condition is non-zero, else y."""
+    tensors = [v for v in (condition, x, y) if isinstance(v, Tensor)]
+    for v in tensors:
+        check_onchip(v, "where")
+    shapes = [v.shape for v in tensors] + [np.shape(v) for v in (condition, x, y)
+                                           if isinstance(v, np.ndarray)]
+    shape, nd = core.tile_shape(shapes, "nl.where")
+    if dtype is not None:
+        dt = dt_of(dtype)
+    else:
+        dts = [v.st.dt for v in (x, y) if isinstance(v, Tensor)]
+        dt = dts[0] if dts else D.FLOAT32
+        if len(dts) == 2:
+            dt = D.promote(dts[0], dts[1])
+    out = core.tmp(tuple(shape), dt, sbuf)
+
+    def run():
+        c = value_of(condition, nd)
+        vx = value_of(x, nd)
+        vy = value_of(y, nd)
+        return np.where(np.asarray(c) != 0, vx, vy)
+    compute(VECTOR, core.vector_cost(free_size(out), 2.0), tensors, [out], run, "select",
+            mask=mask)
+    return out
+
+
+select = where
+
+
+# ---- reductions ---------------------------------------------------------------------------
+def _axes(x, axis):
+    nd = len(x.shape)
+    if axis is None:
+        axes = tuple(range(1, nd))
+    elif isinstance(axis, (list, tuple)):
+        axes = tuple(int(a) % nd for a in axis)
+    else:
+        axes = (int(axis) % nd,)
+    if 0 in axes:
+        raise compile_error("reduction along the partition dimension (axis 0) is not supported; "
+                            "reduce along free axes, or use nisa.tensor_partition_reduce / "
+                            "a matmul")
+    return axes
+
+
+_REDUCE_IDENTITY = {"add": 0.0, "sum": 0.0, "mean": 0.0, "maximum": -np.inf, "max": -np.inf,
+                    "minimum": np.inf, "min": np.inf, "multiply": 1.0, "prod": 1.0}
+
+
+def reduce(name, x, axis, dtype=None, keepdims=False, mask=None, negate=False, out=None,
+           engine=VECTOR):
+    """Reduction along free axes (VectorE)."""
+    check_onchip(x, name)
+    axes = _axes(x, axis)
+    shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdims else \
+        tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    if out is None:
+        dt = dt_of(dtype) if dtype is not None else x.st.dt
+        if name in ("all", "any", "logical_and", "logical_or"):
+            dt = dt_of(dtype) if dtype is not None else D.UINT8
+        out = core.tmp(shape, dt, sbuf)
+    f = O.REDUCE[name]
+    n = free_size(x)
+    factor = 1.0
+    if (x.st.dt is D.BFLOAT16 and out.st.dt is D.BFLOAT16 and name in ("add", "sum", "max",
+                                                                       "maximum")):
+        factor = 0.5
+
+    def run():
+        v = value_of(x)
+        if v.dtype.kind == "f" and v.dtype != np.float32:
+            v = v.astype(np.float32)
+        sel = None
+        if mask is not None:
+            try:
+                sel = np.broadcast_to(np.asarray(mask), x.shape)
+            except ValueError:
+                sel = None
+        if x.valid is not None:
+            sel = x.valid if sel is None else (sel & x.valid)
+        if sel is not None and name in _REDUCE_IDENTITY:
+            v = np.where(sel, v, _REDUCE_IDENTITY[name])
+            if name == "mean":
+                cnt = np.maximum(sel.sum(axis=axes, keepdims=keepdims), 1)
+                r = np.sum(v, axis=axes, keepdims=keepdims) / cnt
+                return -r if negate else r
+        r = f(v, axis=axes, keepdims=keepdims)
+        return -r if negate else r
+    compute(engine, core.vector_cost(n, factor) if engine == VECTOR else engine_cost(engine, n),
+            [x], [out], run, "tensor_reduce", mask=mask)
+    return out
+
+
+def _make_reduce(name):
+    def fn(x, axis=None, dtype=None, keepdims=False, mask=None, **kw):
+        return reduce(name, x, axis, dtype, keepdims, mask)
+    fn.__name__ = name
+    fn.__doc__ = "Reduction (%s) along free axes." % name
+    return fn
+
+
+sum = _make_reduce("sum")
+max = _make_reduce("max")
+min = _make_reduce("min")
+mean = _make_reduce("mean")
+prod = _make_reduce("prod")
+all = _make_reduce("all")
+any = _make_reduce("any")
+O.register(sum, "add")
+O.register(max, "maximum")
+O.register(min, "minimum")
+O.register(prod, "multiply")
+
+
+def var(x, axis=None, dtype=None, keepdims=False, mask=None, **kw):
+    """Variance along free axes (bn_stats + bn_aggr on VectorE)."""
+    check_onchip(x, "var")
+    axes = _axes(x, axis)
+    shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdims else \
+        tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    out = core.tmp(shape, dt_of(dtype) if dtype is not None else x.st.dt, sbuf)
+    n = free_size(x)
+
+    def run():
+        return np.var(value_of(x).astype(np.float32), axis=axes, keepdims=keepdims)
+    compute(VECTOR, core.vector_cost(n, 1.0) + core.vector_cost(1, C.BN_AGGR_FACTOR), [x], [out],
+            run, "bn_stats", mask=mask)
+    return out
+
+
+def softmax(x, axis=-1, dtype=None, mask=None, **kw):
+    """Softmax along a free axis (max, exp with bias, sum, reciprocal, multiply)."""
+    m = reduce("max", x, axis, keepdims=True)
+    e = exp(subtract(x, m))
+    s = reduce("sum", e, axis, keepdims=True)
+    return multiply(e, reciprocal(s), dtype=dtype)
+
+
+def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, **kw):
+    """x * rsqrt(mean(x^2) + eps) * w along a free axis."""
+    sq = square(x)
+    ms = reduce("mean", sq, axis, keepdims=True)
+    r = rsqrt(add(ms, float(epsilon)))
+    return multiply(multiply(x, r), w, dtype=dtype)
+
+
+def cumsum(x, axis=-1, dtype=None, **kw):
+    """Inclusive prefix sum along the last free axis (VectorE scan)."""
+    check_onchip(x, "cumsum")
+    out = core.tmp(x.shape, dt_of(dtype) if dtype is not None else x.st.dt, sbuf)
+    compute(VECTOR, core.vector_cost(free_size(x), 2.0), [x], [out],
+            lambda: np.cumsum(value_of(x).astype(np.float32), axis=axis), "tensor_tensor_scan")
+    return out
+
+
+def dropout(x, rate, dtype=None, mask=None, **kw):
+    """Dropout with a fixed-seed mask (deterministic)."""
+    check_onchip(x, "dropout")
+    out = alloc(x.shape, dt_of(dtype) if dtype is not None else x.st.dt, sbuf)
+    r = float(rate) if not isinstance(rate, Tensor) else 0.0
+
+    def run():
+        rng = np.random.default_rng(0)
+        keep = rng.random(x.shape) >= r
+        return np.where(keep, value_of(x), 0)
+    compute(VECTOR, core.vector_cost(free_size(x), 1.0), [x], [out], run, "dropout", mask=mask)
+    return out
+
+
+# ---- matmul / transpose -------------------------------------------------------------------
+def matmul(x, y, transpose_x=False, mask=None, **kw):
+    """x @ y (or x.T @ y with transpose_x) into a new PSUM fp32 tile."""
+    check_onchip(x, "matmul")
+    check_onchip(y, "matmul")
+    if not transpose_x:
+        if len(x.shape) != 2:
+            raise compile_error("nl.matmul expects 2-D tiles")
+        xt = transpose_core(x, to_sbuf=True)
+    else:
+        xt = x
+    return matmul_core(None, xt, y, None, "nl.matmul")
+
+
+def transpose(x, dtype=None, mask=None, **kw):
+    """2-D partition <-> free transpose on TensorE (result in PSUM)."""
+    check_onchip(x, "transpose")
+    return transpose_core(x)
+
+
+# ---- debugging ----------------------------------------------------------------------------
+def device_print(prefix, x, **kw):
+    sim = core.sim()
+    if isinstance(x, Tensor):
+        v = x.read()
+        print(prefix, v if v is not None else x, file=sys.stderr)
+    else:
+        print(prefix, x, file=sys.stderr)
+
+
+# loop-index helpers of the old API
+def ds_(start, size):
+    return ds(start, size)
+
+
+def gather_flattened(data, indices, **kw):
+    raise compile_error("nl.gather_flattened is not supported by nkisim")
+
+
+def rand(shape, dtype=np.float32, **kw):
+    out = alloc(_shape(shape), dt_of(dtype), sbuf)
+    compute(GPSIMD, engine_cost(GPSIMD, free_size(out)), [], [out],
+            lambda: np.random.default_rng(0).random(out.shape), "rand")
+    return out

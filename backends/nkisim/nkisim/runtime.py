@@ -1,0 +1,49 @@
+"""State of the simulation in progress (one at a time per process).
+
+`CUR` is the active `Sim` while a kernel runs, else None. Language and ISA functions read it
+to find the scheduler, the target constants, the numerics switch and the statistics.
+"""
+from . import constants as C
+from .timing import Scheduler
+
+CUR = None
+
+
+class Sim:
+    """Everything one `simulate` call accumulates."""
+
+    def __init__(self, target, numerics=True):
+        self.target = target
+        self.numerics = numerics
+        self.sched = Scheduler(target)
+        self.sbuf_cap = target.sbuf_bytes_per_partition
+        self.psum_cap = C.PSUM_BYTES_PER_PARTITION
+        self.sbuf_cur = 0
+        self.sbuf_peak = 0
+        self.psum_cur = 0
+        self.psum_peak = 0
+        self.hbm_read = 0
+        self.hbm_write = 0
+        self.sbuf_read = 0
+        self.sbuf_write = 0
+        self.psum_read = 0
+        self.psum_write = 0
+        self.dma_bytes = 0
+        self.flops = 0.0
+        self.transpose_flops = 0.0
+        self.flops_peak_ns = 0.0  # sum over matmuls of flops / dtype-specific peak (ns)
+        self.last_st = None
+        self.last_eng = 0
+        self.matmul_count = 0
+        self.program_id = (0,)
+        self.grid = (1,)
+        self.shared_allocs = []
+        self.pool = {} if numerics else None  # (shape, numpy dtype) -> freed on-chip arrays
+        self.shared_index = 0
+        # ns per cycle per engine
+        self.ns_tensor = 1e9 / target.tensor_hz
+        self.ns_vector = 1e9 / target.vector_hz
+        self.ns_scalar = 1e9 / target.scalar_hz
+        self.ns_gpsimd = 1e9 / target.gpsimd_hz
+        self.dma_bw = min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns)
+        self.dma_bw_onchip = target.dma_bytes_per_ns

@@ -1,0 +1,341 @@
+"""`simulate`: run a kernel on the simulator and report outputs, latency and metrics."""
+import inspect
+import itertools
+import math
+import os
+
+import numpy as np
+
+from . import constants as C
+from . import dtypes as D
+from . import errors as E
+from . import runtime
+from .buffers import Storage, Tensor, shared_hbm
+from .timing import ENGINE_NAMES
+
+
+class SimResult:
+    """Outcome of one simulation.
+
+    outputs: tuple of numpy arrays in the kernel's return order (bf16 as float32);
+    latency_us: makespan in microseconds; metrics: neuron-profile summary-json names and units;
+    roofline: achieved vs peak figures; bottleneck: 'compute-bound', 'memory-bound' or
+    'underutilized'; instructions: number of simulated instructions (engines + DMA);
+    output_dtypes: NKI dtype name of each output ('bfloat16', 'float32', ...);
+    hotspots: busiest (kernel line, engine) pairs, each {line, engine, instructions, time_us}."""
+
+    def __init__(self, outputs, returned_tuple, latency_us, metrics, roofline, bottleneck,
+                 instructions, output_dtypes=()):
+        self.outputs = outputs
+        self.output_dtypes = output_dtypes
+        self.returned_tuple = returned_tuple
+        self.latency_us = latency_us
+        self.metrics = metrics
+        self.roofline = roofline
+        self.bottleneck = bottleneck
+        self.instructions = instructions
+        self.hotspots = []
+
+    def __repr__(self):
+        return ("SimResult(latency_us=%.3f, instructions=%d, bottleneck=%s)"
+                % (self.latency_us, self.instructions, self.bottleneck))
+
+
+def unwrap(kernel_fn):
+    """(function, grid) behind a decorated kernel / launcher."""
+    grid = getattr(kernel_fn, "grid", None)
+    fn = kernel_fn
+    for _ in range(10):
+        inner = getattr(fn, "nkisim_func", None)
+        if inner is None or inner is fn:
+            break
+        fn = inner
+    for _ in range(10):
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is None:
+            break
+        fn = inner
+    return fn, grid
+
+
+def _norm_grid(grid):
+    if grid is None:
+        return (1,)
+    if isinstance(grid, (int, np.integer)):
+        return (int(grid),)
+    return tuple(int(g) for g in grid)
+
+
+def _input_tensor(arr, numerics, dtype=None):
+    a = np.asarray(arr)
+    dt = D.lookup(a.dtype) if dtype is None else D.lookup(dtype)
+    if dt is None:
+        raise E.NkiCompileError("unsupported input dtype %s" % (a.dtype if dtype is None
+                                                                else dtype,))
+    if dt is D.FLOAT64:
+        dt = D.FLOAT32
+    data = D.quantize(a, dt) if numerics else None
+    if data is not None and (data is a and not a.flags.writeable or not data.flags.c_contiguous):
+        data = np.ascontiguousarray(data).copy()
+    if data is not None and data.ndim == 0:
+        data = data.reshape(1)
+    st = Storage(tuple(a.shape) if a.ndim else (1,), dt, shared_hbm, data=data, name="input")
+    return Tensor.root(st)
+
+
+def _host_value(a):
+    """Arrays (ndim >= 1, or array-likes with dtype and shape) stay arrays and become HBM
+    tensors; numpy scalars and 0-d arrays become Python scalars."""
+    if isinstance(a, np.ndarray):
+        return a if a.ndim >= 1 else a.item()
+    if isinstance(a, np.generic):
+        return a.item()
+    if hasattr(a, "dtype") and hasattr(a, "shape") and not isinstance(a, Tensor):
+        arr = np.asarray(a)
+        return arr if arr.ndim >= 1 else arr.item()
+    return a
+
+
+def _kernel_file(fn):
+    try:
+        f = inspect.getsourcefile(fn) or fn.__code__.co_filename
+    except (TypeError, AttributeError):
+        f = getattr(getattr(fn, "__code__", None), "co_filename", None)
+    names = set()
+    if f:
+        names.add(f)
+        names.add(os.path.abspath(f))
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        names.add(code.co_filename)
+    return names
+
+
+def simulate(kernel_fn, inputs, target="trn2", grid=None, numerics=True, input_dtypes=None,
+             hotspots=True):
+    """Run `kernel_fn` (decorated or not) with `inputs` (parameter name -> numpy array or
+    Python value) on the simulator. `input_dtypes` (name -> dtype name, e.g. 'bfloat16')
+    gives an HBM input an NKI dtype numpy lacks; its values are rounded to that dtype.
+    With numerics=False only the instruction trace and timing are computed (outputs are
+    NaN-filled); the trace never depends on data values, so timing is identical.
+    With hotspots=True, `res.hotspots` lists the kernel lines that keep engines and DMA
+    busiest. Raises NkiCompileError / NkiRuntimeError on failure."""
+    fn, g = unwrap(kernel_fn)
+    if grid is None:
+        grid = g
+    return _run(fn, (), dict(inputs), target, grid, numerics, input_dtypes, hotspots)
+
+
+def simulate_call(fn, args, kwargs, grid=None, target=None, numerics=True):
+    """Simulate a kernel called with positional/keyword arguments (decorator path)."""
+    if target is None:
+        target = os.environ.get("NKISIM_TARGET") or _env_target()
+    return _run(fn, tuple(args), dict(kwargs), target, grid, numerics)
+
+
+def _env_target():
+    t = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "trn2").lower()
+    return {"gen2": "trn1", "inf2": "trn1", "gen3": "trn2", "trn3": "trn2",
+            "gen4": "trn2"}.get(t, t if t in ("trn1", "trn2") else "trn2")
+
+
+def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=False):
+    tgt = C.get_target(target)
+    grid = _norm_grid(grid)
+    if runtime.CUR is not None:
+        raise RuntimeError("nkisim.simulate is not reentrant")
+    sim = runtime.Sim(tgt, numerics)
+    sim.grid = grid
+    if hotspots:
+        sim.sched.hot = {}
+        sim.sched.line_of = E.current_kernel_line
+    E.set_kernel_files(_kernel_file(fn))
+    runtime.CUR = sim
+    originals = {}
+    try:
+        sig = None
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            pass
+        call_args = []
+        call_kwargs = {}
+        dts = input_dtypes or {}
+        names = list(inspect.signature(fn).parameters) if sig is not None else []
+        for i, a in enumerate(args):
+            a = _host_value(a)
+            if isinstance(a, np.ndarray):
+                t = _input_tensor(a, numerics, dts.get(names[i]) if i < len(names) else None)
+                originals[id(t.st)] = (a, t)
+                call_args.append(t)
+            else:
+                call_args.append(a)
+        for k, a in kwargs.items():
+            a = _host_value(a)
+            if isinstance(a, np.ndarray):
+                t = _input_tensor(a, numerics, dts.get(k))
+                originals[id(t.st)] = (a, t)
+                call_kwargs[k] = t
+            else:
+                call_kwargs[k] = a
+        if sig is not None and not args:
+            params = sig.parameters
+            has_var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
+            for k in call_kwargs:
+                if k not in params and not has_var_kw:
+                    raise E.NkiCompileError("kernel %s has no parameter named %r"
+                                            % (fn.__name__, k))
+            for name, p in params.items():
+                if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                    continue
+                if name not in call_kwargs and p.default is p.empty:
+                    raise E.NkiCompileError("missing input %r for kernel %s"
+                                            % (name, fn.__name__))
+        ret = None
+        with np.errstate(all="ignore"):
+            for pid in itertools.product(*[range(n) for n in grid]):
+                sim.program_id = pid
+                sim.shared_index = 0
+                r = fn(*call_args, **call_kwargs)
+                if ret is None:
+                    ret = r
+        outputs, returned_tuple, out_dts = _collect(ret, numerics)
+        for a, t in originals.values():
+            if numerics and t.st.dep.wr and a.flags.writeable and t.st.data is not None \
+                    and not np.shares_memory(a, t.st.data):
+                try:
+                    np.copyto(a, t.st.data.reshape(a.shape), casting="unsafe")
+                except (TypeError, ValueError):
+                    pass
+        res = _result(sim, outputs, returned_tuple)
+        res.output_dtypes = out_dts
+        res.hotspots = sim.sched.hotspots()
+        return res
+    except E.NkiError as e:
+        if e.line is None:
+            e.line = E.traceback_kernel_line(e.__traceback__)
+            e.args = (str(e),)
+        raise
+    except RecursionError:
+        raise
+    except Exception as e:
+        line = E.traceback_kernel_line(e.__traceback__)
+        err = E.NkiCompileError("%s: %s" % (type(e).__name__, e), line)
+        raise err.with_traceback(e.__traceback__) from None
+    finally:
+        runtime.CUR = None
+        sim.last_st = None
+        sim.pool = None
+        E.set_kernel_files(())
+
+
+def _collect(ret, numerics):
+    if ret is None:
+        return (), False, ()
+    items = ret if isinstance(ret, (tuple, list)) else (ret,)
+    out = []
+    dts = []
+    for t in items:
+        dts.append(t.st.dt.name if isinstance(t, Tensor) else str(np.asarray(t).dtype))
+        if isinstance(t, Tensor):
+            if t.st.data is not None and numerics:
+                if t.sk is not None and t.box is None and t.vd == tuple(range(len(t.st.shape))) \
+                        and not t.st.alias and t.st.kind == "hbm":
+                    a = t.st.data
+                else:
+                    a = np.array(t.read(), copy=True)
+                if t.st.dt is D.BOOL:
+                    a = a.astype(np.bool_)
+            else:
+                npdt = t.st.dt.np
+                a = np.full(t.shape, np.nan if t.st.dt.is_float else 0, dtype=npdt)
+            out.append(a)
+        else:
+            out.append(np.asarray(t))
+    return tuple(out), isinstance(ret, (tuple, list)), tuple(dts)
+
+
+def _pct(a, b):
+    return 100.0 * a / b if b > 0 else 0.0
+
+
+def _result(sim, outputs, returned_tuple):
+    sch = sim.sched
+    tgt = sim.target
+    T = sch.makespan  # ns
+    ts = T * 1e-9
+    m = {}
+    m["total_time"] = ts
+    m["neuroncore_cycle_count"] = int(round(ts * tgt.base_hz))
+    for i, name in enumerate(ENGINE_NAMES):
+        m["%s_engine_active_time" % name] = sch.active[i] * 1e-9
+        m["%s_engine_active_time_percent" % name] = _pct(sch.active[i], T)
+        m["%s_engine_instruction_count" % name] = sch.count[i]
+    m["matmul_instruction_count"] = sim.matmul_count
+    dma_active = sch.dma_active_ns()
+    m["dma_active_time"] = dma_active * 1e-9
+    m["dma_active_time_percent"] = _pct(dma_active, T)
+    m["dma_bandwidth_busy_percent"] = _pct(sch.bw.busy, T)
+    m["dma_transfer_count"] = sch.dma_count
+    m["dma_transfer_total_bytes"] = sim.dma_bytes
+    m["dma_transfer_average_bytes"] = sim.dma_bytes / sch.dma_count if sch.dma_count else 0.0
+    m["hbm_read_bytes"] = sim.hbm_read
+    m["hbm_write_bytes"] = sim.hbm_write
+    m["sbuf_read_bytes"] = sim.sbuf_read
+    m["sbuf_write_bytes"] = sim.sbuf_write
+    m["psum_read_bytes"] = sim.psum_read
+    m["psum_write_bytes"] = sim.psum_write
+    m["spill_save_bytes"] = 0
+    m["spill_reload_bytes"] = 0
+    m["hardware_flops"] = sim.flops
+    m["transpose_flops"] = sim.transpose_flops
+    model_flops = sim.flops - sim.transpose_flops
+    m["model_flops"] = model_flops
+    peak = tgt.peak_flops_bf16
+    m["tensor_engine_max_ops_per_sec"] = peak
+    m["mfu_estimated_percent"] = _pct(model_flops, peak * ts) if ts > 0 else 0.0
+    m["hfu_estimated_percent"] = _pct(sim.flops, peak * ts) if ts > 0 else 0.0
+    hbm_bytes = sim.hbm_read + sim.hbm_write
+    bw = min(tgt.dma_bytes_per_ns, tgt.hbm_bytes_per_ns)  # bytes/ns == GB/s
+    m["mbu_estimated_percent"] = _pct(hbm_bytes, bw * T) if T > 0 else 0.0
+    m["mm_arithmetic_intensity"] = model_flops / hbm_bytes if hbm_bytes else 0.0
+    m["peak_sbuf_bytes_per_partition"] = sim.sbuf_peak
+    m["peak_psum_bytes_per_partition"] = sim.psum_peak
+    m["sbuf_capacity_bytes_per_partition"] = sim.sbuf_cap
+    instructions = sum(sch.count) + sch.dma_count
+    m["total_instruction_count"] = instructions
+
+    if sim.flops > 0 and sim.flops_peak_ns > 0:
+        eff_peak = sim.flops / (sim.flops_peak_ns * 1e-9)
+    else:
+        eff_peak = peak
+    achieved = model_flops / ts if ts > 0 else 0.0
+    roof = {
+        "achieved_tflops": achieved / 1e12,
+        "peak_tflops": eff_peak / 1e12,
+        "compute_pct": _pct(achieved, eff_peak),
+        "achieved_hbm_gbps": hbm_bytes / T if T > 0 else 0.0,
+        "peak_hbm_gbps": bw,
+        "hbm_pct": _pct(hbm_bytes / T if T > 0 else 0.0, bw),
+        "arithmetic_intensity": model_flops / hbm_bytes if hbm_bytes else 0.0,
+        "ridge_point": eff_peak / (bw * 1e9),
+    }
+    busiest = max(range(4), key=lambda i: sch.active[i])
+    engine_pct = _pct(sch.active[busiest], T)
+    compute_util = max(roof["compute_pct"], engine_pct)
+    memory_util = max(roof["hbm_pct"], m["dma_bandwidth_busy_percent"])
+    if max(compute_util, memory_util) < BOTTLENECK_THRESHOLD_PCT:
+        bottleneck = "underutilized"
+    elif compute_util >= memory_util:
+        bottleneck = "compute-bound"
+    else:
+        bottleneck = "memory-bound"
+    roof["busiest_engine"] = ENGINE_NAMES[busiest]
+    roof["busiest_engine_pct"] = engine_pct
+    return SimResult(outputs, returned_tuple, T / 1000.0, m, roof, bottleneck, instructions)
+
+
+# A resource counts as the bottleneck once it is busy this share of the time (the perf
+# guide's "~90% engine active" / "~60% MBU" rules of thumb, nki.md §3.3, relaxed to one
+# threshold for both sides; see MODEL.md).
+BOTTLENECK_THRESHOLD_PCT = 60.0

@@ -1,0 +1,287 @@
+"""List scheduler for the timing model.
+
+Each instruction is issued in program order to one in-order queue (an engine or one of
+the DMA queues). It starts when its queue is free and every earlier instruction it depends
+on has finished. Dependencies are read-after-write, write-after-read and write-after-write
+on overlapping regions of the same storage; a region is a box (lo, hi per storage
+dimension, flattened into one tuple) or None for the whole storage. DMA transfers also
+share one bandwidth timeline that later transfers may back-fill.
+"""
+from bisect import bisect_right
+
+TENSOR, VECTOR, SCALAR, GPSIMD = 0, 1, 2, 3
+ENGINE_NAMES = ("tensor", "vector", "scalar", "gpsimd")
+
+_REC_CAP = 96  # distinct boxes kept per storage and kind before they are merged
+
+
+def overlap(a, b):
+    """True when boxes a and b intersect (None = whole storage)."""
+    if a is None or b is None:
+        return True
+    for i in range(0, len(a), 2):
+        if a[i] >= b[i + 1] or b[i] >= a[i + 1]:
+            return False
+    return True
+
+
+def covers(a, b):
+    """True when box a contains box b (None = whole storage)."""
+    if a is None:
+        return True
+    if b is None:
+        return False
+    for i in range(0, len(a), 2):
+        if a[i] > b[i] or a[i + 1] < b[i + 1]:
+            return False
+    return True
+
+
+def _union(a, b):
+    if a is None or b is None:
+        return None
+    out = []
+    for i in range(0, len(a), 2):
+        out.append(min(a[i], b[i]))
+        out.append(max(a[i + 1], b[i + 1]))
+    return tuple(out)
+
+
+def _collapse(recs):
+    """Replace all records of a dict by one conservative record (union box, latest end)."""
+    box = None
+    first = True
+    end = 0.0
+    for b, e in recs.items():
+        box = b if first else _union(box, b)
+        first = False
+        if e > end:
+            end = e
+    recs.clear()
+    recs[box] = end
+
+
+class DepState:
+    """Access history of one storage: dicts box -> latest end time of reads / writes."""
+    __slots__ = ("wr", "rd", "wr_max", "rd_max")
+
+    def __init__(self):
+        self.wr = {}
+        self.rd = {}
+        self.wr_max = 0.0
+        self.rd_max = 0.0
+
+
+def ready_time(t, reads, writes):
+    """Earliest start >= t honouring RAW (reads), WAW and WAR (writes); args are (DepState, box)."""
+    for ds, box in reads:
+        if ds.wr_max > t:
+            for b, e in ds.wr.items():
+                if e > t and (box is None or b is None or overlap(b, box)):
+                    t = e
+    for ds, box in writes:
+        if ds.wr_max > t:
+            for b, e in ds.wr.items():
+                if e > t and (box is None or b is None or overlap(b, box)):
+                    t = e
+        if ds.rd_max > t:
+            for b, e in ds.rd.items():
+                if e > t and (box is None or b is None or overlap(b, box)):
+                    t = e
+    return t
+
+
+def record(reads, writes, end):
+    """Remember that the accesses finish at `end`."""
+    for ds, box in reads:
+        rd = ds.rd
+        e = rd.get(box)
+        if e is None or end > e:
+            rd[box] = end
+        if end > ds.rd_max:
+            ds.rd_max = end
+        if len(rd) > _REC_CAP:
+            _collapse(rd)
+    for ds, box in writes:
+        wr = ds.wr
+        rd = ds.rd
+        if box is None:
+            if wr:
+                wr.clear()
+            if rd:
+                rd.clear()
+        else:
+            if wr:
+                dead = [b for b in wr if b is not None and covers(box, b)]
+                for b in dead:
+                    del wr[b]
+            if rd:
+                dead = [b for b in rd if b is not None and covers(box, b)]
+                for b in dead:
+                    del rd[b]
+        e = wr.get(box)
+        if e is None or end > e:
+            wr[box] = end
+        if end > ds.wr_max:
+            ds.wr_max = end
+        if len(wr) > _REC_CAP:
+            _collapse(wr)
+
+
+class Timeline:
+    """Busy intervals of a shared resource (DMA bandwidth); work is fluid and may fill gaps."""
+
+    def __init__(self):
+        self.s = []
+        self.e = []
+        self.busy = 0.0
+
+    def consume(self, t, dur):
+        """Take `dur` of free time starting no earlier than t; return the finish time."""
+        self.busy += dur
+        s, e = self.s, self.e
+        n = len(s)
+        i = bisect_right(e, t)
+        if i == n:
+            if n and e[-1] == t:
+                e[-1] = t + dur
+            else:
+                s.append(t)
+                e.append(t + dur)
+            return t + dur
+        pieces = []
+        cur = t
+        rem = dur
+        j = i
+        while rem > 1e-9:
+            if j < n and s[j] <= cur:
+                if e[j] > cur:
+                    cur = e[j]
+                j += 1
+                continue
+            gap_end = s[j] if j < n else float("inf")
+            take = gap_end - cur
+            if take > rem:
+                take = rem
+            pieces.append((cur, cur + take))
+            cur += take
+            rem -= take
+        hi = min(j + 1, n)
+        merged = sorted(list(zip(s[i:hi], e[i:hi])) + pieces)
+        ns, ne = [], []
+        for a, b in merged:
+            if ns and a <= ne[-1] + 1e-9:
+                if b > ne[-1]:
+                    ne[-1] = b
+            else:
+                ns.append(a)
+                ne.append(b)
+        s[i:hi] = ns
+        e[i:hi] = ne
+        return cur
+
+    def prune(self, floor):
+        """Forget intervals ending before `floor` (no future request starts earlier)."""
+        k = bisect_right(self.e, floor)
+        if k > 64:
+            del self.s[:k]
+            del self.e[:k]
+
+
+class Scheduler:
+    """Engine queues, DMA queues and the resulting statistics (all times in ns)."""
+
+    def __init__(self, target):
+        self.target = target
+        self.free = [0.0, 0.0, 0.0, 0.0]
+        self.active = [0.0, 0.0, 0.0, 0.0]
+        self.count = [0, 0, 0, 0]
+        self.nq = 16
+        self.qfree = [0.0] * self.nq
+        self.bw = Timeline()
+        self.dma_starts = []
+        self.dma_ends = []
+        self.dma_count = 0
+        self.makespan = 0.0
+        self.hot = None          # (line, engine) -> [instructions, ns] when attribution is on
+        self.line_of = None
+
+    def _attribute(self, engine, ns):
+        line = self.line_of()
+        key = (line, engine)
+        rec = self.hot.get(key)
+        if rec is None:
+            self.hot[key] = [1, ns]
+        else:
+            rec[0] += 1
+            rec[1] += ns
+
+    def hotspots(self, top=20):
+        """Busiest kernel source lines: dicts with line, engine, instructions, time_us."""
+        if not self.hot:
+            return []
+        names = ENGINE_NAMES + ("dma",)
+        rows = [{"line": line, "engine": names[eng], "instructions": c, "time_us": ns / 1000.0}
+                for (line, eng), (c, ns) in self.hot.items()]
+        rows.sort(key=lambda r: (-r["time_us"], r["line"] or 0, r["engine"]))
+        return rows[:top]
+
+    def issue(self, engine, cost, reads, writes):
+        """Schedule a compute instruction of `cost` ns; returns its end time."""
+        t = ready_time(self.free[engine], reads, writes)
+        end = t + cost
+        self.free[engine] = end
+        self.active[engine] += cost
+        self.count[engine] += 1
+        if self.hot is not None:
+            self._attribute(engine, cost)
+        record(reads, writes, end)
+        if end > self.makespan:
+            self.makespan = end
+        return end
+
+    def issue_zero(self, engine, reads, writes):
+        """A bookkeeping step with no cost and no instruction (e.g. a fused accumulate)."""
+        t = ready_time(self.free[engine], reads, writes)
+        self.free[engine] = t
+        record(reads, writes, t)
+        return t
+
+    def dma(self, data_ns, fixed_ns, reads, writes, min_data_ns=0.0):
+        """Schedule a DMA transfer on the earliest-free queue; returns its end time.
+        `data_ns` is its share of the core's DMA bandwidth; `min_data_ns` the shortest time
+        the engines it can use need for it (transfers over few partitions use few engines)."""
+        qf = self.qfree
+        best = min(qf)
+        q = qf.index(best)
+        self.bw.prune(best)
+        t = ready_time(best, reads, writes)
+        end = self.bw.consume(t + fixed_ns, data_ns)
+        if t + fixed_ns + min_data_ns > end:
+            end = t + fixed_ns + min_data_ns
+        qf[q] = end
+        if self.hot is not None:
+            self._attribute(4, end - t)
+        self.dma_starts.append(t)
+        self.dma_ends.append(end)
+        self.dma_count += 1
+        record(reads, writes, end)
+        if end > self.makespan:
+            self.makespan = end
+        return end
+
+    def dma_active_ns(self):
+        """Length of the union of all DMA transfer intervals."""
+        if not self.dma_starts:
+            return 0.0
+        pairs = sorted(zip(self.dma_starts, self.dma_ends))
+        total = 0.0
+        cs, ce = pairs[0]
+        for a, b in pairs[1:]:
+            if a > ce:
+                total += ce - cs
+                cs, ce = a, b
+            elif b > ce:
+                ce = b
+        total += ce - cs
+        return total

@@ -1,0 +1,76 @@
+#include <array>
+
+#include "backends/backend.hpp"
+#include "backends/local_backend.hpp"
+#include "backends/spec.hpp"
+#include "backends/ssh_backend.hpp"
+
+namespace autocomp::backends {
+namespace {
+
+using Factory = core::Result<std::shared_ptr<Backend>> (*)(const std::vector<BackendSpec>&,
+                                                           const BackendOptions&);
+
+struct BackendEntry {
+  std::string_view scheme;
+  Factory factory;
+  std::string_view summary;
+};
+
+// The one table of backends. A new backend is a source file with a factory plus a row here.
+constexpr std::array<BackendEntry, 3> k_backends{{
+    {"sim", make_local_backend, "the NKI simulator on this machine (default)"},
+    {"local", make_local_backend, "the harness on this machine: local?device=sim|fake|neuron"},
+    {"ssh", make_ssh_backend, "Trainium hosts over SSH: ssh://[user@]host[:port][?options]"},
+}};
+
+}  // namespace
+
+std::string_view to_string(EvalCommand command) {
+  switch (command) {
+    case EvalCommand::verify:
+      return "verify";
+    case EvalCommand::benchmark:
+      return "benchmark";
+    case EvalCommand::profile:
+      return "profile";
+    case EvalCommand::evaluate:
+      return "evaluate";
+  }
+  return "evaluate";
+}
+
+core::Result<std::shared_ptr<Backend>> make_backend(const std::string& spec_text,
+                                                    const BackendOptions& options) {
+  auto pieces = split_specs(spec_text.empty() ? "sim" : spec_text);
+  if (pieces.empty()) {
+    pieces.emplace_back("sim");
+  }
+  std::vector<BackendSpec> specs;
+  for (const auto& piece : pieces) {
+    auto parsed = parse_spec(piece);
+    if (!parsed.ok()) {
+      return parsed.failure();
+    }
+    if (!specs.empty() && parsed->scheme != specs.front().scheme) {
+      return core::make_failure(core::FailureKind::invalid_argument, "backend",
+                                "cannot pool '" + specs.front().text + "' with '" + parsed->text +
+                                    "': only specs of the same kind form a pool");
+    }
+    specs.push_back(std::move(parsed).value());
+  }
+  for (const auto& entry : k_backends) {
+    if (entry.scheme == specs.front().scheme) {
+      return entry.factory(specs, options);
+    }
+  }
+  std::string known;
+  for (const auto& entry : k_backends) {
+    known += (known.empty() ? "" : ", ") + std::string(entry.scheme);
+  }
+  return core::make_failure(core::FailureKind::invalid_argument, "backend",
+                            "unknown backend '" + specs.front().scheme + "' in '" +
+                                specs.front().text + "' (known: " + known + ")");
+}
+
+}  // namespace autocomp::backends

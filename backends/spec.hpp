@@ -1,0 +1,35 @@
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.hpp"
+
+namespace autocomp::backends {
+
+// One parsed backend spec: "sim", "local?device=fake&slots=4",
+// "ssh://user@host:2222?device=sim&slots=2". Query values are percent-decoded.
+struct BackendSpec {
+  std::string text;    // as given
+  std::string scheme;  // "sim", "local", "ssh", ...
+  std::string user;    // empty when not given
+  std::string host;    // empty for local schemes
+  int port = 0;        // 0 when not given
+  std::map<std::string, std::string> params;
+
+  std::optional<std::string> param(const std::string& name) const;
+  // The parameter as a positive integer; a failure names the spec when it is not one.
+  core::Result<std::optional<int>> int_param(const std::string& name) const;
+  bool flag(const std::string& name) const;  // "1", "true", "yes" (case-sensitive)
+};
+
+// Parses one spec. Fails (invalid_argument) on an empty text, a bad port or a malformed query.
+core::Result<BackendSpec> parse_spec(std::string_view text);
+
+// Splits "a,b, c" into trimmed, non-empty specs.
+std::vector<std::string> split_specs(std::string_view text);
+
+}  // namespace autocomp::backends

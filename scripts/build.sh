@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures (once) and builds the project into build/ (or $AUTOCOMP_BUILD_DIR). Incremental.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${AUTOCOMP_BUILD_DIR:-$root/build}
+jobs=${AUTOCOMP_JOBS:-$(nproc)}
+
+if [[ ! -f $build_dir/build.ninja ]]; then
+  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+fi
+cmake --build "$build_dir" -j "$jobs"

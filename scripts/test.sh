@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, builds, installs the pinned npm test clients,
+# then runs every ctest suite (unit, integration, python, npm). Extra arguments go to ctest,
+# e.g. `scripts/test.sh -L unit`.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${AUTOCOMP_BUILD_DIR:-$root/build}
+
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh"
+if [[ -x $root/tests/npm/install.sh ]]; then
+  "$root/tests/npm/install.sh"
+fi
+cd "$build_dir"
+ctest --output-on-failure -j "${AUTOCOMP_TEST_JOBS:-2}" --timeout 1200 "$@"

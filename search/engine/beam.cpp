@@ -1,0 +1,68 @@
+#include "search/engine/beam.hpp"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+namespace autocomp::search::engine {
+
+double slack_for(int iteration, const SearchConfig& config) {
+  return iteration <= config.slack_iterations ? std::max(1.0, config.early_slack) : 1.0;
+}
+
+bool accepts(const Candidate& child, double parent_latency_us, int iteration,
+             const SearchConfig& config) {
+  if (!child.correct() || child.duplicate) {
+    return false;
+  }
+  const double slack = slack_for(iteration, config);
+  if (slack > 1.0) {
+    return child.latency_us() <= parent_latency_us * slack;
+  }
+  return child.latency_us() < parent_latency_us;
+}
+
+std::vector<Candidate> select_next_beam(const std::vector<Candidate>& old_beam,
+                                        const std::vector<Candidate>& accepted, int beam_size) {
+  struct Entry {
+    const Candidate* candidate;
+    int rank;  // 0: old member, 1: child
+    std::size_t order;
+  };
+  std::vector<Entry> pool;
+  for (std::size_t i = 0; i < old_beam.size(); ++i) {
+    pool.push_back({&old_beam[i], 0, i});
+  }
+  std::vector<const Candidate*> children;
+  for (const auto& child : accepted) {
+    children.push_back(&child);
+  }
+  std::sort(children.begin(), children.end(),
+            [](const Candidate* a, const Candidate* b) { return a->origin < b->origin; });
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    pool.push_back({children[i], 1, i});
+  }
+  std::stable_sort(pool.begin(), pool.end(), [](const Entry& a, const Entry& b) {
+    if (a.candidate->latency_us() != b.candidate->latency_us()) {
+      return a.candidate->latency_us() < b.candidate->latency_us();
+    }
+    if (a.rank != b.rank) {
+      return a.rank < b.rank;
+    }
+    return a.order < b.order;
+  });
+  std::vector<Candidate> next;
+  std::set<std::string> keys;
+  for (const auto& entry : pool) {
+    if (static_cast<int>(next.size()) >= beam_size) {
+      break;
+    }
+    if (!keys.insert(entry.candidate->key).second) {
+      continue;
+    }
+    next.push_back(*entry.candidate);
+  }
+  return next;
+}
+
+}  // namespace autocomp::search::engine

@@ -1,0 +1,650 @@
+#include "search/engine/beam_search.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/hash.hpp"
+#include "search/engine/beam.hpp"
+#include "search/engine/evaluator.hpp"
+#include "search/engine/llm_gateway.hpp"
+#include "search/engine/stop_control.hpp"
+#include "search/engine/task_pool.hpp"
+
+namespace autocomp::search::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t k_failure_text_limit = 400;
+constexpr int k_max_pool_threads = 64;
+
+bool repairable(const backends::EvalResult& result) {
+  return result.failure && (result.failure->kind == core::FailureKind::compile_error ||
+                            result.failure->kind == core::FailureKind::runtime_error);
+}
+
+bool was_cancelled(const backends::EvalResult& result) {
+  return result.failure && result.failure->kind == core::FailureKind::cancelled;
+}
+
+std::string failure_text(const Candidate& candidate) {
+  std::string text;
+  if (candidate.eval.failure) {
+    text = candidate.eval.failure->describe();
+  } else {
+    text = "incorrect result";
+  }
+  if (!candidate.plan.empty()) {
+    std::string plan = candidate.plan.substr(0, 160);
+    std::replace(plan.begin(), plan.end(), '\n', ' ');
+    text = "plan \"" + plan + "\": " + text;
+  }
+  if (text.size() > k_failure_text_limit) {
+    text.resize(k_failure_text_limit);
+    text += "...";
+  }
+  return text;
+}
+
+// Failures of one iteration in origin order, at most `limit`, for the next planning prompts.
+std::vector<std::string> failures_of(std::vector<Candidate> candidates, int iteration, int limit) {
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.origin < b.origin; });
+  std::vector<std::string> out;
+  for (const auto& candidate : candidates) {
+    if (candidate.origin.iteration != iteration || candidate.duplicate || candidate.correct() ||
+        was_cancelled(candidate.eval)) {
+      continue;
+    }
+    out.push_back(failure_text(candidate));
+  }
+  if (static_cast<int>(out.size()) > limit) {
+    out.erase(out.begin(), out.end() - limit);
+  }
+  return out;
+}
+
+class SearchRun {
+ public:
+  SearchRun(SearchConfig config, const SearchServices& services, const core::CancelToken& cancel,
+            const SearchHooks& hooks)
+      : m_config(std::move(config)), m_services(services), m_cancel(cancel), m_hooks(hooks) {}
+
+  SearchOutcome run(const std::optional<std::string>& resume_id);
+
+ private:
+  SearchOutcome fail(core::Failure failure);
+  void watch();
+  void handle_proposal(Proposal proposal, const ProposeContext& ctx);
+  void on_evaluated(const Proposal& proposal, const std::string& key,
+                    const backends::EvalResult& result, const std::string& ref,
+                    const ProposeContext& ctx);
+  void record(const Candidate& candidate);
+  void emit(const std::string& phase, bool finished = false);
+  void restore(int& start_iteration);
+  std::vector<Candidate> lineage_of(const Candidate& best) const;
+  double elapsed_s() const {
+    return std::chrono::duration<double>(Clock::now() - m_started).count();
+  }
+
+  SearchConfig m_config;
+  const SearchServices& m_services;
+  core::CancelToken m_cancel;
+  const SearchHooks& m_hooks;
+
+  SearchOutcome m_outcome;
+  std::string m_run_id;
+  Clock::time_point m_started = Clock::now();
+  StopControl m_stop;
+  std::shared_ptr<const PromptFactory> m_prompts;
+  std::vector<std::shared_ptr<Proposer>> m_proposers;
+  std::map<std::string, Proposer*> m_proposer_by_name;
+  std::unique_ptr<LlmGateway> m_llm;
+  std::unique_ptr<Evaluator> m_evaluator;
+  std::unique_ptr<TaskPool> m_pool;
+  TaskGroup m_outstanding;
+
+  mutable std::mutex m_mutex;  // guards everything below
+  std::vector<Candidate> m_beam;
+  std::map<std::string, Candidate> m_by_key;  // every evaluated kernel of the run, first origin
+  std::set<std::string> m_seen;               // keys of finished iterations and the input
+  std::vector<Candidate> m_children;          // this iteration's children
+  std::map<std::string, int> m_iteration_keys;
+  std::vector<std::string> m_previous_failures;
+  int m_iteration = 0;
+  double m_best_latency = 0;
+  long m_evaluated = 0;
+  long m_failed = 0;
+  long m_duplicates = 0;
+  long m_repairs = 0;
+
+  std::mutex m_watch_mutex;
+  std::condition_variable m_watch_wake;
+  bool m_watch_done = false;
+};
+
+void SearchRun::watch() {
+  std::unique_lock lock(m_watch_mutex);
+  while (!m_watch_done) {
+    if (m_cancel.cancelled()) {
+      m_stop.stop("cancelled", "cancelled on request", true);
+    }
+    if (m_config.budgets.max_wall_s && elapsed_s() >= *m_config.budgets.max_wall_s) {
+      m_stop.stop("budget_exhausted",
+                  "wall-time budget reached (" +
+                      std::to_string(static_cast<long>(*m_config.budgets.max_wall_s)) + " s)",
+                  true);
+    }
+    m_watch_wake.wait_for(lock, std::chrono::milliseconds(20));
+  }
+}
+
+void SearchRun::record(const Candidate& candidate) {
+  if (auto status = m_services.run_log->record_candidate(m_run_id, candidate); !status) {
+    spdlog::warn("could not store candidate {}: {}", candidate.origin.label(),
+                 status.failure().describe());
+  }
+}
+
+void SearchRun::emit(const std::string& phase, bool finished) {
+  if (!m_hooks.progress) {
+    return;
+  }
+  ProgressEvent event;
+  {
+    std::lock_guard lock(m_mutex);
+    event.run_id = m_run_id;
+    event.iteration = m_iteration;
+    event.iterations = m_config.iterations;
+    event.candidates_evaluated = m_evaluated;
+    event.candidates_failed = m_failed;
+    event.baseline_latency_us = m_outcome.baseline.latency_us();
+    event.best_latency_us = m_best_latency;
+    event.speedup = m_best_latency > 0 ? event.baseline_latency_us / m_best_latency : 0;
+  }
+  if (m_llm) {
+    auto spend = m_llm->spend();
+    event.llm_calls = spend.calls;
+    event.tokens = spend.tokens;
+    event.cost_usd = spend.cost_usd;
+  }
+  event.elapsed_s = elapsed_s();
+  event.phase = phase;
+  event.finished = finished;
+  m_hooks.progress(event);
+}
+
+void SearchRun::handle_proposal(Proposal proposal, const ProposeContext& ctx) {
+  if (!proposal.failure && proposal.source.empty()) {
+    proposal.failure = core::make_failure(core::FailureKind::internal, "propose",
+                                          "the proposer returned neither code nor a failure");
+  }
+  if (proposal.failure) {
+    Candidate candidate;
+    candidate.parent_key = proposal.parent_key;
+    candidate.plan = proposal.plan;
+    candidate.origin = proposal.origin;
+    candidate.eval.failure = proposal.failure;
+    {
+      std::lock_guard lock(m_mutex);
+      m_children.push_back(candidate);
+      ++m_failed;
+    }
+    record(candidate);
+    emit("iteration");
+    return;
+  }
+
+  const std::string key = core::source_key(proposal.source);
+  {
+    std::unique_lock lock(m_mutex);
+    if (m_seen.count(key) != 0) {
+      // Identical to a kernel of an earlier iteration: never evaluated again, never re-enters.
+      Candidate candidate;
+      candidate.key = key;
+      candidate.source = proposal.source;
+      candidate.parent_key = proposal.parent_key;
+      candidate.plan = proposal.plan;
+      candidate.origin = proposal.origin;
+      candidate.duplicate = true;
+      if (auto it = m_by_key.find(key); it != m_by_key.end()) {
+        candidate.eval = it->second.eval;
+        candidate.eval_ref = it->second.eval_ref;
+      }
+      m_children.push_back(candidate);
+      ++m_duplicates;
+      lock.unlock();
+      record(candidate);
+      emit("iteration");
+      return;
+    }
+  }
+  m_outstanding.add();
+  const std::string source = proposal.source;
+  m_evaluator->submit(key, source,
+                      [this, proposal = std::move(proposal), key, &ctx](
+                          const backends::EvalResult& result, const std::string& ref, bool) {
+                        on_evaluated(proposal, key, result, ref, ctx);
+                        m_outstanding.done();
+                      });
+}
+
+void SearchRun::on_evaluated(const Proposal& proposal, const std::string& key,
+                             const backends::EvalResult& result, const std::string& ref,
+                             const ProposeContext& ctx) {
+  if (was_cancelled(result)) {
+    return;  // not evaluated; a resumed run asks again
+  }
+  Candidate candidate;
+  candidate.key = key;
+  candidate.source = proposal.source;
+  candidate.parent_key = proposal.parent_key;
+  candidate.plan = proposal.plan;
+  candidate.origin = proposal.origin;
+  candidate.eval = result;
+  candidate.eval_ref = ref;
+  {
+    std::lock_guard lock(m_mutex);
+    candidate.duplicate = m_iteration_keys[key]++ > 0;
+    if (candidate.duplicate) {
+      ++m_duplicates;
+    }
+    m_by_key.emplace(key, candidate);
+    m_children.push_back(candidate);
+    ++m_evaluated;
+    if (!candidate.correct()) {
+      ++m_failed;
+    }
+    const auto member = static_cast<std::size_t>(proposal.origin.member);
+    if (member < m_beam.size() &&
+        accepts(candidate, m_beam[member].latency_us(), m_iteration, m_config) &&
+        candidate.latency_us() < m_best_latency) {
+      m_best_latency = candidate.latency_us();
+    }
+  }
+  record(candidate);
+
+  if (!candidate.duplicate && repairable(result) && proposal.origin.repair < m_config.repair_tries &&
+      !m_stop.stopping()) {
+    auto it = m_proposer_by_name.find(proposal.origin.proposer);
+    if (it != m_proposer_by_name.end()) {
+      Proposer* proposer = it->second;
+      {
+        std::lock_guard lock(m_mutex);
+        ++m_repairs;
+      }
+      m_outstanding.add();
+      RepairInput input{proposal, *result.failure};
+      m_pool->submit([this, proposer, input = std::move(input), &ctx] {
+        if (auto repaired = proposer->repair(ctx, input)) {
+          handle_proposal(std::move(*repaired), ctx);
+        }
+        m_outstanding.done();
+      });
+    }
+  }
+  emit("iteration");
+}
+
+SearchOutcome SearchRun::fail(core::Failure failure) {
+  m_outcome.status = "failed";
+  m_outcome.stop_reason = failure.describe();
+  m_outcome.failure = std::move(failure);
+  m_outcome.elapsed_s = elapsed_s();
+  if (!m_run_id.empty()) {
+    (void)m_services.run_log->set_run_status(m_run_id, "failed", m_outcome.stop_reason);
+  }
+  return m_outcome;
+}
+
+void SearchRun::restore(int& start_iteration) {
+  auto stored = m_services.run_log->load_candidates(m_run_id);
+  auto beams = m_services.run_log->load_beams(m_run_id);
+  for (const auto& candidate : stored) {
+    if (!candidate.key.empty() && !candidate.duplicate) {
+      auto [it, inserted] = m_by_key.emplace(candidate.key, candidate);
+      if (!inserted && candidate.origin < it->second.origin) {
+        it->second = candidate;
+      }
+    }
+  }
+  if (beams.empty()) {
+    return;
+  }
+  const BeamRecord& last = beams.back();
+  std::vector<Candidate> beam;
+  for (const auto& key : last.members) {
+    auto it = m_by_key.find(key);
+    if (it == m_by_key.end() || !it->second.correct()) {
+      spdlog::warn("stored beam of iteration {} names an unknown kernel {}; restarting it",
+                   last.iteration, key);
+      return;
+    }
+    beam.push_back(it->second);
+  }
+  for (const auto& record : beams) {
+    if (record.iteration == 0) {
+      continue;
+    }
+    IterationSummary summary;
+    summary.iteration = record.iteration;
+    if (!record.members.empty()) {
+      if (auto it = m_by_key.find(record.members.front()); it != m_by_key.end()) {
+        summary.best_latency_us = it->second.latency_us();
+      }
+    }
+    for (const auto& candidate : stored) {
+      if (candidate.origin.iteration == record.iteration && !candidate.key.empty()) {
+        ++summary.evaluated;
+      }
+    }
+    m_outcome.history.push_back(summary);
+  }
+  for (const auto& candidate : stored) {
+    if (candidate.origin.iteration <= last.iteration && !candidate.key.empty()) {
+      m_seen.insert(candidate.key);
+    }
+  }
+  m_beam = std::move(beam);
+  m_best_latency = m_beam.front().latency_us();
+  m_previous_failures = failures_of(stored, last.iteration, m_config.recent_failures);
+  m_outcome.iterations_done = last.iteration;
+  start_iteration = last.iteration + 1;
+}
+
+std::vector<Candidate> SearchRun::lineage_of(const Candidate& best) const {
+  std::vector<Candidate> chain{best};
+  std::set<std::string> visited{best.key};
+  std::string parent = best.parent_key;
+  while (!parent.empty() && visited.insert(parent).second) {
+    auto it = m_by_key.find(parent);
+    if (it == m_by_key.end()) {
+      break;
+    }
+    chain.push_back(it->second);
+    parent = it->second.parent_key;
+  }
+  std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+
+SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
+  m_outcome.config = m_config;
+  if (!m_services.backend || !m_services.run_log) {
+    return fail(core::make_failure(core::FailureKind::invalid_argument, "search",
+                                   "a search needs a backend and a run log"));
+  }
+  if (auto status = validate(m_config); !status) {
+    return fail(status.failure());
+  }
+  m_prompts = m_services.prompts ? m_services.prompts
+                                 : std::shared_ptr<const PromptFactory>(make_default_prompt_factory());
+  if (!m_services.proposers.empty()) {
+    m_proposers = m_services.proposers;
+  } else {
+    for (const auto& name : m_config.proposers) {
+      auto proposer = make_proposer(name);
+      if (!proposer) {
+        return fail(proposer.failure());
+      }
+      m_proposers.push_back(std::shared_ptr<Proposer>(std::move(proposer.value())));
+    }
+  }
+  for (const auto& proposer : m_proposers) {
+    m_proposer_by_name[proposer->name()] = proposer.get();
+  }
+
+  if (resume_id) {
+    m_run_id = *resume_id;
+    (void)m_services.run_log->set_run_status(m_run_id, "running", "");
+  } else {
+    auto created = m_services.run_log->create_run(config_to_text(m_config));
+    if (!created) {
+      return fail(created.failure());
+    }
+    m_run_id = created.value();
+  }
+  m_outcome.run_id = m_run_id;
+  if (m_hooks.started) {
+    m_hooks.started(m_run_id);
+  }
+
+  m_llm = std::make_unique<LlmGateway>(m_services.providers, m_services.run_log, m_run_id,
+                                       m_config.budgets, m_stop);
+  m_evaluator = std::make_unique<Evaluator>(m_services.backend, m_services.run_log, m_config, m_stop);
+  m_pool = std::make_unique<TaskPool>(
+      static_cast<std::size_t>(std::clamp(m_llm->concurrency(), 2, k_max_pool_threads)));
+  std::thread watcher([this] { watch(); });
+  struct WatcherStop {
+    SearchRun* run;
+    std::thread* thread;
+    ~WatcherStop() {
+      {
+        std::lock_guard lock(run->m_watch_mutex);
+        run->m_watch_done = true;
+      }
+      run->m_watch_wake.notify_all();
+      thread->join();
+    }
+  } watcher_stop{this, &watcher};
+
+  // The input kernel: measured first (or taken from the cache); it must be correct.
+  Candidate root;
+  root.source = m_config.kernel_source;
+  root.key = core::source_key(root.source);
+  root.origin = Origin{0, 0, 0, 0, 0, "input"};
+  root.eval = m_evaluator->evaluate_now(root.key, root.source, &root.eval_ref);
+  if (was_cancelled(root.eval)) {
+    m_outcome.status = m_stop.status().empty() ? "cancelled" : m_stop.status();
+    m_outcome.stop_reason = m_stop.reason();
+    (void)m_services.run_log->set_run_status(m_run_id, m_outcome.status, m_outcome.stop_reason);
+    m_outcome.elapsed_s = elapsed_s();
+    return m_outcome;
+  }
+  record(root);
+  if (!root.correct()) {
+    std::string why = root.eval.failure ? root.eval.failure->describe() : "its results are wrong";
+    return fail(core::make_failure(core::FailureKind::invalid_argument, "baseline",
+                                   "the input kernel must be correct before it can be optimized: " +
+                                       why));
+  }
+  m_outcome.baseline = root;
+  {
+    std::lock_guard lock(m_mutex);
+    m_by_key.emplace(root.key, root);
+    m_seen.insert(root.key);
+    m_beam = {root};
+    m_best_latency = root.latency_us();
+  }
+  int start_iteration = 1;
+  if (resume_id) {
+    std::lock_guard lock(m_mutex);
+    restore(start_iteration);
+  } else {
+    (void)m_services.run_log->record_beam(m_run_id, BeamRecord{0, {root.key}});
+    m_services.run_log->record_progress(m_run_id, 0, root, root.latency_us());
+  }
+  emit("baseline");
+
+  for (int iteration = start_iteration; iteration <= m_config.iterations; ++iteration) {
+    if (m_stop.stopping()) {
+      break;
+    }
+    std::vector<Candidate> beam;
+    {
+      std::lock_guard lock(m_mutex);
+      m_iteration = iteration;
+      m_children.clear();
+      m_iteration_keys.clear();
+      beam = m_beam;
+    }
+    ProposeContext ctx;
+    ctx.iteration = iteration;
+    ctx.config = &m_config;
+    ctx.llm = m_llm.get();
+    ctx.prompts = m_prompts.get();
+    ctx.pool = m_pool.get();
+    ctx.stop = &m_stop;
+    ctx.recent_failures = m_previous_failures;
+    std::vector<Parent> parents;
+    for (std::size_t i = 0; i < beam.size(); ++i) {
+      parents.push_back(Parent{static_cast<int>(i), &beam[i]});
+    }
+    emit("iteration");
+    for (const auto& proposer : m_proposers) {
+      proposer->propose(ctx, parents,
+                        [this, &ctx](Proposal proposal) { handle_proposal(std::move(proposal), ctx); });
+      if (m_stop.stopping()) {
+        break;
+      }
+    }
+    m_outstanding.wait();
+
+    // Same-iteration duplicates: the earliest origin is the original, whatever finished first.
+    std::vector<Candidate> children;
+    {
+      std::lock_guard lock(m_mutex);
+      children = m_children;
+    }
+    std::sort(children.begin(), children.end(),
+              [](const Candidate& a, const Candidate& b) { return a.origin < b.origin; });
+    std::set<std::string> originals;
+    std::vector<Candidate> accepted;
+    IterationSummary summary;
+    summary.iteration = iteration;
+    for (auto& child : children) {
+      if (child.key.empty()) {
+        continue;
+      }
+      bool duplicate = m_seen.count(child.key) != 0 || !originals.insert(child.key).second;
+      if (duplicate != child.duplicate) {
+        child.duplicate = duplicate;
+        record(child);
+      }
+      if (!duplicate) {
+        ++summary.evaluated;
+      }
+      const auto member = static_cast<std::size_t>(child.origin.member);
+      if (member < beam.size() && accepts(child, beam[member].latency_us(), iteration, m_config)) {
+        accepted.push_back(child);
+      }
+    }
+    summary.accepted = static_cast<long>(accepted.size());
+    auto next = select_next_beam(beam, accepted, m_config.beam);
+    const bool partial = m_stop.stopping();
+    std::set<std::string> next_keys;
+    for (const auto& member : next) {
+      next_keys.insert(member.key);
+    }
+    for (auto& child : children) {
+      if (child.key.empty() || child.duplicate || !child.correct()) {
+        continue;
+      }
+      child.verdict = next_keys.count(child.key) != 0 ? "accepted" : "rejected";
+      record(child);
+    }
+    {
+      std::lock_guard lock(m_mutex);
+      m_beam = next;
+      m_best_latency = std::min(m_best_latency, next.front().latency_us());
+      for (const auto& child : children) {
+        if (!child.key.empty()) {
+          m_seen.insert(child.key);
+        }
+      }
+    }
+    if (partial) {
+      break;  // an unfinished iteration is not stored: a resume runs it again from the store
+    }
+    BeamRecord record_of_beam{iteration, {}};
+    for (const auto& member : next) {
+      record_of_beam.members.push_back(member.key);
+    }
+    if (auto status = m_services.run_log->record_beam(m_run_id, record_of_beam); !status) {
+      spdlog::warn("could not store the beam of iteration {}: {}", iteration,
+                   status.failure().describe());
+    }
+    m_services.run_log->record_progress(m_run_id, iteration, next.front(),
+                                        m_outcome.baseline.latency_us());
+    summary.best_latency_us = next.front().latency_us();
+    m_outcome.history.push_back(summary);
+    m_outcome.iterations_done = iteration;
+    m_previous_failures = failures_of(children, iteration, m_config.recent_failures);
+    emit("iteration_done");
+  }
+
+  {
+    std::lock_guard lock(m_mutex);
+    m_outcome.best = m_beam.front();
+    m_outcome.lineage = lineage_of(m_outcome.best);
+    m_outcome.candidates_evaluated = m_evaluated;
+    m_outcome.candidates_failed = m_failed;
+    m_outcome.duplicates = m_duplicates;
+    m_outcome.repairs = m_repairs;
+  }
+  m_outcome.backend_evaluations = m_evaluator->backend_evaluations();
+  m_outcome.cache_hits = m_evaluator->cache_hits();
+  auto spend = m_llm->spend();
+  m_outcome.llm_calls = spend.calls;
+  m_outcome.tokens = spend.tokens;
+  m_outcome.cost_usd = spend.cost_usd;
+  m_outcome.llm_replayed = m_llm->replayed();
+  if (m_stop.stopping()) {
+    m_outcome.status = m_stop.status();
+    m_outcome.stop_reason = m_stop.reason();
+  } else {
+    m_outcome.status = "completed";
+  }
+  m_outcome.elapsed_s = elapsed_s();
+  (void)m_services.run_log->set_run_status(m_run_id, m_outcome.status, m_outcome.stop_reason);
+  emit("done", true);
+  return m_outcome;
+}
+
+}  // namespace
+
+SearchOutcome run_search(const SearchConfig& config, const SearchServices& services,
+                         const core::CancelToken& cancel, const SearchHooks& hooks) {
+  SearchRun run(config, services, cancel, hooks);
+  return run.run(std::nullopt);
+}
+
+SearchOutcome resume_search(const std::string& run_id, const SearchServices& services,
+                            const core::CancelToken& cancel, const SearchHooks& hooks,
+                            const std::optional<Budgets>& budgets) {
+  auto fail = [&run_id](core::Failure failure) {
+    SearchOutcome outcome;
+    outcome.run_id = run_id;
+    outcome.status = "failed";
+    outcome.stop_reason = failure.describe();
+    outcome.failure = std::move(failure);
+    return outcome;
+  };
+  if (!services.run_log) {
+    return fail(core::make_failure(core::FailureKind::invalid_argument, "resume",
+                                   "resuming needs the store that holds the run"));
+  }
+  auto record = services.run_log->load_run(run_id);
+  if (!record) {
+    return fail(record.failure());
+  }
+  auto config = config_from_text(record->config_text);
+  if (!config) {
+    return fail(config.failure());
+  }
+  if (budgets) {
+    config->budgets = *budgets;
+  }
+  SearchRun run(std::move(config.value()), services, cancel, hooks);
+  return run.run(run_id);
+}
+
+}  // namespace autocomp::search::engine

@@ -1,0 +1,88 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "core/cancel.hpp"
+#include "search/engine/candidate.hpp"
+#include "search/engine/progress.hpp"
+#include "search/engine/prompts.hpp"
+#include "search/engine/proposer.hpp"
+#include "search/engine/run_log.hpp"
+#include "search/engine/search_config.hpp"
+#include "search/llm/provider.hpp"
+
+namespace autocomp::search::engine {
+
+// The collaborators a search runs with. Only backend and run_log are required.
+struct SearchServices {
+  std::shared_ptr<backends::Backend> backend;
+  std::shared_ptr<RunLog> run_log;
+  std::vector<std::shared_ptr<llm::Provider>> providers;  // the ensemble; may be empty
+  std::shared_ptr<const PromptFactory> prompts;           // null: make_default_prompt_factory()
+  // Proposers to use instead of those named in the config (tests and plug-ins).
+  std::vector<std::shared_ptr<Proposer>> proposers;
+};
+
+struct SearchHooks {
+  // Called once, before any LLM call or evaluation, with the run id (new or resumed).
+  std::function<void(const std::string& run_id)> started;
+  ProgressCallback progress;
+};
+
+struct IterationSummary {
+  int iteration = 0;
+  double best_latency_us = 0;
+  long evaluated = 0;  // children of the iteration whose evaluation returned
+  long accepted = 0;   // children that passed the gate
+};
+
+struct SearchOutcome {
+  std::string run_id;
+  // completed | budget_exhausted | cancelled | failed
+  std::string status;
+  std::string stop_reason;  // in words; empty for completed
+  std::optional<core::Failure> failure;  // set when status == failed
+  SearchConfig config;
+
+  Candidate baseline;  // the input kernel as measured
+  Candidate best;      // the fastest correct kernel found (the baseline when nothing was faster)
+  std::vector<Candidate> lineage;             // input kernel first, best last
+  std::vector<IterationSummary> history;      // one entry per finished iteration, resumed ones too
+  int iterations_done = 0;
+
+  long candidates_evaluated = 0;  // children whose evaluation returned in this process
+  long candidates_failed = 0;
+  long duplicates = 0;
+  long repairs = 0;
+  long backend_evaluations = 0;  // evaluations actually sent to the backend by this process
+  long cache_hits = 0;
+  long llm_replayed = 0;  // answers taken from the store instead of asking again
+  long llm_calls = 0;     // whole run
+  long tokens = 0;
+  double cost_usd = 0;
+  double elapsed_s = 0;
+
+  double speedup() const {
+    return best.latency_us() > 0 ? baseline.latency_us() / best.latency_us() : 0.0;
+  }
+};
+
+// Runs a new search to completion, to a budget, or to cancellation, storing everything as it
+// happens. Never throws for search problems: a broken input kernel, an unusable backend or a
+// store failure ends with status "failed" and a failure value.
+SearchOutcome run_search(const SearchConfig& config, const SearchServices& services,
+                         const core::CancelToken& cancel, const SearchHooks& hooks = {});
+
+// Continues a stored run with its stored config: finished iterations are not repeated, stored
+// LLM answers are replayed instead of asked again, and evaluations come from the cache. `budgets`
+// replace the stored ones when given.
+SearchOutcome resume_search(const std::string& run_id, const SearchServices& services,
+                            const core::CancelToken& cancel, const SearchHooks& hooks = {},
+                            const std::optional<Budgets>& budgets = std::nullopt);
+
+}  // namespace autocomp::search::engine

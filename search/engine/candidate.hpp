@@ -1,0 +1,55 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "backends/backend.hpp"
+#include "core/failure.hpp"
+
+namespace autocomp::search::engine {
+
+// Where a child came from: a stable identity that is the same every time the same run asks for
+// the same child (so resumed runs find earlier answers). iteration 0 is the input kernel.
+struct Origin {
+  int iteration = 0;
+  int member = 0;  // index of the parent in the beam of the previous iteration
+  int plan = 0;
+  int impl = 0;
+  int repair = 0;  // 0: first implementation; r: r-th repair of it
+  std::string proposer;
+
+  // "i2/m0/p3/k1/r0/llm"; unique within a run.
+  std::string label() const;
+  // Total order used to break ties deterministically (iteration, member, plan, impl, repair,
+  // proposer).
+  bool operator<(const Origin& other) const;
+  bool operator==(const Origin& other) const = default;
+};
+
+// A child produced by a proposer, before evaluation.
+struct Proposal {
+  Origin origin;
+  std::string parent_key;
+  std::string plan;    // the plan in words ("" when the proposer has none)
+  std::string source;  // empty when the proposer produced no code (then `failure` says why)
+  std::optional<core::Failure> failure;
+};
+
+// An evaluated kernel of the run.
+struct Candidate {
+  std::string key;  // core::source_key(source)
+  std::string source;
+  std::string parent_key;  // "" for the input kernel
+  std::string plan;
+  Origin origin;
+  backends::EvalResult eval;
+  bool duplicate = false;  // same source as an earlier candidate of the run: never evaluated again
+  std::string verdict;     // "" until selection, then "accepted" (entered the beam) or "rejected"
+  std::string eval_ref;    // the store's reference to `eval` ("" when it was not stored)
+
+  bool correct() const { return eval.ok() && eval.correct && eval.latency.has_value(); }
+  // Median latency in microseconds; only meaningful when correct().
+  double latency_us() const { return eval.latency ? eval.latency->median_us : 0.0; }
+};
+
+}  // namespace autocomp::search::engine

@@ -1,0 +1,191 @@
+#include "search/engine/evaluator.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <future>
+
+namespace autocomp::search::engine {
+
+namespace {
+
+backends::EvalResult cancelled_result(const std::string& reason) {
+  backends::EvalResult result;
+  result.failure = core::make_failure(core::FailureKind::cancelled, "evaluate",
+                                      "not evaluated: the run is stopping (" + reason + ")");
+  return result;
+}
+
+// Two dispatchers: one batch can form while the previous one runs.
+constexpr int k_dispatchers = 2;
+
+}  // namespace
+
+Evaluator::Evaluator(std::shared_ptr<backends::Backend> backend, std::shared_ptr<RunLog> log,
+                     const SearchConfig& config, StopControl& stop)
+    : m_backend(std::move(backend)), m_log(std::move(log)), m_stop(stop) {
+  m_template.command = backends::EvalCommand::evaluate;
+  m_template.kernel_filename = config.kernel_filename;
+  m_template.problem_source = config.problem_source;
+  m_template.problem_filename = config.problem_filename;
+  m_template.kernel_name = config.kernel_name;
+  m_template.target = config.target;
+  m_template.seeds = config.eval_seeds;
+  m_template.warmup = config.warmup;
+  m_template.iters = config.iters;
+  m_template.timeout = config.eval_timeout;
+
+  m_site = EvalSite{m_backend->identity(), m_backend->device(), m_backend->harness_version()};
+  m_batch_size = static_cast<std::size_t>(std::max(1, m_backend->slots()));
+
+  for (int i = 0; i < k_dispatchers; ++i) {
+    m_dispatchers.emplace_back([this] { dispatch(); });
+  }
+}
+
+Evaluator::~Evaluator() {
+  {
+    std::lock_guard lock(m_mutex);
+    m_closing = true;
+  }
+  m_ready.notify_all();
+  for (auto& thread : m_dispatchers) {
+    thread.join();
+  }
+}
+
+backends::EvalRequest Evaluator::request_for(const std::string& source) const {
+  backends::EvalRequest request = m_template;
+  request.kernel_source = source;
+  return request;
+}
+
+bool Evaluator::cacheable(const backends::EvalResult& result) {
+  if (!result.failure) {
+    return true;
+  }
+  switch (result.failure->kind) {
+    case core::FailureKind::compile_error:
+    case core::FailureKind::runtime_error:
+    case core::FailureKind::mismatch:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void Evaluator::submit(const std::string& key, const std::string& source, Done done) {
+  {
+    std::lock_guard lock(m_mutex);
+    if (!m_stop.token().cancelled()) {
+      auto it = m_pending.find(key);
+      if (it != m_pending.end()) {
+        it->second.waiters.push_back(std::move(done));
+        return;
+      }
+      m_pending.emplace(key, Pending{source, {std::move(done)}});
+      m_queue.push_back(key);
+      m_ready.notify_one();
+      return;
+    }
+  }
+  done(cancelled_result(m_stop.reason()), "", false);
+}
+
+backends::EvalResult Evaluator::evaluate_now(const std::string& key, const std::string& source,
+                                             std::string* ref) {
+  std::promise<std::pair<backends::EvalResult, std::string>> promise;
+  auto future = promise.get_future();
+  submit(key, source,
+         [&promise](const backends::EvalResult& result, const std::string& stored, bool) {
+           promise.set_value({result, stored});
+         });
+  auto [result, stored] = future.get();
+  if (ref != nullptr) {
+    *ref = stored;
+  }
+  return result;
+}
+
+void Evaluator::finish(const std::string& key, const backends::EvalResult& result,
+                       const std::string& ref, bool reused) {
+  std::vector<Done> waiters;
+  {
+    std::lock_guard lock(m_mutex);
+    auto it = m_pending.find(key);
+    if (it == m_pending.end()) {
+      return;
+    }
+    waiters = std::move(it->second.waiters);
+    m_pending.erase(it);
+  }
+  for (std::size_t i = 0; i < waiters.size(); ++i) {
+    waiters[i](result, ref, reused || i > 0);
+  }
+}
+
+void Evaluator::dispatch() {
+  for (;;) {
+    std::vector<std::pair<std::string, std::string>> batch;  // key, source
+    {
+      std::unique_lock lock(m_mutex);
+      m_ready.wait(lock, [this] { return m_closing || !m_queue.empty(); });
+      if (m_queue.empty()) {
+        return;
+      }
+      while (!m_queue.empty() && batch.size() < m_batch_size) {
+        const std::string key = m_queue.front();
+        m_queue.pop_front();
+        batch.emplace_back(key, m_pending[key].source);
+      }
+    }
+
+    std::vector<std::pair<std::string, std::string>> misses;
+    for (auto& [key, source] : batch) {
+      if (m_stop.token().cancelled()) {
+        finish(key, cancelled_result(m_stop.reason()), "", false);
+        continue;
+      }
+      std::optional<StoredResult> cached;
+      if (m_log) {
+        cached = m_log->find_evaluation(request_for(source), m_site);
+      }
+      if (cached) {
+        ++m_cache_hits;
+        finish(key, cached->result, cached->ref, true);
+      } else {
+        misses.emplace_back(key, source);
+      }
+    }
+    if (misses.empty()) {
+      continue;
+    }
+
+    std::vector<backends::EvalRequest> requests;
+    requests.reserve(misses.size());
+    for (const auto& [key, source] : misses) {
+      requests.push_back(request_for(source));
+    }
+    auto results = m_backend->evaluate(requests, m_stop.token(), {});
+    for (std::size_t i = 0; i < misses.size(); ++i) {
+      backends::EvalResult result = i < results.size()
+                                        ? results[i]
+                                        : cancelled_result("the backend returned too few results");
+      const bool ran = !(result.failure && result.failure->kind == core::FailureKind::cancelled);
+      if (ran) {
+        ++m_backend_evaluations;
+      }
+      std::string ref;
+      if (m_log && ran) {
+        auto stored = m_log->record_evaluation(requests[i], m_site, result);
+        if (stored) {
+          ref = stored.value();
+        } else {
+          spdlog::warn("could not store an evaluation: {}", stored.failure().describe());
+        }
+      }
+      finish(misses[i].first, result, ref, false);
+    }
+  }
+}
+
+}  // namespace autocomp::search::engine

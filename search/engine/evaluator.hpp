@@ -1,0 +1,79 @@
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "search/engine/run_log.hpp"
+#include "search/engine/search_config.hpp"
+#include "search/engine/stop_control.hpp"
+
+namespace autocomp::search::engine {
+
+// Sends children to the backend in batches and serves repeats without evaluating them again:
+// the run log's evaluation table is the cache, and a kernel already queued or running is shared
+// by everyone who asks for it. Results whose failure is not a property of the kernel (timeout,
+// transport, cancellation, ...) are not cached.
+class Evaluator {
+ public:
+  // The result, the store's reference to it, and whether it came from the cache (or from another
+  // request for the same kernel).
+  using Done =
+      std::function<void(const backends::EvalResult&, const std::string& ref, bool reused)>;
+
+  Evaluator(std::shared_ptr<backends::Backend> backend, std::shared_ptr<RunLog> log,
+            const SearchConfig& config, StopControl& stop);
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
+
+  // Queues a kernel; `done` runs exactly once, on an evaluator thread (or at once for a stopped
+  // run, with a cancelled failure).
+  void submit(const std::string& key, const std::string& source, Done done);
+  // Evaluates one kernel and waits for it (the input kernel).
+  backends::EvalResult evaluate_now(const std::string& key, const std::string& source,
+                                    std::string* ref = nullptr);
+
+  long backend_evaluations() const { return m_backend_evaluations.load(); }
+  long cache_hits() const { return m_cache_hits.load(); }
+  backends::EvalRequest request_for(const std::string& source) const;
+
+  static bool cacheable(const backends::EvalResult& result);
+
+ private:
+  struct Pending {
+    std::string source;
+    std::vector<Done> waiters;
+  };
+
+  void dispatch();
+  void finish(const std::string& key, const backends::EvalResult& result, const std::string& ref,
+              bool reused);
+
+  std::shared_ptr<backends::Backend> m_backend;
+  std::shared_ptr<RunLog> m_log;
+  backends::EvalRequest m_template;
+  EvalSite m_site;
+  StopControl& m_stop;
+  std::size_t m_batch_size = 1;
+
+  std::mutex m_mutex;
+  std::condition_variable m_ready;
+  std::deque<std::string> m_queue;           // keys waiting for a dispatcher
+  std::map<std::string, Pending> m_pending;  // queued or running, by key
+  bool m_closing = false;
+  std::vector<std::thread> m_dispatchers;
+
+  std::atomic<long> m_backend_evaluations{0};
+  std::atomic<long> m_cache_hits{0};
+};
+
+}  // namespace autocomp::search::engine

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.hpp"
+
+namespace autocomp::search::engine {
+
+// Limits on what a run may spend. An unset limit is unlimited. When one is reached the run stops
+// issuing work and ends with the best kernel found so far; the outcome names the limit.
+struct Budgets {
+  std::optional<long> max_llm_calls;
+  std::optional<long> max_tokens;  // input + output tokens over all calls of the run
+  std::optional<double> max_cost_usd;
+  std::optional<double> max_wall_s;  // wall time of this process's part of the run
+};
+
+// Everything that defines a search, as plain values: the MCP job (run_beam_search) and the
+// autonomous CLI fill one in and hand it to run_search(). Stored with the run so that a resume
+// continues with the same settings.
+struct SearchConfig {
+  // The workload.
+  std::string kernel_source;
+  std::string kernel_filename = "kernel.py";
+  std::string problem_source;
+  std::string problem_filename = "problem.py";
+  std::string kernel_name;  // function to optimize when the kernel file has several
+  std::string target = "trn2";
+
+  // The beam search (defaults from issue #5).
+  int beam = 6;          // B: members kept per iteration
+  int plans = 6;         // N: plans per beam member
+  int impls = 2;         // K: implementations per plan
+  int iterations = 10;   // T
+  double dropout = 0.7;  // probability that a menu item is left out of one planning prompt
+  std::uint64_t seed = 0;
+  int repair_tries = 2;         // repair attempts for a child that failed to compile or run
+  double early_slack = 1.1;     // a child may be this much slower than its parent ...
+  int slack_iterations = 2;     // ... during the first this-many iterations
+  std::vector<std::string> proposers{"llm"};  // registered proposer names, in order
+  int recent_failures = 4;      // failures of the previous iteration shown to the planner
+
+  // Evaluation.
+  std::vector<int> eval_seeds;  // empty: the problem's SEEDS
+  int warmup = 2;
+  int iters = 10;
+  std::chrono::milliseconds eval_timeout{std::chrono::minutes(5)};
+
+  Budgets budgets;
+};
+
+// Checks ranges (beam >= 1, 0 <= dropout <= 1, ...); invalid_argument with the offending field.
+core::Status validate(const SearchConfig& config);
+
+// A line-based text form of the config ("key=value", values escaped) used to store it with the
+// run; from_text(to_text(c)) == c for every field.
+std::string config_to_text(const SearchConfig& config);
+core::Result<SearchConfig> config_from_text(const std::string& text);
+
+}  // namespace autocomp::search::engine

@@ -1,0 +1,58 @@
+#include "search/engine/task_pool.hpp"
+
+namespace autocomp::search::engine {
+
+TaskPool::TaskPool(std::size_t threads) {
+  if (threads == 0) {
+    threads = 1;
+  }
+  m_threads.reserve(threads);
+  for (std::size_t i = 0; i < threads; ++i) {
+    m_threads.emplace_back([this] { work(); });
+  }
+}
+
+TaskPool::~TaskPool() {
+  {
+    std::lock_guard lock(m_mutex);
+    m_closing = true;
+  }
+  m_ready.notify_all();
+  for (auto& thread : m_threads) {
+    thread.join();
+  }
+}
+
+void TaskPool::submit(std::function<void()> task) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_tasks.push_back(std::move(task));
+  }
+  m_ready.notify_one();
+}
+
+void TaskPool::work() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(m_mutex);
+      m_ready.wait(lock, [this] { return m_closing || !m_tasks.empty(); });
+      if (m_tasks.empty()) {
+        return;
+      }
+      task = std::move(m_tasks.front());
+      m_tasks.pop_front();
+    }
+    task();
+  }
+}
+
+void TaskGroup::run(TaskPool& pool, std::function<void()> task) {
+  add();
+  pool.submit([this, task = std::move(task)] {
+    task();
+    done();
+  });
+}
+
+}  // namespace autocomp::search::engine

@@ -1,0 +1,147 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/failure.hpp"
+#include "core/result.hpp"
+#include "search/llm/provider.hpp"
+#include "search/prompts/library.hpp"
+
+namespace autocomp::search::prompts {
+
+// The line the implementation prompt asks a model to put directly above a tunable constant it
+// introduces, e.g. "# autocomp: knob TILE_N = [128, 256, 512]" followed by "TILE_N = 128".
+inline constexpr std::string_view k_knob_syntax = "# autocomp: knob NAME = [v1, v2, v3]";
+
+// A kernel as the prompts show it: source plus whatever measurements exist.
+struct KernelSnapshot {
+  std::string source;
+  std::string function_name;  // empty: detected from the source
+  std::optional<double> latency_us;
+  std::map<std::string, double> metrics;   // neuron-profile summary names
+  std::map<std::string, double> roofline;  // PROTOCOL.md roofline names
+  std::string bottleneck;                  // compute-bound | memory-bound | underutilized | ""
+};
+
+// How a planning prompt asks for its strategy.
+enum class PlanVariant {
+  pick,      // apply exactly one item of the (dropped-out) menu
+  inspired,  // invent a strategy inspired by the menu
+  unlike,    // propose a strategy unlike anything on the menu
+  free,      // dropout left no menu (p = 1): propose the most promising change
+};
+std::string_view to_string(PlanVariant variant);
+
+struct PlanPromptInput {
+  std::string target = "trn2";  // selects arch/<target>.md and menus/<target>.md
+  KernelSnapshot kernel;
+  std::optional<double> baseline_latency_us;  // the starting kernel's latency, for context
+  std::string problem_notes;                   // optional: shapes, dtypes, tolerances
+  std::vector<std::string> recent_failures;    // short lines; empty: section omitted
+  std::vector<std::string> lessons;            // optimization memory; empty: section omitted
+  std::vector<std::string> reflexions;         // empty: section omitted
+  std::vector<std::string> tried_plans;        // plans already tried on this kernel; may be empty
+  int iteration = 1;                           // 1-based
+  int total_iterations = 10;
+  double dropout = 0.7;               // probability of dropping each menu item
+  double inspired_probability = 0.1;  // chance of the `inspired` variant
+  double unlike_probability = 0.1;    // chance of the `unlike` variant
+  std::uint64_t seed = 0;             // same input and seed -> same prompt
+};
+
+struct PlanPrompt {
+  llm::CompletionRequest request;  // purpose "plan"
+  PlanVariant variant = PlanVariant::pick;
+  std::vector<std::string> menu_ids;      // items that survived dropout, in menu order
+  std::vector<std::string> instructions;  // NKI calls detected in the kernel
+};
+
+struct ImplementPromptInput {
+  std::string target = "trn2";
+  KernelSnapshot kernel;  // the parent being rewritten
+  std::string plan;
+  std::string problem_notes;
+};
+
+struct RepairPromptInput {
+  std::string target = "trn2";
+  std::string source;         // the failing kernel
+  std::string function_name;  // empty: detected
+  std::string plan;           // the plan it was implementing; may be empty
+  core::Failure failure;      // kind, message and line (when known)
+  std::string details;        // extra compiler or runtime output; truncated in the prompt
+  int attempt = 1;
+  int max_attempts = 2;
+};
+
+// One finished attempt, for lesson summaries.
+struct AttemptRecord {
+  std::string plan;
+  std::optional<double> parent_latency_us;
+  std::optional<double> latency_us;
+  std::string outcome;  // "faster", "slower", "compile_error: ...", ...
+};
+
+struct SummarizeLessonsInput {
+  std::string target = "trn2";
+  std::vector<AttemptRecord> attempts;
+  std::vector<std::string> existing_lessons;
+  int max_lessons = 8;
+};
+
+struct ReflectInput {
+  std::string target = "trn2";
+  std::string plan;
+  KernelSnapshot parent;
+  KernelSnapshot child;  // source may be empty when the attempt produced no code
+  std::string outcome;   // what happened, in words ("3.1x slower", "mismatch on seed 2", ...)
+};
+
+struct PromptBuilderOptions {
+  int plan_max_tokens = 8192;
+  int code_max_tokens = 16384;
+  int note_max_tokens = 2048;  // summarize and reflect
+  double plan_temperature = 0.9;
+  double code_temperature = 0.4;
+  double note_temperature = 0.3;
+  std::size_t max_details_chars = 3000;  // compiler output kept in a repair prompt
+  std::size_t max_metrics = 40;          // profile entries shown in a planning prompt
+};
+
+// Assembles the requests sent to models from plain inputs. Every file is read from the prompts
+// folder at call time (templates/, arch/, menus/, isa/); a missing file is a failure naming its
+// path. Thread-safe (no mutable state).
+class PromptBuilder {
+ public:
+  explicit PromptBuilder(PromptLibrary library, PromptBuilderOptions options = {});
+  // Resolves the prompts folder (see resolve_prompts_dir) when `dir` is empty.
+  static core::Result<PromptBuilder> open(const std::string& dir = "",
+                                          PromptBuilderOptions options = {});
+
+  core::Result<PlanPrompt> plan(const PlanPromptInput& input) const;
+  core::Result<llm::CompletionRequest> implement(const ImplementPromptInput& input) const;
+  core::Result<llm::CompletionRequest> repair(const RepairPromptInput& input) const;
+  core::Result<llm::CompletionRequest> summarize_lessons(const SummarizeLessonsInput& input) const;
+  core::Result<llm::CompletionRequest> reflect(const ReflectInput& input) const;
+
+  const PromptLibrary& library() const { return m_library; }
+
+ private:
+  core::Result<std::string> system_text(const std::string& target) const;
+  core::Result<std::string> render(const std::string& relative,
+                                   std::map<std::string, std::string> values) const;
+
+  PromptLibrary m_library;
+  PromptBuilderOptions m_options;
+};
+
+// Parses the lesson list a summarize_lessons reply holds: lines starting with "- " or "* " or
+// "1. ", trimmed, at most `max_lessons`.
+std::vector<std::string> parse_lessons(std::string_view reply, std::size_t max_lessons = 8);
+
+}  // namespace autocomp::search::prompts

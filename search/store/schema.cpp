@@ -1,0 +1,191 @@
+#include "search/store/schema.hpp"
+
+namespace autocomp::search::store {
+namespace {
+
+// Version 1: the evaluation cache (workloads, candidates, evaluations) and kernel file tracking.
+constexpr std::string_view k_v1 = R"sql(
+CREATE TABLE workloads (
+  problem_key TEXT PRIMARY KEY,
+  source      TEXT NOT NULL,
+  path        TEXT NOT NULL DEFAULT '',
+  created_at  INTEGER NOT NULL
+);
+CREATE TABLE candidates (
+  key        TEXT PRIMARY KEY,
+  source     TEXT NOT NULL,
+  origin     TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE evaluations (
+  id                INTEGER PRIMARY KEY,
+  candidate_key     TEXT NOT NULL REFERENCES candidates(key),
+  problem_key       TEXT NOT NULL REFERENCES workloads(problem_key),
+  target            TEXT NOT NULL,
+  backend_identity  TEXT NOT NULL,
+  device            TEXT NOT NULL,
+  harness_version   TEXT NOT NULL,
+  command           TEXT NOT NULL,
+  kernel_name       TEXT NOT NULL,
+  seeds             TEXT NOT NULL,
+  warmup            INTEGER NOT NULL,
+  iters             INTEGER NOT NULL,
+  cacheable         INTEGER NOT NULL,
+  status            TEXT NOT NULL,
+  failure_kind      TEXT,
+  failure_stage     TEXT,
+  failure_message   TEXT,
+  failure_line      INTEGER,
+  verified          INTEGER NOT NULL,
+  correct           INTEGER NOT NULL,
+  seed_checks       TEXT NOT NULL,
+  latency_min_us    REAL,
+  latency_median_us REAL,
+  latency_max_us    REAL,
+  latency_samples   TEXT,
+  has_profile       INTEGER NOT NULL,
+  metrics           TEXT NOT NULL,
+  roofline          TEXT NOT NULL,
+  bottleneck        TEXT NOT NULL,
+  result_device     TEXT NOT NULL,
+  result_target     TEXT NOT NULL,
+  result_backend    TEXT NOT NULL,
+  result_harness    TEXT NOT NULL,
+  host              TEXT NOT NULL,
+  steps             TEXT NOT NULL,
+  raw_json          TEXT NOT NULL,
+  created_at        INTEGER NOT NULL
+);
+CREATE INDEX evaluations_by_identity ON evaluations
+  (candidate_key, problem_key, target, backend_identity, device, harness_version, kernel_name,
+   seeds, id);
+CREATE INDEX evaluations_by_problem ON evaluations (problem_key, target, candidate_key);
+CREATE TABLE file_versions (
+  id            INTEGER PRIMARY KEY,
+  path          TEXT NOT NULL,
+  candidate_key TEXT NOT NULL REFERENCES candidates(key),
+  problem_key   TEXT NOT NULL REFERENCES workloads(problem_key),
+  target        TEXT NOT NULL,
+  recorded_at   INTEGER NOT NULL,
+  seq           INTEGER NOT NULL,
+  UNIQUE (path, candidate_key, problem_key, target)
+);
+CREATE INDEX file_versions_by_path ON file_versions (path, seq);
+)sql";
+
+// Version 2: search runs, their candidates with lineage, beams and LLM calls.
+constexpr std::string_view k_v2 = R"sql(
+CREATE TABLE runs (
+  id                  TEXT PRIMARY KEY,
+  kernel_path         TEXT NOT NULL,
+  problem_path        TEXT NOT NULL,
+  problem_key         TEXT NOT NULL,
+  seed_candidate_key  TEXT NOT NULL,
+  target              TEXT NOT NULL,
+  backend             TEXT NOT NULL,
+  llm_specs           TEXT NOT NULL,
+  beam                INTEGER NOT NULL,
+  plans               INTEGER NOT NULL,
+  impls               INTEGER NOT NULL,
+  iterations          INTEGER NOT NULL,
+  dropout             REAL NOT NULL,
+  rng_seed            TEXT NOT NULL,
+  max_llm_calls       INTEGER,
+  max_tokens          INTEGER,
+  max_cost_usd        REAL,
+  max_wall_s          REAL,
+  config_json         TEXT NOT NULL,
+  status              TEXT NOT NULL,
+  status_message      TEXT NOT NULL DEFAULT '',
+  owner_pid           INTEGER NOT NULL,
+  owner_host          TEXT NOT NULL,
+  created_at          INTEGER NOT NULL,
+  updated_at          INTEGER NOT NULL,
+  finished_at         INTEGER,
+  iteration           INTEGER NOT NULL DEFAULT 0,
+  best_candidate_key  TEXT,
+  best_latency_us     REAL,
+  baseline_latency_us REAL
+);
+CREATE INDEX runs_by_time ON runs (created_at);
+CREATE TABLE run_candidates (
+  id            INTEGER PRIMARY KEY,
+  run_id        TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  candidate_key TEXT NOT NULL REFERENCES candidates(key),
+  iteration     INTEGER NOT NULL,
+  parent_key    TEXT NOT NULL,
+  plan_text     TEXT NOT NULL,
+  provider      TEXT NOT NULL,
+  status        TEXT NOT NULL,
+  evaluation_id INTEGER REFERENCES evaluations(id),
+  median_us     REAL,
+  correct       INTEGER NOT NULL DEFAULT 0,
+  note          TEXT NOT NULL DEFAULT '',
+  created_at    INTEGER NOT NULL,
+  updated_at    INTEGER NOT NULL,
+  UNIQUE (run_id, candidate_key)
+);
+CREATE TABLE beams (
+  run_id        TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  iteration     INTEGER NOT NULL,
+  position      INTEGER NOT NULL,
+  candidate_key TEXT NOT NULL,
+  PRIMARY KEY (run_id, iteration, position)
+);
+CREATE TABLE llm_calls (
+  id            INTEGER PRIMARY KEY,
+  run_id        TEXT NOT NULL,
+  request_hash  TEXT NOT NULL,
+  purpose       TEXT NOT NULL,
+  provider      TEXT NOT NULL,
+  prompt        TEXT NOT NULL,
+  response      TEXT NOT NULL,
+  input_tokens  INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  cost_usd      REAL NOT NULL,
+  latency_ms    REAL NOT NULL,
+  attempts      INTEGER NOT NULL,
+  created_at    INTEGER NOT NULL,
+  UNIQUE (run_id, request_hash)
+);
+)sql";
+
+// Version 3: optimization memory and reflexions.
+constexpr std::string_view k_v3 = R"sql(
+CREATE TABLE lessons (
+  id         INTEGER PRIMARY KEY,
+  target     TEXT NOT NULL,
+  text       TEXT NOT NULL,
+  kind       TEXT NOT NULL,
+  source_run TEXT NOT NULL,
+  speedup    REAL NOT NULL,
+  evidence   TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  seq        INTEGER NOT NULL,
+  UNIQUE (target, text)
+);
+CREATE TABLE reflexions (
+  id              INTEGER PRIMARY KEY,
+  scope           TEXT NOT NULL,
+  candidate_key   TEXT NOT NULL,
+  diagnosis_right INTEGER,
+  fix_worked      INTEGER,
+  expected        TEXT NOT NULL,
+  actual          TEXT NOT NULL,
+  lessons         TEXT NOT NULL,
+  avoid           TEXT NOT NULL,
+  try_next        TEXT NOT NULL,
+  raw_text        TEXT NOT NULL,
+  created_at      INTEGER NOT NULL
+);
+CREATE INDEX reflexions_by_scope ON reflexions (scope, id);
+)sql";
+
+}  // namespace
+
+const std::vector<Migration>& migrations() {
+  static const std::vector<Migration> k_migrations{{1, k_v1}, {2, k_v2}, {3, k_v3}};
+  return k_migrations;
+}
+
+}  // namespace autocomp::search::store

@@ -1,0 +1,40 @@
+#pragma once
+
+// Command line of the autocomp-mcp binary (parsing only; server/main.cpp acts on it).
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/http_transport.hpp"
+#include "server/protocol.hpp"
+#include "tools/product_tools.hpp"
+
+namespace autocomp::server {
+
+struct CliOptions {
+  enum class Mode { stdio, http, call, help, version, autonomous };
+  Mode mode = Mode::stdio;
+  bool conformance_fixtures = false;
+  std::string log_level = "info";  // stderr log level (spdlog names: trace..off)
+  ServerOptions server;
+  HttpOptions http;
+  tools::ProductToolsOptions product;
+  std::string call_tool;  // `call TOOL`
+  std::string call_args = "{}";
+};
+
+// Parses argv (argv[0] is the program). Returns the options or a message for bad usage.
+// Reads AUTOCOMP_AUTH_TOKEN when --auth-token is absent.
+struct CliParse {
+  std::optional<CliOptions> options;
+  std::string error;
+};
+CliParse parse_cli(const std::vector<std::string>& args);
+
+// "HOST:PORT", "PORT", "[::1]:PORT" → host and port; nullopt when malformed.
+std::optional<std::pair<std::string, int>> parse_listen_address(const std::string& text);
+
+std::string usage_text();
+
+}  // namespace autocomp::server

@@ -1,0 +1,190 @@
+#pragma once
+
+// The MCP protocol layer (2025-11-25, also serving 2025-06-18 and 2025-03-26 clients): lifecycle,
+// dispatch of requests to the registries, progress, cancellation, logging, subscriptions and
+// server→client requests. Transports (stdio, HTTP) feed it messages and deliver what it sends.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/jsonrpc.hpp"
+#include "server/thread_pool.hpp"
+#include "server/tool.hpp"
+
+namespace autocomp::server {
+
+inline constexpr std::string_view k_latest_protocol_version = "2025-11-25";
+// Versions we accept in initialize and in the MCP-Protocol-Version header, newest first.
+const std::vector<std::string>& supported_protocol_versions();
+bool is_supported_protocol_version(std::string_view version);
+// The version to answer an initialize with: the requested one when supported, else our latest.
+std::string negotiate_protocol_version(const nlohmann::json& requested);
+
+struct ServerOptions {
+  std::string name = "autocomp-mcp";
+  std::string title = "autocomp-mcp (NKI kernel optimization for AWS Trainium)";
+  std::string version = "0.0.0";
+  std::string instructions;            // initialize result `instructions` (empty: omitted)
+  std::size_t page_size = 50;          // items per tools/prompts/resources list page
+  std::size_t worker_threads = 8;      // concurrent tool calls
+  std::size_t max_queued_calls = 256;  // waiting tool calls beyond the workers
+  jsonrpc::Limits limits;
+  std::chrono::milliseconds roots_timeout{2000};  // roots/list answer wait (working_dir)
+};
+
+// Where the messages of one inbound request go (its response stream), or a session's messages
+// that belong to no request (the standalone stream). Implementations are thread-safe.
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  // A notification or server→client request related to the request.
+  virtual void send(const nlohmann::json& message) = 0;
+  // The final message: the response, or nothing for a cancelled request. Called once.
+  virtual void finish(std::optional<nlohmann::json> response) = 0;
+  // HTTP SSE only: end the current connection, the client resumes with Last-Event-ID.
+  virtual void close_connection(std::chrono::milliseconds /*retry*/) {}
+};
+
+class Server;
+
+// One client connection's protocol state: a stdio process, or one HTTP Mcp-Session-Id.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Server& server, std::shared_ptr<Outbox> standalone);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Parses and handles one raw message (framing checks included); requests are answered through
+  // `outbox->finish`, possibly later from a worker thread. `outbox` may be null for messages that
+  // need no answer; an invalid message is answered through it.
+  void handle_raw(std::string_view raw, const std::shared_ptr<Outbox>& outbox);
+  void handle(jsonrpc::Message message, const std::shared_ptr<Outbox>& outbox);
+
+  bool initialized() const { return m_initialized.load(); }
+  std::string protocol_version() const;
+  // Cancels running calls and fails waiting client requests; the session answers nothing more.
+  void close();
+  bool closed() const { return m_closed.load(); }
+  // Replaces the stream for messages that belong to no request (HTTP GET stream).
+  void set_standalone(std::shared_ptr<Outbox> standalone);
+  // Sends on the standalone stream (dropped when there is none).
+  void send_standalone(const nlohmann::json& message);
+  // notifications/resources/updated when subscribed to `uri`.
+  void resource_updated(const std::string& uri);
+  std::size_t running_calls() const;
+
+ private:
+  struct InFlight {
+    core::CancelToken cancel;
+    bool cancelled = false;
+  };
+  struct PendingRequest {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::optional<jsonrpc::Response> response;
+    bool failed = false;
+  };
+
+  void handle_request(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox);
+  void handle_notification(const jsonrpc::Notification& notification);
+  void handle_response(const jsonrpc::Response& response);
+  nlohmann::json dispatch(const jsonrpc::Request& request);  // inline methods; throws RpcError
+  void start_tool_call(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox);
+  nlohmann::json run_tool(const ToolDef& tool, const jsonrpc::Request& request,
+                          const std::shared_ptr<Outbox>& outbox, const core::CancelToken& cancel);
+  ToolContext make_context(const jsonrpc::Request& request, const std::shared_ptr<Outbox>& outbox,
+                           const core::CancelToken& cancel);
+  core::Result<nlohmann::json> client_request(const std::string& method,
+                                              const nlohmann::json& params,
+                                              const std::shared_ptr<Outbox>& outbox,
+                                              std::chrono::milliseconds timeout,
+                                              const core::CancelToken& cancel);
+  std::string working_dir(const std::shared_ptr<Outbox>& outbox);
+  bool log_enabled(LogLevel level) const;
+
+  nlohmann::json initialize(const nlohmann::json& params);
+  nlohmann::json list_tools(const nlohmann::json& params) const;
+  nlohmann::json list_resources(const nlohmann::json& params) const;
+  nlohmann::json list_resource_templates(const nlohmann::json& params) const;
+  nlohmann::json read_resource(const nlohmann::json& params) const;
+  nlohmann::json list_prompts(const nlohmann::json& params) const;
+  nlohmann::json get_prompt(const nlohmann::json& params) const;
+  nlohmann::json complete(const nlohmann::json& params) const;
+  nlohmann::json set_log_level(const nlohmann::json& params);
+  nlohmann::json subscribe(const nlohmann::json& params, bool on);
+
+  Server& m_server;
+  std::atomic<bool> m_initialized{false};
+  std::atomic<bool> m_closed{false};
+  mutable std::mutex m_mutex;  // guards everything below
+  std::string m_protocol_version{k_latest_protocol_version};
+  nlohmann::json m_client_capabilities = nlohmann::json::object();
+  nlohmann::json m_client_info = nlohmann::json::object();
+  std::optional<LogLevel> m_log_level;
+  std::set<std::string> m_subscriptions;
+  std::map<std::string, InFlight> m_in_flight;  // by serialized request id
+  std::map<std::string, std::shared_ptr<PendingRequest>> m_pending;  // by serialized id
+  std::uint64_t m_next_request_id = 1;
+  std::shared_ptr<Outbox> m_standalone;
+  std::optional<std::string> m_roots_dir;  // cached answer of roots/list
+};
+
+// The shared part: options, registries, worker pool, sessions (for broadcasts).
+class Server {
+ public:
+  Server(Registries& registries, ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  std::shared_ptr<Session> create_session(std::shared_ptr<Outbox> standalone);
+  const ServerOptions& options() const { return m_options; }
+  Registries& registries() { return m_registries; }
+  ThreadPool& pool() { return m_pool; }
+
+  // Waits until no tool call runs, up to `timeout`; true when idle.
+  bool wait_idle(std::chrono::milliseconds timeout) { return m_pool.wait_idle(timeout); }
+  // Closes every session (running calls see their cancel token set).
+  void close_all_sessions();
+
+  // One tool call outside any session (the `call` subcommand): validation included. Returns the
+  // MCP CallToolResult; nullopt when the tool does not exist.
+  std::optional<nlohmann::json> call_tool(const std::string& name, const nlohmann::json& arguments,
+                                          ToolContext& context);
+
+ private:
+  friend class Session;
+  void broadcast_resource_updated(const std::string& uri);
+
+  Registries& m_registries;
+  ServerOptions m_options;
+  std::mutex m_sessions_mutex;
+  std::vector<std::weak_ptr<Session>> m_sessions;
+  ThreadPool m_pool;
+};
+
+// The CallToolResult for a handler's value (content with text mirror, structuredContent, isError).
+nlohmann::json to_call_tool_result(const ToolResult& result);
+// Runs a tool: validates `arguments` against its input schema (isError result naming the field
+// when invalid), calls the handler, turns an escaping exception into an isError result.
+nlohmann::json invoke_tool(const ToolDef& tool, const nlohmann::json& arguments,
+                           ToolContext& context);
+
+// Opaque page cursors (exposed for tests): encode an offset, decode → nullopt when invalid.
+std::string encode_cursor(std::size_t offset);
+std::optional<std::size_t> decode_cursor(const std::string& cursor);
+
+}  // namespace autocomp::server

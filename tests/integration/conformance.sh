@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Official MCP conformance suite (@modelcontextprotocol/conformance, pinned in tests/npm) against
+# autocomp-mcp's Streamable HTTP transport on 127.0.0.1.
+#   1. With --conformance-fixtures: every server scenario of the 2025-11-25 requirement set, with
+#      tests/npm/conformance-expected-failures.yml as the baseline (one check per scenario, plus the
+#      suite's own baseline verdict). Not-scored scenarios are run and reported only.
+#   2. Without fixtures (the product tool set): the generic scenarios, one check each.
+# usage: conformance.sh [path/to/autocomp-mcp]
+set -euo pipefail
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../npm" && pwd)/common.sh"
+
+REQUIREMENTS=2025-11-25
+BASELINE="$NPM_DIR/conformance-expected-failures.yml"
+# Generic scenarios that need no fixture tools; they must pass against the product tool set.
+GENERIC_SCENARIOS=(
+  server-initialize
+  ping
+  tools-list
+  logging-set-level
+  dns-rebinding-protection
+  server-sse-multiple-streams
+  server-session-lifecycle
+)
+
+require_binary
+npm_clients_install
+CONFORMANCE=("$NODE22" "$NPM_BIN/conformance")
+
+# Runs the summary helper on one results folder and turns its verdicts into checks.
+record_results() {
+  local line status name rest
+  while IFS= read -r line; do
+    if [[ "$line" == "CHECK "* ]]; then
+      read -r _ status name rest <<<"$line"
+      if [[ "$status" == PASS ]]; then pass "$name ($rest)"; else fail "$name" "$rest"; fi
+    else
+      printf '%s\n' "$line"
+    fi
+  done < <("$NODE22" "$NPM_DIR/conformance_summary.mjs" "$@")
+}
+
+echo "== conformance $REQUIREMENTS requirement set, fixtures on"
+port=""
+if start_http_server port --conformance-fixtures; then
+  url="http://127.0.0.1:$port/mcp"
+  results="$WORK_DIR/results-fixtures"
+  set +e
+  (cd "$WORK_DIR" && timeout 600 "${CONFORMANCE[@]}" server --url "$url" \
+      --requirements "$REQUIREMENTS" --expected-failures "$BASELINE" \
+      -o "$results" --timeout 30000) >"$WORK_DIR/conformance-fixtures.log" 2>&1
+  rc=$?
+  set -e
+  # The suite's own summary (scenario lines, totals, baseline verdict), without colour codes.
+  sed -e 's/\x1b\[[0-9;]*m//g' "$WORK_DIR/conformance-fixtures.log" \
+    | sed -n '/=== SUMMARY ===/,$p'
+  record_results --results "$results" --label "$REQUIREMENTS" \
+    --requirements "$REQUIREMENTS" --not-scored --expected-failures "$BASELINE"
+  if ((rc == 0)); then
+    pass "conformance baseline verdict (exit 0)"
+  else
+    fail "conformance baseline verdict" "conformance exited $rc"
+  fi
+  if ! kill -0 "${SERVER_PIDS[$port]}" 2>/dev/null; then
+    fail "server alive after the requirement set" "server process exited"
+    show_server_logs
+  fi
+  stop_server "$port"
+else
+  fail "start server with --conformance-fixtures" "see messages above"
+fi
+
+echo
+echo "== generic scenarios against the product tool set (no fixtures)"
+if start_http_server port; then
+  url="http://127.0.0.1:$port/mcp"
+  results="$WORK_DIR/results-product"
+  for scenario in "${GENERIC_SCENARIOS[@]}"; do
+    (cd "$WORK_DIR" && timeout 120 "${CONFORMANCE[@]}" server --url "$url" \
+        --scenario "$scenario" -o "$results" --timeout 30000) \
+        >"$WORK_DIR/conformance-$scenario.log" 2>&1 || true
+  done
+  generic_csv="$(IFS=,; echo "${GENERIC_SCENARIOS[*]}")"
+  record_results --results "$results" --label product --expect "$generic_csv"
+  if ! kill -0 "${SERVER_PIDS[$port]}" 2>/dev/null; then
+    fail "server alive after the generic scenarios" "server process exited"
+    show_server_logs
+  fi
+  stop_server "$port"
+else
+  fail "start server without fixtures" "see messages above"
+fi
+
+finish

@@ -1,0 +1,241 @@
+// The three evaluation tools against the real local simulator backend and a real SQLite store.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+
+#include "server/tool.hpp"
+#include "tools/product_tools.hpp"
+
+namespace autocomp::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* k_problem = R"(import numpy as np
+
+def inputs(seed):
+    rng = np.random.default_rng(seed)
+    return {"a": rng.standard_normal((128, 512), dtype=np.float32),
+            "b": rng.standard_normal((128, 512), dtype=np.float32)}
+
+def reference(a, b):
+    return a + b
+
+SEEDS = [0, 1]
+)";
+
+constexpr const char* k_good_kernel = R"(import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    y = nl.load(b)
+    nl.store(out, value=nl.add(x, y))
+    return out
+)";
+
+// The same sum, one 128x64 slice at a time: correct but many more, smaller DMAs.
+constexpr const char* k_slow_kernel = R"(import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for j in nl.sequential_range(64):
+        x = nl.load(a[:, j * 8:(j + 1) * 8])
+        y = nl.load(b[:, j * 8:(j + 1) * 8])
+        nl.store(out[:, j * 8:(j + 1) * 8], value=nl.add(x, y))
+    return out
+)";
+
+constexpr const char* k_wrong_kernel = R"(import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    y = nl.load(b)
+    nl.store(out, value=nl.subtract(x, y))
+    return out
+)";
+
+constexpr const char* k_broken_kernel = R"(import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray((256, 512), dtype=a.dtype, buffer=nl.sbuf)
+    return out
+)";
+
+class EvaluationToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_dir = fs::temp_directory_path() / ("evaluation_tools_test_" + std::to_string(::getpid()));
+    fs::create_directories(m_dir);
+    write("problem.py", k_problem);
+    ProductToolsOptions options;
+    options.db_path = (m_dir / "store.db").string();
+    register_product_tools(m_registries, options);
+  }
+  void TearDown() override { fs::remove_all(m_dir); }
+
+  void write(const std::string& name, const std::string& text) {
+    std::ofstream(m_dir / name, std::ios::binary | std::ios::trunc) << text;
+  }
+
+  server::ToolResult call(const std::string& tool, json arguments) {
+    const server::ToolDef* def = m_registries.tools.find(tool);
+    EXPECT_NE(def, nullptr) << tool;
+    server::ToolContext context;
+    context.working_dir_sink = [this] { return m_dir.string(); };
+    context.progress_sink = [this](double, std::optional<double>, const std::string& message) {
+      std::lock_guard lock(m_mutex);
+      m_progress.push_back(message);
+    };
+    return def->handler(arguments, context);
+  }
+
+  json kernel_args(const std::string& kernel) {
+    return {{"kernel", kernel}, {"problem", "problem.py"}};
+  }
+
+  fs::path m_dir;
+  server::Registries m_registries;
+  std::mutex m_mutex;
+  std::vector<std::string> m_progress;
+};
+
+TEST_F(EvaluationToolsTest, ProductToolsAreRegisteredWithDescriptionsAndSchemas) {
+  for (const char* name : {"verify_kernel", "benchmark_kernel", "profile_kernel"}) {
+    const server::ToolDef* tool = m_registries.tools.find(name);
+    ASSERT_NE(tool, nullptr) << name;
+    EXPECT_FALSE(tool->description.empty());
+    EXPECT_EQ(tool->input_schema.at("required"), json::array({"kernel", "problem"}));
+    EXPECT_TRUE(tool->output_schema.is_object());
+  }
+}
+
+TEST_F(EvaluationToolsTest, VerifyThenBenchmarkAndProfileComeFromOneEvaluation) {
+  write("add.py", k_good_kernel);
+  auto verified = call("verify_kernel", kernel_args("add.py"));
+  ASSERT_FALSE(verified.is_error) << verified.structured.dump();
+  EXPECT_TRUE(verified.structured.at("correct").get<bool>());
+  EXPECT_EQ(verified.structured.at("seeds").size(), 2u);
+  EXPECT_FALSE(verified.structured.at("cached").get<bool>());
+  EXPECT_EQ(verified.structured.at("backend"), "sim");
+  EXPECT_FALSE(m_progress.empty());
+
+  auto benchmarked = call("benchmark_kernel", kernel_args("add.py"));
+  ASSERT_FALSE(benchmarked.is_error) << benchmarked.structured.dump();
+  EXPECT_TRUE(benchmarked.structured.at("cached").get<bool>());
+  const json& latency = benchmarked.structured.at("latency_us");
+  EXPECT_GT(latency.at("median").get<double>(), 0.0);
+  EXPECT_LE(latency.at("min").get<double>(), latency.at("max").get<double>());
+  EXPECT_FALSE(latency.at("samples").empty());
+  EXPECT_FALSE(benchmarked.structured.at("diverged").get<bool>());
+
+  auto profiled = call("profile_kernel", kernel_args("add.py"));
+  ASSERT_FALSE(profiled.is_error) << profiled.structured.dump();
+  EXPECT_TRUE(profiled.structured.at("cached").get<bool>());
+  EXPECT_GT(profiled.structured.at("metrics").at("total_time").get<double>(), 0.0);
+  EXPECT_TRUE(profiled.structured.at("metrics").contains("hbm_read_bytes"));
+  EXPECT_FALSE(profiled.structured.at("roofline").empty());
+  const std::string bottleneck = profiled.structured.at("bottleneck");
+  EXPECT_TRUE(bottleneck == "compute-bound" || bottleneck == "memory-bound" ||
+              bottleneck == "underutilized")
+      << bottleneck;
+
+  auto fresh = call("verify_kernel", json{{"kernel", "add.py"}, {"problem", "problem.py"},
+                                          {"fresh", true}});
+  EXPECT_FALSE(fresh.structured.at("cached").get<bool>());
+  EXPECT_NE(fresh.structured.at("evaluation_id"), verified.structured.at("evaluation_id"));
+}
+
+TEST_F(EvaluationToolsTest, WrongAndBrokenKernelsAreReportedWithKindAndLine) {
+  write("wrong.py", k_wrong_kernel);
+  auto wrong = call("verify_kernel", kernel_args("wrong.py"));
+  ASSERT_FALSE(wrong.is_error);
+  EXPECT_FALSE(wrong.structured.at("correct").get<bool>());
+  EXPECT_EQ(wrong.structured.at("failure").at("kind"), "mismatch");
+  auto wrong_bench = call("benchmark_kernel", kernel_args("wrong.py"));
+  EXPECT_TRUE(wrong_bench.is_error);
+  EXPECT_NE(wrong_bench.structured.at("error").get<std::string>().find("verify_kernel"),
+            std::string::npos);
+
+  write("broken.py", k_broken_kernel);
+  auto broken = call("verify_kernel", kernel_args("broken.py"));
+  ASSERT_FALSE(broken.is_error);
+  EXPECT_FALSE(broken.structured.at("correct").get<bool>());
+  EXPECT_EQ(broken.structured.at("failure").at("kind"), "compile_error");
+  EXPECT_EQ(broken.structured.at("failure").at("line"), 6);
+}
+
+TEST_F(EvaluationToolsTest, RegressionAgainstTheBestVersionOfAFileIsFlaggedAsDiverged) {
+  write("kernel.py", k_good_kernel);
+  auto good = call("benchmark_kernel", kernel_args("kernel.py"));
+  ASSERT_FALSE(good.is_error) << good.structured.dump();
+  write("kernel.py", k_slow_kernel);
+  auto slow = call("benchmark_kernel", kernel_args("kernel.py"));
+  ASSERT_FALSE(slow.is_error) << slow.structured.dump();
+  EXPECT_GT(slow.structured.at("latency_us").at("median").get<double>(),
+            1.5 * good.structured.at("latency_us").at("median").get<double>());
+  EXPECT_TRUE(slow.structured.at("diverged").get<bool>());
+  EXPECT_EQ(slow.structured.at("best_known").at("candidate"), good.structured.at("candidate"));
+  EXPECT_NE(slow.structured.at("advice").get<std::string>().find("revert_to_best"),
+            std::string::npos);
+}
+
+TEST_F(EvaluationToolsTest, BadPathsAndBackendsGiveActionableErrors) {
+  auto missing = call("verify_kernel", kernel_args("nope.py"));
+  EXPECT_TRUE(missing.is_error);
+  EXPECT_NE(missing.structured.at("error").get<std::string>().find("no such file"),
+            std::string::npos);
+  write("add.py", k_good_kernel);
+  auto bad_backend = call("verify_kernel", json{{"kernel", "add.py"},
+                                                {"problem", "problem.py"},
+                                                {"backend", "warp://x"}});
+  EXPECT_TRUE(bad_backend.is_error);
+  EXPECT_NE(bad_backend.structured.at("error").get<std::string>().find("unknown backend"),
+            std::string::npos);
+}
+
+TEST_F(EvaluationToolsTest, EvaluationAndCandidateResourcesServeTheFullRecord) {
+  write("add.py", k_good_kernel);
+  auto verified = call("verify_kernel", kernel_args("add.py"));
+  ASSERT_FALSE(verified.is_error);
+  const std::string uri = verified.structured.at("details");
+  auto match = m_registries.resources.match(uri);
+  ASSERT_TRUE(match.has_value()) << uri;
+  auto contents = match->read(uri, match->variables);
+  ASSERT_TRUE(contents.ok()) << contents.failure().describe();
+  const json body = json::parse(contents.value().at(0).at("text").get<std::string>());
+  EXPECT_EQ(body.at("latency_us").at("samples").size(), 10u);
+  EXPECT_TRUE(body.at("metrics").contains("total_time"));
+
+  const std::string candidate_uri =
+      "autocomp://candidates/" + verified.structured.at("candidate").get<std::string>();
+  auto candidate = m_registries.resources.match(candidate_uri);
+  ASSERT_TRUE(candidate.has_value());
+  auto source = candidate->read(candidate_uri, candidate->variables);
+  ASSERT_TRUE(source.ok());
+  EXPECT_NE(source.value().at(0).at("text").get<std::string>().find("def add_kernel"),
+            std::string::npos);
+
+  auto unknown = m_registries.resources.match("autocomp://evaluations/999999");
+  ASSERT_TRUE(unknown.has_value());
+  auto missing = unknown->read("autocomp://evaluations/999999", unknown->variables);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.failure().kind, core::FailureKind::unavailable);
+}
+
+}  // namespace
+}  // namespace autocomp::tools

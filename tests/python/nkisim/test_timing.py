@@ -1,0 +1,293 @@
+"""Timing model: each pair computes the same thing; the variant hardware rewards must be
+faster in the simulator too. Plus determinism, targets and metric names."""
+import unittest
+
+import numpy as np
+
+from . import _util  # noqa: F401
+import nkisim
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def sim(kernel, target="trn2", **inputs):
+    return nkisim.simulate(kernel, inputs, target=target)
+
+
+# 1. fewer, larger DMAs --------------------------------------------------------------------
+@nki.jit
+def copy_row_dmas(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    for r in range(128):
+        nisa.dma_copy(dst=t[r:r + 1, :], src=x[r:r + 1, :])
+    for r in range(128):
+        nisa.dma_copy(dst=out[r:r + 1, :], src=t[r:r + 1, :])
+    return out
+
+
+@nki.jit
+def copy_tile_dma(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+# 2. loads hoisted out of a loop -----------------------------------------------------------
+@nki.jit
+def scale_reload(x, w):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0] // 128):
+        wt = nl.load(w)
+        t = nl.load(x[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], value=nl.multiply(t, wt))
+    return out
+
+
+@nki.jit
+def scale_hoisted(x, w):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    wt = nl.load(w)
+    for i in nl.affine_range(x.shape[0] // 128):
+        t = nl.load(x[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], value=nl.multiply(t, wt))
+    return out
+
+
+# 3. full 128x512 matmul tiles -------------------------------------------------------------
+def make_matmul(tile_m, tile_n):
+    @nki.jit
+    def mm(lhsT, rhs):
+        K, M = lhsT.shape
+        N = rhs.shape[1]
+        out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+        a = nl.ndarray((K // 128, nl.par_dim(128), M), dtype=lhsT.dtype, buffer=nl.sbuf)
+        b = nl.ndarray((K // 128, nl.par_dim(128), N), dtype=rhs.dtype, buffer=nl.sbuf)
+        for k in range(K // 128):
+            nisa.dma_copy(dst=a[k], src=lhsT[k * 128:(k + 1) * 128, :])
+            nisa.dma_copy(dst=b[k], src=rhs[k * 128:(k + 1) * 128, :])
+        for m in range(M // tile_m):
+            res = nl.ndarray((tile_m, N), dtype=nl.float32, buffer=nl.sbuf)
+            for n in range(N // tile_n):
+                acc = nl.ndarray((tile_m, tile_n), dtype=nl.float32, buffer=nl.psum)
+                for k in range(K // 128):
+                    nisa.nc_matmul(dst=acc, stationary=a[k][:, m * tile_m:(m + 1) * tile_m],
+                                   moving=b[k][:, n * tile_n:(n + 1) * tile_n])
+                nisa.tensor_copy(dst=res[:, n * tile_n:(n + 1) * tile_n], src=acc)
+            nisa.dma_copy(dst=out[m * tile_m:(m + 1) * tile_m, :], src=res)
+        return out
+    return mm
+
+
+matmul_full_tiles = make_matmul(128, 512)
+matmul_small_tiles = make_matmul(32, 64)
+
+
+# 4. work split across engines -------------------------------------------------------------
+def make_two_ops(split):
+    @nki.jit
+    def k(x):
+        out1 = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        out2 = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        r1 = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        r2 = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        for i in range(16):
+            nisa.tensor_scalar(dst=r1, data=t, op0=nl.multiply, operand0=float(i))
+            if split:
+                nisa.activation(dst=r2, op=nl.copy, data=t, scale=float(i))
+            else:
+                nisa.tensor_scalar(dst=r2, data=t, op0=nl.multiply, operand0=float(i))
+        nisa.dma_copy(dst=out1, src=r1)
+        nisa.dma_copy(dst=out2, src=r2)
+        return out1, out2
+    return k
+
+
+two_ops_one_engine = make_two_ops(False)
+two_ops_two_engines = make_two_ops(True)
+
+
+# 5. independent buffers let DMA overlap compute -------------------------------------------
+@nki.jit
+def single_buffer(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    r = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    for i in range(x.shape[0] // 128):
+        nisa.dma_copy(dst=t, src=x[i * 128:(i + 1) * 128, :])
+        nisa.activation(dst=r, op=nl.exp, data=t)
+        nisa.activation(dst=r, op=nl.tanh, data=r)
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=r)
+    return out
+
+
+@nki.jit
+def fresh_buffers(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in range(x.shape[0] // 128):
+        t = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        r = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[i * 128:(i + 1) * 128, :])
+        nisa.activation(dst=r, op=nl.exp, data=t)
+        nisa.activation(dst=r, op=nl.tanh, data=r)
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=r)
+    return out
+
+
+# 6. fused kernel vs two passes over HBM ---------------------------------------------------
+@nki.jit
+def two_passes(x):
+    tmp = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0] // 128):
+        t = nl.load(x[i * 128:(i + 1) * 128, :])
+        nl.store(tmp[i * 128:(i + 1) * 128, :], value=nl.exp(t))
+    for i in nl.affine_range(x.shape[0] // 128):
+        t = nl.load(tmp[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], value=nl.multiply(t, 2.0))
+    return out
+
+
+@nki.jit
+def fused_pass(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0] // 128):
+        t = nl.load(x[i * 128:(i + 1) * 128, :])  # HOT:load
+        nl.store(out[i * 128:(i + 1) * 128, :], value=nl.multiply(nl.exp(t), 2.0))
+    return out
+
+
+class RewardsTest(unittest.TestCase):
+    def assert_pair(self, slow, fast, inputs, min_ratio=1.2, rtol=1e-5):
+        a = nkisim.simulate(slow, inputs)
+        b = nkisim.simulate(fast, inputs)
+        for oa, ob in zip(a.outputs, b.outputs):
+            np.testing.assert_allclose(oa, ob, rtol=rtol, atol=1e-5)
+        self.assertGreater(a.latency_us, min_ratio * b.latency_us,
+                           "%s %.2f us vs %s %.2f us" % (slow.__name__, a.latency_us,
+                                                          fast.__name__, b.latency_us))
+        return a, b
+
+    def test_fewer_larger_dmas(self):
+        a, b = self.assert_pair(copy_row_dmas, copy_tile_dma, {"x": rand(128, 512)}, 3.0)
+        self.assertEqual(a.metrics["dma_transfer_count"], 256)
+        self.assertEqual(b.metrics["dma_transfer_count"], 2)
+        self.assertEqual(a.metrics["hbm_read_bytes"], b.metrics["hbm_read_bytes"])
+
+    def test_hoisted_loads(self):
+        a, b = self.assert_pair(scale_reload, scale_hoisted,
+                                {"x": rand(2048, 512), "w": rand(128, 512)}, 1.2)
+        self.assertGreater(a.metrics["hbm_read_bytes"], b.metrics["hbm_read_bytes"])
+
+    def test_full_matmul_tiles(self):
+        inputs = {"lhsT": nkisim.to_bf16(rand(512, 512)), "rhs": nkisim.to_bf16(rand(512, 2048))}
+        dts = {"lhsT": "bfloat16", "rhs": "bfloat16"}
+        a = nkisim.simulate(matmul_small_tiles, inputs, input_dtypes=dts)
+        b = nkisim.simulate(matmul_full_tiles, inputs, input_dtypes=dts)
+        np.testing.assert_allclose(a.outputs[0], b.outputs[0], rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(b.outputs[0], inputs["lhsT"].T @ inputs["rhs"], rtol=1e-4,
+                                   atol=1e-3)
+        self.assertGreater(a.latency_us, 2.0 * b.latency_us)
+        self.assertEqual(a.metrics["hardware_flops"], b.metrics["hardware_flops"])
+        self.assertGreater(a.metrics["tensor_engine_active_time"],
+                           2.0 * b.metrics["tensor_engine_active_time"])
+        self.assertGreater(b.metrics["mfu_estimated_percent"],
+                           2.0 * a.metrics["mfu_estimated_percent"])
+
+    def test_engines_overlap(self):
+        a, b = self.assert_pair(two_ops_one_engine, two_ops_two_engines,
+                                {"x": rand(128, 2048)}, 1.3)
+        self.assertEqual(a.metrics["scalar_engine_instruction_count"], 0)
+        self.assertEqual(b.metrics["scalar_engine_instruction_count"], 16)
+
+    def test_independent_buffers_overlap_dma_and_compute(self):
+        self.assert_pair(single_buffer, fresh_buffers, {"x": rand(2048, 1024)}, 1.3)
+
+    def test_fusion_beats_two_hbm_passes(self):
+        a, b = self.assert_pair(two_passes, fused_pass, {"x": rand(2048, 512)}, 1.3)
+        self.assertEqual(a.metrics["hbm_read_bytes"], 2 * b.metrics["hbm_read_bytes"])
+
+
+class ModelTest(unittest.TestCase):
+    def test_deterministic(self):
+        inputs = {"lhsT": rand(512, 128), "rhs": rand(512, 2048)}
+        r1 = nkisim.simulate(matmul_full_tiles, inputs)
+        r2 = nkisim.simulate(matmul_full_tiles, inputs)
+        self.assertEqual(r1.latency_us, r2.latency_us)
+        self.assertEqual(r1.metrics, r2.metrics)
+        self.assertEqual(r1.roofline, r2.roofline)
+
+    def test_trn1_and_trn2_differ(self):
+        inputs = {"lhsT": rand(512, 128), "rhs": rand(512, 2048)}
+        r1 = nkisim.simulate(matmul_full_tiles, inputs, target="trn1")
+        r2 = nkisim.simulate(matmul_full_tiles, inputs, target="trn2")
+        self.assertNotEqual(r1.latency_us, r2.latency_us)
+        self.assertNotEqual(r1.roofline["peak_tflops"], r2.roofline["peak_tflops"])
+        np.testing.assert_array_equal(r1.outputs[0], r2.outputs[0])
+
+    def test_metric_names_and_units(self):
+        r = sim(matmul_full_tiles, lhsT=rand(512, 128), rhs=rand(512, 2048))
+        m = r.metrics
+        for name in ("total_time", "tensor_engine_active_time", "vector_engine_active_time",
+                     "scalar_engine_active_time", "gpsimd_engine_active_time",
+                     "tensor_engine_active_time_percent", "vector_engine_instruction_count",
+                     "dma_active_time", "dma_transfer_count", "dma_transfer_total_bytes",
+                     "hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes",
+                     "sbuf_write_bytes", "psum_read_bytes", "psum_write_bytes",
+                     "hardware_flops", "mfu_estimated_percent", "mbu_estimated_percent",
+                     "spill_save_bytes", "spill_reload_bytes",
+                     "peak_sbuf_bytes_per_partition", "peak_psum_bytes_per_partition"):
+            self.assertIn(name, m)
+        self.assertAlmostEqual(m["total_time"] * 1e6, r.latency_us, places=6)
+        self.assertEqual(m["hardware_flops"], 2 * 512 * 128 * 2048)
+        self.assertEqual(m["tensor_engine_instruction_count"], 4 * 4)
+        self.assertEqual(m["hbm_read_bytes"], (512 * 128 + 512 * 2048) * 4)
+        self.assertEqual(m["hbm_write_bytes"], 128 * 2048 * 4)
+        # the next accumulator is allocated before the previous one is released: 2 banks
+        self.assertEqual(m["peak_psum_bytes_per_partition"], 2 * 2048)
+        # a[4, 128, 128] + b[4, 128, 2048] + res[128, 2048], fp32, per partition
+        self.assertEqual(m["peak_sbuf_bytes_per_partition"], (4 * 128 + 4 * 2048 + 2048) * 4)
+        self.assertTrue(0 <= m["tensor_engine_active_time_percent"] <= 100)
+        for key in ("achieved_tflops", "peak_tflops", "compute_pct", "achieved_hbm_gbps",
+                    "peak_hbm_gbps", "hbm_pct", "arithmetic_intensity", "ridge_point"):
+            self.assertIn(key, r.roofline)
+        self.assertAlmostEqual(r.roofline["peak_tflops"], 78.6432 / 4, places=3)  # fp32
+        self.assertIn(r.bottleneck, ("compute-bound", "memory-bound", "underutilized"))
+        self.assertEqual(r.instructions, m["total_instruction_count"])
+
+    def test_bottleneck_classes(self):
+        mem = sim(copy_tile_dma, x=rand(128, 16384))
+        self.assertEqual(mem.bottleneck, "memory-bound")
+        comp = sim(two_ops_one_engine, x=rand(128, 8192))
+        self.assertEqual(comp.bottleneck, "compute-bound")
+        tiny = sim(copy_row_dmas, x=rand(128, 8))
+        self.assertEqual(tiny.bottleneck, "underutilized")
+
+    def test_hotspots_name_kernel_lines(self):
+        r = sim(fused_pass, x=rand(1024, 512))
+        top = r.hotspots[0]
+        self.assertEqual(top["engine"], "dma")
+        self.assertEqual(top["line"], _util.marker_line(__file__, "# HOT:load"))
+        self.assertEqual(top["instructions"], 8)
+        engines = {h["engine"] for h in r.hotspots}
+        self.assertTrue({"dma", "scalar", "vector"} <= engines)
+
+    def test_dependent_chain_is_serial(self):
+        # a load, a compute and a store on the same tile cannot overlap each other
+        r = sim(copy_tile_dma, x=rand(128, 512))
+        self.assertGreater(r.latency_us, 2 * 1.3)
+
+
+if __name__ == "__main__":
+    unittest.main()

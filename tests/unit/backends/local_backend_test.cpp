@@ -1,0 +1,197 @@
+#include "backends/local_backend.hpp"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "backends/spec.hpp"
+
+namespace autocomp::backends {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::shared_ptr<Backend> make(const std::string& text, BackendOptions options = {}) {
+  options.python = AUTOCOMP_PYTHON;
+  auto spec = parse_spec(text);
+  EXPECT_TRUE(spec.ok());
+  auto backend = make_local_backend({spec.value()}, options);
+  EXPECT_TRUE(backend.ok()) << (backend.ok() ? "" : backend.failure().describe());
+  return backend.ok() ? backend.value() : nullptr;
+}
+
+EvalRequest fake_request() {
+  EvalRequest request;
+  request.kernel_source = "def kernel(a):\n    return a\n";
+  request.problem_source = "import numpy as np\n";
+  request.seeds = {0};
+  request.warmup = 0;
+  request.iters = 2;
+  request.timeout = 30s;
+  return request;
+}
+
+bool has_step(const EvalResult& result, const std::string& name) {
+  return std::any_of(result.steps.begin(), result.steps.end(),
+                     [&](const StepTiming& s) { return s.step == name; });
+}
+
+// A private TMPDIR for this test process, so leftover work folders can be counted.
+class LocalBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "autocomp-local-test-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    m_tmp = pattern;
+    m_old_tmp = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "";
+    ::setenv("TMPDIR", m_tmp.c_str(), 1);
+  }
+  void TearDown() override {
+    if (m_old_tmp.empty()) {
+      ::unsetenv("TMPDIR");
+    } else {
+      ::setenv("TMPDIR", m_old_tmp.c_str(), 1);
+    }
+    fs::remove_all(m_tmp);
+  }
+  std::size_t leftover_folders() const {
+    return static_cast<std::size_t>(
+        std::distance(fs::directory_iterator(m_tmp), fs::directory_iterator()));
+  }
+
+  fs::path m_tmp;
+  std::string m_old_tmp;
+};
+
+TEST_F(LocalBackendTest, FakeDeviceEvaluatesAndNamesItself) {
+  auto backend = make("local?device=fake&fake_ms=10&slots=3");
+  ASSERT_TRUE(backend);
+  EXPECT_EQ(backend->identity(), "local?device=fake&fake_ms=10");
+  EXPECT_EQ(backend->device(), "fake");
+  EXPECT_EQ(backend->slots(), 3);
+  std::size_t progress_calls = 0;
+  auto results = backend->evaluate({fake_request(), fake_request()}, {},
+                                   [&](std::size_t, std::size_t total, const std::string&) {
+                                     EXPECT_EQ(total, 2u);
+                                     ++progress_calls;
+                                   });
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(progress_calls, 2u);
+  for (const auto& result : results) {
+    ASSERT_TRUE(result.ok()) << result.failure->describe();
+    EXPECT_TRUE(result.correct);
+    ASSERT_TRUE(result.latency.has_value());
+    EXPECT_EQ(result.latency->samples_us.size(), 2u);
+    EXPECT_GE(result.latency->min_us, 10000 * 0.9);
+    EXPECT_EQ(result.host, "localhost");
+    EXPECT_EQ(result.backend_identity, "local?device=fake&fake_ms=10");
+    EXPECT_EQ(result.harness_version, backend->harness_version());
+    for (const char* step : {"write", "run", "parse", "cleanup"}) {
+      EXPECT_TRUE(has_step(result, step)) << step;
+    }
+  }
+  EXPECT_EQ(leftover_folders(), 0u);
+}
+
+TEST_F(LocalBackendTest, SimIsTheDefaultIdentityAndVersionTracksTheBundle) {
+  auto backend = make("sim");
+  ASSERT_TRUE(backend);
+  EXPECT_EQ(backend->identity(), "sim");
+  EXPECT_EQ(backend->device(), "sim");
+  EXPECT_EQ(backend->slots(), 1);
+  auto version = backend->harness_version();
+  EXPECT_FALSE(version.empty());
+  EXPECT_NE(version.find('+'), std::string::npos);
+  EXPECT_EQ(version.rfind("unknown", 0), std::string::npos) << version;
+}
+
+TEST_F(LocalBackendTest, BrokenProblemIsAProblemErrorAndResultsStayAligned) {
+  auto backend = make("local?device=sim&slots=2");
+  ASSERT_TRUE(backend);
+  EvalRequest broken = fake_request();
+  broken.problem_source = "raise RuntimeError('no inputs here')\n";
+  EvalRequest fine = fake_request();
+  fine.problem_source = "def inputs(seed):\n    return {}\n";  // still no reference
+  auto results = backend->evaluate({broken, fine}, {}, {});
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_FALSE(results[0].ok());
+  EXPECT_EQ(results[0].failure->kind, core::FailureKind::problem_error);
+  EXPECT_NE(results[0].failure->message.find("no inputs here"), std::string::npos)
+      << results[0].failure->message;
+  ASSERT_FALSE(results[1].ok());
+  EXPECT_EQ(results[1].failure->kind, core::FailureKind::problem_error);
+  EXPECT_NE(results[1].failure->message.find("reference"), std::string::npos)
+      << results[1].failure->message;
+  EXPECT_EQ(leftover_folders(), 0u);
+}
+
+TEST_F(LocalBackendTest, TimeoutKillsTheHarnessAndCleansUp) {
+  auto backend = make("local?device=fake&fake_ms=60000");
+  ASSERT_TRUE(backend);
+  EvalRequest request = fake_request();
+  request.timeout = 1500ms;
+  auto results = backend->evaluate({request}, {}, {});
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_FALSE(results[0].ok());
+  EXPECT_EQ(results[0].failure->kind, core::FailureKind::timeout) << results[0].failure->describe();
+  EXPECT_EQ(leftover_folders(), 0u);
+}
+
+TEST_F(LocalBackendTest, CancelledBatchReportsCancelled) {
+  auto backend = make("local?device=fake&fake_ms=10");
+  ASSERT_TRUE(backend);
+  core::CancelToken cancel;
+  cancel.cancel();
+  auto results = backend->evaluate({fake_request(), fake_request()}, cancel, {});
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& result : results) {
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.failure->kind, core::FailureKind::cancelled);
+  }
+}
+
+TEST_F(LocalBackendTest, HarnessThatCrashesIsReportedWithItsTraceback) {
+  fs::path root = m_tmp / "broken-bundle";
+  fs::create_directories(root / "harness");
+  std::ofstream(root / "harness" / "autocomp_harness.py")
+      << "import sys\n"
+         "if sys.argv[1] == 'version':\n"
+         "    print('{\"schema\":\"autocomp-harness/1\",\"harness_version\":\"9\"}')\n"
+         "    sys.exit(0)\n"
+         "raise ImportError('simulated missing dependency xyzzy')\n";
+  BackendOptions options;
+  options.harness_dir = root.string();
+  auto backend = make("local?device=sim", options);
+  ASSERT_TRUE(backend);
+  EXPECT_EQ(backend->harness_version().rfind("9+", 0), 0u);
+  auto results = backend->evaluate({fake_request()}, {}, {});
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_FALSE(results[0].ok());
+  EXPECT_EQ(results[0].failure->kind, core::FailureKind::harness_error);
+  EXPECT_NE(results[0].failure->message.find("xyzzy"), std::string::npos)
+      << results[0].failure->message;
+  EXPECT_NE(results[0].failure->message.find("exit code 1"), std::string::npos);
+}
+
+TEST(LocalBackendSpec, RejectsUnknownDeviceAndMissingHarness) {
+  auto spec = parse_spec("local?device=gpu");
+  ASSERT_TRUE(spec.ok());
+  auto bad = make_local_backend({spec.value()}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.failure().message.find("gpu"), std::string::npos);
+
+  BackendOptions options;
+  options.harness_dir = "/nonexistent/autocomp-harness";
+  auto sim = parse_spec("sim");
+  auto missing = make_local_backend({sim.value()}, options);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.failure().kind, core::FailureKind::unavailable);
+  EXPECT_NE(missing.failure().message.find("AUTOCOMP_HARNESS_DIR"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace autocomp::backends

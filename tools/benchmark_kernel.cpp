@@ -1,0 +1,93 @@
+#include <cstdio>
+
+#include "tools/evaluation_json.hpp"
+#include "tools/evaluation_service.hpp"
+#include "tools/evaluation_tools.hpp"
+
+namespace autocomp::tools {
+
+using nlohmann::json;
+
+namespace {
+
+std::string format_us(double us) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.2f us", us);
+  return buffer;
+}
+
+}  // namespace
+
+server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
+  server::ToolDef tool;
+  tool.name = "benchmark_kernel";
+  tool.title = "Benchmark an NKI kernel";
+  tool.description =
+      "Measure an NKI kernel's latency (after checking it is correct): `latency_us` with min, "
+      "median, max and raw samples, the best correct version recorded for the same file, and "
+      "`diverged` when this version is more than 1.5x slower than that best (then call "
+      "revert_to_best). An incorrect kernel is an error: fix it with verify_kernel first.";
+  tool.input_schema = eval_args_schema();
+  tool.output_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"latency_us",
+         {{"type", "object"},
+          {"properties",
+           {{"min", {{"type", "number"}}},
+            {"median", {{"type", "number"}}},
+            {"max", {{"type", "number"}}},
+            {"samples", {{"type", "array"}, {"items", {{"type", "number"}}}}}}},
+          {"required", {"min", "median", "max", "samples"}}}},
+        {"kernel", {{"type", "string"}}},
+        {"candidate", {{"type", "string"}}},
+        {"best_known", {{"type", "object"}}},
+        {"diverged", {{"type", "boolean"}}},
+        {"advice", {{"type", "string"}}},
+        {"cached", {{"type", "boolean"}}},
+        {"backend", {{"type", "string"}}},
+        {"host", {{"type", "string"}}}}},
+      {"required", {"latency_us", "kernel", "candidate", "diverged", "cached", "backend"}},
+  };
+  tool.annotations = {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
+  tool.handler = [env](const json& arguments, server::ToolContext& context) {
+    auto outcome = evaluate_kernel_file(*env, parse_eval_args(arguments), context);
+    if (!outcome.ok()) {
+      return server::tool_failure(outcome.failure());
+    }
+    const auto& result = outcome->result;
+    if (result.failure || !result.latency) {
+      core::Failure failure = result.failure.value_or(core::make_failure(
+          core::FailureKind::harness_error, "benchmark", "the backend returned no latency"));
+      failure.message =
+          "cannot benchmark " + outcome->kernel.path + ": " + failure.message +
+          (failure.kind == core::FailureKind::mismatch ? " (call verify_kernel for per-seed errors)"
+                                                       : "");
+      return server::tool_failure(failure);
+    }
+    json out = outcome_header_json(outcome.value());
+    out["latency_us"] = latency_json(*result.latency, true);
+    bool diverged = false;
+    if (const auto& best = outcome->best_for_file) {
+      const double ratio = best->median_us > 0 ? result.latency->median_us / best->median_us : 1.0;
+      out["best_known"] = {{"candidate", best->candidate_key},
+                           {"median_us", best->median_us},
+                           {"evaluation_id", best->evaluation_id},
+                           {"this_vs_best", ratio}};
+      diverged = best->candidate_key != outcome->candidate_key && ratio > k_divergence_ratio;
+      if (diverged) {
+        out["advice"] = "This version (" + format_us(result.latency->median_us) +
+                        ") is more than 1.5x slower than the best recorded version of this file (" +
+                        format_us(best->median_us) +
+                        "). Call revert_to_best to restore it, then change one thing at a time.";
+      }
+    }
+    out["diverged"] = diverged;
+    server::ToolResult tool_result;
+    tool_result.structured = std::move(out);
+    return tool_result;
+  };
+  return tool;
+}
+
+}  // namespace autocomp::tools

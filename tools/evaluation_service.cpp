@@ -1,0 +1,190 @@
+#include "tools/evaluation_service.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "core/hash.hpp"
+#include "tools/evaluation_json.hpp"
+
+namespace autocomp::tools {
+
+using nlohmann::json;
+namespace store = search::store;
+
+EvalArgs parse_eval_args(const json& arguments) {
+  EvalArgs args;
+  args.kernel = arguments.value("kernel", "");
+  args.problem = arguments.value("problem", "");
+  args.backend = arguments.value("backend", "");
+  args.target = arguments.value("target", "");
+  args.kernel_name = arguments.value("kernel_name", "");
+  if (arguments.contains("seeds")) {
+    for (const auto& seed : arguments.at("seeds")) {
+      args.seeds.push_back(seed.get<int>());
+    }
+  }
+  args.warmup = arguments.value("warmup", args.warmup);
+  args.iters = arguments.value("iters", args.iters);
+  args.fresh = arguments.value("fresh", false);
+  args.timeout_s = arguments.value("timeout_s", args.timeout_s);
+  return args;
+}
+
+json eval_args_schema() {
+  return {
+      {"type", "object"},
+      {"properties",
+       {{"kernel",
+         {{"type", "string"},
+          {"minLength", 1},
+          {"description",
+           "Path of the NKI kernel file (relative paths resolve against the "
+           "client's working folder)."}}},
+        {"problem",
+         {{"type", "string"},
+          {"minLength", 1},
+          {"description",
+           "Path of the problem file: inputs(seed), reference(**inputs), "
+           "optional RTOL/ATOL/SEEDS/KERNEL/TARGET."}}},
+        {"backend",
+         {{"type", "string"},
+          {"description",
+           "Backend spec: 'sim' (built-in simulator, default) or "
+           "'ssh://user@host[:port]?device=neuron'. Default: the server's "
+           "--backend."}}},
+        {"target", {{"type", "string"}, {"enum", {"trn1", "trn2"}}}},
+        {"kernel_name",
+         {{"type", "string"},
+          {"description", "Kernel function to evaluate when the file defines several."}}},
+        {"seeds",
+         {{"type", "array"},
+          {"items", {{"type", "integer"}, {"minimum", 0}}},
+          {"maxItems", 64},
+          {"description", "Seeds for inputs(seed); default: the problem's SEEDS or 0..4."}}},
+        {"warmup", {{"type", "integer"}, {"minimum", 0}, {"maximum", 1000}}},
+        {"iters", {{"type", "integer"}, {"minimum", 1}, {"maximum", 10000}}},
+        {"fresh",
+         {{"type", "boolean"}, {"description", "Re-run even when an equal evaluation is stored."}}},
+        {"timeout_s", {{"type", "number"}, {"minimum", 1}, {"maximum", 86400}}}}},
+      {"required", {"kernel", "problem"}},
+      {"additionalProperties", false},
+  };
+}
+
+core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArgs& args,
+                                                     server::ToolContext& context) {
+  const std::string working_dir = context.working_dir();
+  auto kernel = read_source_file("kernel", args.kernel, working_dir);
+  if (!kernel.ok()) {
+    return kernel.failure();
+  }
+  auto problem = read_source_file("problem", args.problem, working_dir);
+  if (!problem.ok()) {
+    return problem.failure();
+  }
+  auto opened = env.store();
+  if (!opened.ok()) {
+    return opened.failure();
+  }
+  store::Store& db = *opened.value();
+  auto backend = env.backend(args.backend);
+  if (!backend.ok()) {
+    return backend.failure();
+  }
+
+  EvaluationOutcome outcome;
+  outcome.kernel = std::move(kernel).value();
+  outcome.problem = std::move(problem).value();
+  outcome.target = env.target_for(args.target, outcome.problem.text);
+
+  auto problem_key = db.put_workload(outcome.problem.text, outcome.problem.path);
+  if (!problem_key.ok()) {
+    return problem_key.failure();
+  }
+  outcome.problem_key = problem_key.value();
+  auto candidate_key = db.put_candidate(outcome.kernel.text, "agent");
+  if (!candidate_key.ok()) {
+    return candidate_key.failure();
+  }
+  outcome.candidate_key = candidate_key.value();
+
+  backends::EvalRequest request;
+  request.command = backends::EvalCommand::evaluate;
+  request.kernel_source = outcome.kernel.text;
+  request.kernel_filename = std::filesystem::path(outcome.kernel.path).filename().string();
+  request.problem_source = outcome.problem.text;
+  request.problem_filename = std::filesystem::path(outcome.problem.path).filename().string();
+  request.kernel_name = args.kernel_name;
+  request.target = outcome.target;
+  request.seeds = args.seeds;
+  request.warmup = args.warmup;
+  request.iters = args.iters;
+  request.timeout =
+      std::chrono::milliseconds(static_cast<long>(std::llround(args.timeout_s * 1000)));
+
+  const store::EvalKey key = store::make_eval_key(request, *backend.value());
+  std::optional<store::StoredEvaluation> stored;
+  if (!args.fresh) {
+    auto found = db.find_covering_evaluation(key);
+    if (!found.ok()) {
+      return found.failure();
+    }
+    stored = std::move(found).value();
+  }
+
+  if (stored) {
+    outcome.result = std::move(stored->result);
+    outcome.evaluation_id = stored->id;
+    outcome.cached = true;
+  } else {
+    context.progress(0, 1,
+                     "evaluating " + request.kernel_filename + " on " +
+                         backend.value()->identity() + " (" + outcome.target + ")");
+    const backends::ProgressFn progress = [&context](std::size_t done, std::size_t total,
+                                                     const std::string& message) {
+      if (done < total) {
+        context.progress(static_cast<double>(done), static_cast<double>(total), message);
+      }
+    };
+    auto results = backend.value()->evaluate({request}, context.cancel, progress);
+    if (context.cancel.cancelled()) {
+      return core::make_failure(core::FailureKind::cancelled, "evaluate", "the call was cancelled");
+    }
+    if (results.size() != 1) {
+      return core::make_failure(core::FailureKind::internal, "evaluate",
+                                "the backend returned no result");
+    }
+    outcome.result = std::move(results.front());
+    auto id = db.put_evaluation(key, outcome.result);
+    if (!id.ok()) {
+      return id.failure();
+    }
+    outcome.evaluation_id = id.value();
+    context.progress(1, 1, verdict_text(outcome.result));
+  }
+
+  if (auto recorded = db.record_file_version(outcome.kernel.path, outcome.candidate_key,
+                                             outcome.problem_key, outcome.target);
+      !recorded.ok()) {
+    return recorded.failure();
+  }
+  auto best = db.best_for_file(outcome.kernel.path, outcome.problem_key, outcome.target);
+  if (!best.ok()) {
+    return best.failure();
+  }
+  outcome.best_for_file = std::move(best).value();
+  return outcome;
+}
+
+json outcome_header_json(const EvaluationOutcome& outcome) {
+  json out = {{"kernel", outcome.kernel.path},
+              {"problem", outcome.problem.path},
+              {"candidate", outcome.candidate_key},
+              {"evaluation_id", outcome.evaluation_id},
+              {"details", "autocomp://evaluations/" + std::to_string(outcome.evaluation_id)}};
+  out.update(provenance_json(outcome.result, outcome.cached));
+  return out;
+}
+
+}  // namespace autocomp::tools

@@ -1,0 +1,106 @@
+#include "tools/product_tools.hpp"
+
+#include <memory>
+
+#include "tools/evaluation_json.hpp"
+#include "tools/evaluation_tools.hpp"
+#include "tools/tool_env.hpp"
+
+namespace autocomp::tools {
+
+using nlohmann::json;
+
+namespace {
+
+using ToolMaker = server::ToolDef (*)(std::shared_ptr<ToolEnv>);
+
+// The product's tools, in tools/list order. Adding a tool: its file, its declaration, this row.
+constexpr ToolMaker k_tool_makers[] = {
+    &make_verify_kernel_tool,
+    &make_benchmark_kernel_tool,
+    &make_profile_kernel_tool,
+};
+
+core::Result<json> read_evaluation(ToolEnv& env, const std::string& uri, const std::string& id) {
+  std::int64_t number = 0;
+  try {
+    std::size_t used = 0;
+    number = std::stoll(id, &used);
+    if (used != id.size() || number <= 0) {
+      throw std::invalid_argument(id);
+    }
+  } catch (const std::exception&) {
+    return core::make_failure(core::FailureKind::invalid_argument, "resource",
+                              "evaluation ids are positive integers, not '" + id + "'");
+  }
+  auto db = env.store();
+  if (!db.ok()) {
+    return db.failure();
+  }
+  auto stored = db.value()->get_evaluation(number);
+  if (!stored.ok()) {
+    return stored.failure();
+  }
+  if (!stored.value()) {
+    return core::make_failure(core::FailureKind::unavailable, "resource",
+                              "no evaluation " + id + " in " + db.value()->path());
+  }
+  json body = full_result_json(stored.value()->result);
+  body["evaluation_id"] = number;
+  body["candidate"] = stored.value()->key.candidate_key;
+  body["problem_key"] = stored.value()->key.problem_key;
+  body["harness_output"] = stored.value()->result.raw_json;
+  return json::array({{{"uri", uri}, {"mimeType", "application/json"}, {"text", body.dump(2)}}});
+}
+
+core::Result<json> read_candidate(ToolEnv& env, const std::string& uri, const std::string& key) {
+  auto db = env.store();
+  if (!db.ok()) {
+    return db.failure();
+  }
+  auto candidate = db.value()->get_candidate(key);
+  if (!candidate.ok()) {
+    return candidate.failure();
+  }
+  if (!candidate.value()) {
+    return core::make_failure(core::FailureKind::unavailable, "resource",
+                              "no candidate with key " + key);
+  }
+  return json::array(
+      {{{"uri", uri}, {"mimeType", "text/x-python"}, {"text", candidate.value()->source}}});
+}
+
+}  // namespace
+
+void register_product_tools(server::Registries& registries, const ProductToolsOptions& options) {
+  auto env = std::make_shared<ToolEnv>(options);
+  for (ToolMaker make : k_tool_makers) {
+    registries.tools.add(make(env));
+  }
+
+  server::ResourceTemplateDef evaluations;
+  evaluations.uri_template = "autocomp://evaluations/{id}";
+  evaluations.name = "evaluation";
+  evaluations.title = "Evaluation";
+  evaluations.description =
+      "Everything recorded for one evaluation: per-seed checks, raw latency samples, all "
+      "profile metrics, per-step timings and the harness's JSON output.";
+  evaluations.mime_type = "application/json";
+  evaluations.read = [env](const std::string& uri, const std::map<std::string, std::string>& vars) {
+    return read_evaluation(*env, uri, vars.at("id"));
+  };
+  registries.resources.add_template(std::move(evaluations));
+
+  server::ResourceTemplateDef candidates;
+  candidates.uri_template = "autocomp://candidates/{hash}";
+  candidates.name = "candidate";
+  candidates.title = "Candidate kernel source";
+  candidates.description = "The source of a kernel version, by its content hash.";
+  candidates.mime_type = "text/x-python";
+  candidates.read = [env](const std::string& uri, const std::map<std::string, std::string>& vars) {
+    return read_candidate(*env, uri, vars.at("hash"));
+  };
+  registries.resources.add_template(std::move(candidates));
+}
+
+}  // namespace autocomp::tools

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backends/backend.hpp"
+#include "core/result.hpp"
+#include "search/store/store.hpp"
+#include "tools/product_tools.hpp"
+
+namespace autocomp::tools {
+
+// What every product tool shares for the life of the server: the options from the command line,
+// the store (opened on first use, so the handshake never waits for it) and one backend per spec
+// (so SSH sessions and harness-version probes are reused across calls). Thread-safe.
+class ToolEnv {
+ public:
+  explicit ToolEnv(ProductToolsOptions options);
+
+  const ProductToolsOptions& options() const { return m_options; }
+
+  // The store; the failure (e.g. a database written by a newer version) is returned again on
+  // every call until the cause is fixed, so no call proceeds without recording its results.
+  core::Result<search::store::Store*> store();
+
+  // The backend for `spec` ("" = the server's --backend, else "sim").
+  core::Result<std::shared_ptr<backends::Backend>> backend(const std::string& spec);
+  std::string default_backend_spec() const;
+
+  // "trn1"/"trn2": the explicit argument, else the problem file's TARGET, else --target, else trn2.
+  std::string target_for(const std::string& argument, const std::string& problem_source) const;
+
+ private:
+  ProductToolsOptions m_options;
+  std::mutex m_mutex;
+  std::unique_ptr<search::store::Store> m_store;
+  std::map<std::string, std::shared_ptr<backends::Backend>> m_backends;
+};
+
+}  // namespace autocomp::tools
