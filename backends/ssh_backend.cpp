@@ -597,7 +597,7 @@ class SshPool final : public Backend {
         // run
         start = Clock::now();
         auto command = run_command(slot, request, work, kernel_file, problem_file);
-        auto run = connection.exec(command, request.timeout + k_client_grace, cancel);
+        auto run = connection.run_in_shell(command, request.timeout + k_client_grace, cancel);
         steps.push_back({"run", ms_since(start)});
         bool run_finished = run.ok();
         if (!run.ok()) {
@@ -633,7 +633,7 @@ class SshPool final : public Backend {
             auto err = connection.read_file(work + "/err.txt", k_stderr_tail_bytes, true);
             std::string end = "exit status " + std::to_string(run->exit_status);
             if (run->exit_status == 127) {
-              end += " (command not found: " + core::tail_text(run->stderr_text, 300) + ")";
+              end += " (command not found: " + core::tail_text(run->stdout_text, 300) + ")";
             }
             parsed = parse_harness_output(out_text, err.ok() ? err.value() : run->stderr_text, end);
           }

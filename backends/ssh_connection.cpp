@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 
@@ -88,9 +89,23 @@ std::string shell_quote(const std::string& text) {
 struct SshConnection::Handles {
   ssh_session session = nullptr;
   sftp_session sftp = nullptr;
+  ssh_channel shell = nullptr;  // the persistent sh of run_in_shell
+  std::string shell_pending;    // shell output read past the last command's end marker
   Clock::time_point last_used = Clock::now();
 
+  void close_shell() {
+    if (shell != nullptr) {
+      if (ssh_channel_is_open(shell) != 0) {
+        ssh_channel_close(shell);
+      }
+      ssh_channel_free(shell);
+      shell = nullptr;
+    }
+    shell_pending.clear();
+  }
+
   ~Handles() {
+    close_shell();
     if (sftp != nullptr) {
       sftp_free(sftp);
     }
@@ -340,6 +355,104 @@ core::Result<ExecOutput> SshConnection::exec(const std::string& command,
   output.exit_status = ssh_channel_get_exit_status(channel);
   m_handles->last_used = Clock::now();
   return output;
+}
+
+core::Result<ExecOutput> SshConnection::run_in_shell(const std::string& command,
+                                                     std::chrono::milliseconds timeout,
+                                                     const core::CancelToken& cancel,
+                                                     std::size_t max_output) {
+  ssh_session session = m_handles->session;
+  m_handles->last_used = Clock::now();
+  const auto deadline = Clock::now() + timeout;
+  auto transport = [&](const std::string& what) {
+    m_handles->close_shell();
+    return core::make_failure(core::FailureKind::transport_error, "exec",
+                              m_endpoint.describe() + ": " + what + ": " + ssh_get_error(session));
+  };
+  if (m_handles->shell == nullptr || ssh_channel_is_open(m_handles->shell) == 0 ||
+      ssh_channel_is_eof(m_handles->shell) != 0) {
+    m_handles->close_shell();
+    ssh_channel channel = ssh_channel_new(session);
+    if (channel == nullptr) {
+      return transport("cannot create a channel");
+    }
+    m_handles->shell = channel;
+    if (ssh_channel_open_session(channel) != SSH_OK) {
+      return transport("cannot open a channel");
+    }
+    if (ssh_channel_request_exec(channel, "exec sh") != SSH_OK) {
+      return transport("cannot start a remote shell");
+    }
+  }
+  ssh_channel channel = m_handles->shell;
+
+  // The end marker carries a fresh nonce, so no output of the command can fake it.
+  static std::atomic<unsigned long long> counter{0};
+  const std::string nonce = "__autocomp_end_" + std::to_string(::getpid()) + "_" +
+                            std::to_string(counter.fetch_add(1)) + "_" +
+                            std::to_string(Clock::now().time_since_epoch().count());
+  const std::string line =
+      "( " + command + " ) </dev/null 2>&1; printf '\\n%s %d\\n' " + nonce + " \"$?\"\n";
+  std::size_t sent = 0;
+  while (sent < line.size()) {
+    int n =
+        ssh_channel_write(channel, line.data() + sent, static_cast<uint32_t>(line.size() - sent));
+    if (n == SSH_ERROR) {
+      return transport("cannot send the command to the remote shell");
+    }
+    sent += static_cast<std::size_t>(n);
+  }
+
+  const std::string marker = "\n" + nonce + " ";
+  std::string output = std::move(m_handles->shell_pending);
+  m_handles->shell_pending.clear();
+  std::array<char, k_io_chunk> buffer{};
+  while (true) {
+    auto at = output.find(marker);
+    if (at != std::string::npos) {
+      auto end = output.find('\n', at + marker.size());
+      if (end != std::string::npos) {
+        ExecOutput result;
+        result.exit_status = std::atoi(output.c_str() + at + marker.size());
+        m_handles->shell_pending = output.substr(end + 1);
+        output.resize(std::min(at, max_output));
+        result.stdout_text = std::move(output);
+        m_handles->last_used = Clock::now();
+        return result;
+      }
+    }
+    if (cancel.cancelled()) {
+      m_handles->close_shell();
+      return core::make_failure(core::FailureKind::cancelled, "exec", "cancelled");
+    }
+    if (Clock::now() >= deadline) {
+      m_handles->close_shell();
+      return core::make_failure(core::FailureKind::timeout, "exec",
+                                m_endpoint.describe() + ": no end of the remote command after " +
+                                    std::to_string(timeout.count()) + " ms");
+    }
+    int n = ssh_channel_read_timeout(channel, buffer.data(), buffer.size(), 0, 50);
+    if (n == SSH_ERROR) {
+      return transport("reading the remote shell failed");
+    }
+    if (n > 0) {
+      // Keep the head (for the caller) and the tail (where the marker will be) within bounds.
+      output.append(buffer.data(), static_cast<std::size_t>(n));
+      constexpr std::size_t k_tail = 64 * 1024;
+      if (output.size() > max_output + k_tail) {
+        std::string tail = output.substr(output.size() - k_tail);
+        output.resize(max_output / 2);
+        output += tail;
+      }
+    }
+    int e = ssh_channel_read_nonblocking(channel, buffer.data(), buffer.size(), 1);
+    if (e == SSH_ERROR) {
+      return transport("reading the remote shell's errors failed");
+    }
+    if (n == 0 && (ssh_channel_is_eof(channel) != 0 || ssh_channel_is_open(channel) == 0)) {
+      return transport("the remote shell ended");
+    }
+  }
 }
 
 core::Result<std::string> SshConnection::home() {

@@ -53,6 +53,15 @@ class SshConnection {
                                 const core::CancelToken& cancel,
                                 std::size_t max_output = std::size_t{4} << 20);
 
+  // Like exec, but runs `command` (in a subshell, stdin from /dev/null, stderr merged into
+  // stdout) through one `sh` kept running on its own channel, so the login shell's start-up files
+  // run once per session instead of once per command. The shell is started on first use; a
+  // deadline, cancel or transport failure closes it (the next call starts a new one).
+  core::Result<ExecOutput> run_in_shell(const std::string& command,
+                                        std::chrono::milliseconds timeout,
+                                        const core::CancelToken& cancel,
+                                        std::size_t max_output = std::size_t{4} << 20);
+
   // The remote home folder as an absolute path.
   core::Result<std::string> home();
   core::Status make_dirs(const std::string& path);  // like mkdir -p

@@ -15,9 +15,9 @@ seed=$root/seeds/rmsnorm
 for kernel in naive optimized; do
   args=$(printf '{"kernel":"%s/%s.py","problem":"%s/problem.py"}' "$seed" "$kernel" "$seed")
   echo "== verify_kernel $kernel"
-  "$bin" --db "$db" call verify_kernel --args "$args"
+  "$bin" call verify_kernel --db "$db" --args "$args"
   echo "== benchmark_kernel $kernel"
-  "$bin" --db "$db" call benchmark_kernel --args "$args"
+  "$bin" call benchmark_kernel --db "$db" --args "$args"
   echo "== profile_kernel $kernel"
-  "$bin" --db "$db" call profile_kernel --args "$args"
+  "$bin" call profile_kernel --db "$db" --args "$args"
 done

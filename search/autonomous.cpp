@@ -1,13 +1,450 @@
 #include "search/autonomous.hpp"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "search/engine/beam_search.hpp"
+#include "search/engine/store_run_log.hpp"
+#include "search/llm/provider.hpp"
+#include "search/report/report.hpp"
+#include "search/store/store.hpp"
 
 namespace autocomp::search {
 
-int autonomous_main(int /*argc*/, char** /*argv*/) {
-  std::fputs("autocomp-mcp --autonomous: the search engine is not available in this build\n",
-             stderr);
-  return 1;
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int k_exit_ok = 0;
+constexpr int k_exit_failed = 1;
+constexpr int k_exit_usage = 2;
+constexpr int k_exit_interrupted = 130;
+
+const char* const k_usage =
+    "usage: autocomp-mcp --autonomous --kernel KERNEL.py --problem PROBLEM.py [options]\n"
+    "       autocomp-mcp --autonomous --resume RUN_ID [options]\n"
+    "\n"
+    "Searches for a faster version of an NKI kernel with an LLM (plan, implement, evaluate,\n"
+    "keep the best) and writes KERNEL.best.py and a report beside the kernel.\n"
+    "\n"
+    "  --kernel PATH         the kernel to optimize\n"
+    "  --problem PATH        its problem file (inputs, reference, tolerances)\n"
+    "  --backend SPEC        where kernels run: sim (default), local?device=..., ssh://host\n"
+    "  --target trn1|trn2    hardware generation (default trn2)\n"
+    "  --llm SPEC            openai:MODEL or anthropic:MODEL; repeat for an ensemble\n"
+    "  --beam N --plans N --impls N --iterations N   search shape (6, 6, 2, 10)\n"
+    "  --dropout P           probability of leaving out each menu item (0.7)\n"
+    "  --seed N              random seed (default: a fresh one, printed)\n"
+    "  --db PATH             the store (default: the user's autocomp store)\n"
+    "  --resume RUN_ID       continue a stopped or killed run\n"
+    "  --in-place            also overwrite KERNEL with the best version\n"
+    "  --report-dir DIR      where the report folder goes (default: beside the kernel)\n"
+    "  --max-llm-calls N --max-tokens N --max-cost USD --max-wall-s S   budgets\n";
+
+const char* const k_no_llm_help =
+    "autocomp-mcp --autonomous: no LLM is configured, and the search needs one.\n"
+    "Configure a model with --llm, for example:\n"
+    "  export OPENAI_BASE_URL=https://api.openai.com/v1   # or a vLLM/Ollama/llama.cpp server\n"
+    "  export OPENAI_API_KEY=...\n"
+    "  autocomp-mcp --autonomous --kernel K.py --problem P.py --llm openai:gpt-4o\n"
+    "or\n"
+    "  export ANTHROPIC_API_KEY=...\n"
+    "  autocomp-mcp --autonomous --kernel K.py --problem P.py --llm anthropic:claude-sonnet-4-5\n"
+    "Without a model you can still measure kernels: use the MCP tools verify_kernel,\n"
+    "benchmark_kernel and profile_kernel (autocomp-mcp serves them over stdio).\n";
+
+struct Options {
+  std::string kernel_path;
+  std::string problem_path;
+  std::string backend = "sim";
+  std::optional<std::string> target;
+  std::vector<std::string> llm_specs;
+  std::optional<int> beam, plans, impls, iterations;
+  std::optional<double> dropout;
+  std::optional<std::uint64_t> seed;
+  std::string db_path;
+  std::string resume_id;
+  bool in_place = false;
+  std::string report_dir;
+  engine::Budgets budgets;
+  bool budgets_given = false;
+};
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_interrupt(int /*signal*/) { g_interrupted.store(true); }
+
+core::Result<Options> parse(int argc, char** argv) {
+  Options options;
+  auto bad = [](const std::string& message) {
+    return core::make_failure(core::FailureKind::invalid_argument, "usage", message);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--autonomous") {
+      continue;
+    }
+    auto value = [&](std::string& out) -> bool {
+      if (i + 1 >= argc) {
+        return false;
+      }
+      out = argv[++i];
+      return true;
+    };
+    std::string text;
+    try {
+      if (arg == "--in-place") {
+        options.in_place = true;
+        continue;
+      }
+      if (!value(text)) {
+        return bad(arg == "--help" || arg == "-h" ? "" : "unknown option or missing value: " + arg);
+      }
+      if (arg == "--kernel") {
+        options.kernel_path = text;
+      } else if (arg == "--problem") {
+        options.problem_path = text;
+      } else if (arg == "--backend") {
+        options.backend = text;
+      } else if (arg == "--target") {
+        options.target = text;
+      } else if (arg == "--llm") {
+        options.llm_specs.push_back(text);
+      } else if (arg == "--beam") {
+        options.beam = std::stoi(text);
+      } else if (arg == "--plans") {
+        options.plans = std::stoi(text);
+      } else if (arg == "--impls") {
+        options.impls = std::stoi(text);
+      } else if (arg == "--iterations") {
+        options.iterations = std::stoi(text);
+      } else if (arg == "--dropout") {
+        options.dropout = std::stod(text);
+      } else if (arg == "--seed") {
+        options.seed = std::stoull(text);
+      } else if (arg == "--db") {
+        options.db_path = text;
+      } else if (arg == "--resume") {
+        options.resume_id = text;
+      } else if (arg == "--report-dir") {
+        options.report_dir = text;
+      } else if (arg == "--max-llm-calls") {
+        options.budgets.max_llm_calls = std::stol(text);
+        options.budgets_given = true;
+      } else if (arg == "--max-tokens") {
+        options.budgets.max_tokens = std::stol(text);
+        options.budgets_given = true;
+      } else if (arg == "--max-cost") {
+        options.budgets.max_cost_usd = std::stod(text);
+        options.budgets_given = true;
+      } else if (arg == "--max-wall-s") {
+        options.budgets.max_wall_s = std::stod(text);
+        options.budgets_given = true;
+      } else {
+        return bad("unknown option: " + arg);
+      }
+    } catch (const std::exception&) {
+      return bad("not a number for " + arg + ": '" + text + "'");
+    }
+  }
+  if (options.resume_id.empty() && (options.kernel_path.empty() || options.problem_path.empty())) {
+    return bad("--kernel and --problem are required (or --resume RUN_ID)");
+  }
+  return options;
+}
+
+core::Result<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return core::make_failure(core::FailureKind::io_error, "read", "cannot read " + path);
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+core::Status write_file(const std::string& path, const std::string& content) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << content;
+    if (!out) {
+      return core::make_failure(core::FailureKind::io_error, "write", "cannot write " + temporary);
+    }
+  }
+  std::error_code error;
+  fs::rename(temporary, path, error);
+  if (error) {
+    return core::make_failure(core::FailureKind::io_error, "write",
+                              "cannot rename " + temporary + ": " + error.message());
+  }
+  return core::ok_status();
+}
+
+// "kernel.py" -> "kernel.best.py" beside it.
+std::string sibling(const std::string& kernel_path, const std::string& suffix) {
+  fs::path path(kernel_path);
+  return (path.parent_path() / (path.stem().string() + suffix)).string();
+}
+
+// Prints progress to stdout: one redrawn line on a terminal, plain lines otherwise.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool terminal) : m_terminal(terminal) {}
+
+  void operator()(const engine::ProgressEvent& event) {
+    std::lock_guard lock(m_mutex);
+    std::ostringstream line;
+    line.setf(std::ios::fixed);
+    line.precision(2);
+    line << "iteration " << event.iteration << "/" << event.iterations << " | evaluated "
+         << event.candidates_evaluated << " (" << event.candidates_failed << " failed)"
+         << " | best " << event.best_latency_us << " us | speedup " << event.speedup << "x"
+         << " | llm " << event.llm_calls << " calls, " << event.tokens << " tok, $";
+    line.precision(4);
+    line << event.cost_usd;
+    line.precision(0);
+    line << " | " << event.elapsed_s << " s";
+    if (m_terminal) {
+      std::string text = line.str();
+      std::cout << '\r' << text;
+      if (text.size() < m_last_width) {
+        std::cout << std::string(m_last_width - text.size(), ' ');
+      }
+      m_last_width = text.size();
+      if (event.finished) {
+        std::cout << '\n';
+      }
+      std::cout << std::flush;
+    } else if (event.phase != "iteration") {
+      std::cout << line.str() << '\n' << std::flush;
+    }
+  }
+
+ private:
+  bool m_terminal;
+  std::mutex m_mutex;
+  std::size_t m_last_width = 0;
+};
+
+void use_stderr_for_logs() {
+  auto logger = spdlog::get("autonomous");
+  if (!logger) {
+    logger = spdlog::stderr_color_mt("autonomous");
+  }
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::warn);
+}
+
+}  // namespace
+
+int autonomous_main(int argc, char** argv) {
+  use_stderr_for_logs();
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::cout << k_usage;
+      return k_exit_ok;
+    }
+  }
+  auto parsed = parse(argc, argv);
+  if (!parsed) {
+    std::cerr << "autocomp-mcp --autonomous: " << parsed.failure().message << "\n\n" << k_usage;
+    return k_exit_usage;
+  }
+  Options options = std::move(parsed.value());
+  if (options.llm_specs.empty()) {
+    std::cerr << k_no_llm_help;
+    return k_exit_usage;
+  }
+
+  // Providers first: a bad spec or a missing key is a usage problem, reported before any work.
+  std::vector<std::shared_ptr<llm::Provider>> providers;
+  for (const auto& spec : options.llm_specs) {
+    auto provider = llm::make_provider(spec, llm::ProviderOptions{});
+    if (!provider) {
+      std::cerr << "autocomp-mcp --autonomous: --llm " << spec << ": "
+                << provider.failure().message << "\n";
+      return k_exit_usage;
+    }
+    providers.push_back(provider.value());
+  }
+
+  const std::string db_path = options.db_path.empty() ? store::Store::default_path() : options.db_path;
+  auto opened = store::Store::open(db_path);
+  if (!opened) {
+    std::cerr << "autocomp-mcp --autonomous: cannot open the store " << db_path << ": "
+              << opened.failure().message << "\n";
+    return k_exit_failed;
+  }
+  std::shared_ptr<store::Store> db(std::move(opened.value()));
+
+  engine::SearchConfig config;
+  engine::StoreRunInfo info;
+  info.backend = options.backend;
+  info.llm_specs = options.llm_specs;
+  if (!options.resume_id.empty()) {
+    auto run = db->get_run(options.resume_id);
+    if (!run || !run.value()) {
+      std::cerr << "autocomp-mcp --autonomous: no run '" << options.resume_id << "' in " << db_path
+                << "\n";
+      return k_exit_usage;
+    }
+    options.resume_id = run.value()->id;
+    info.kernel_path = options.kernel_path.empty() ? run.value()->config.kernel_path
+                                                   : options.kernel_path;
+    info.problem_path = options.problem_path.empty() ? run.value()->config.problem_path
+                                                     : options.problem_path;
+    if (options.backend == "sim" && !run.value()->config.backend.empty()) {
+      info.backend = run.value()->config.backend;
+    }
+  } else {
+    auto kernel = read_file(options.kernel_path);
+    auto problem = read_file(options.problem_path);
+    if (!kernel || !problem) {
+      std::cerr << "autocomp-mcp --autonomous: "
+                << (!kernel ? kernel.failure().message : problem.failure().message) << "\n";
+      return k_exit_usage;
+    }
+    info.kernel_path = fs::absolute(options.kernel_path).string();
+    info.problem_path = fs::absolute(options.problem_path).string();
+    config.kernel_source = kernel.value();
+    config.problem_source = problem.value();
+    config.kernel_filename = fs::path(options.kernel_path).filename().string();
+    config.problem_filename = fs::path(options.problem_path).filename().string();
+    config.target = options.target.value_or("trn2");
+    config.beam = options.beam.value_or(config.beam);
+    config.plans = options.plans.value_or(config.plans);
+    config.impls = options.impls.value_or(config.impls);
+    config.iterations = options.iterations.value_or(config.iterations);
+    config.dropout = options.dropout.value_or(config.dropout);
+    config.seed = options.seed ? *options.seed : std::random_device{}();
+    config.budgets = options.budgets;
+    if (auto status = engine::validate(config); !status) {
+      std::cerr << "autocomp-mcp --autonomous: " << status.failure().message << "\n";
+      return k_exit_usage;
+    }
+  }
+
+  backends::BackendOptions backend_options;
+  backend_options.python = "";  // the backend finds an interpreter with numpy
+  backend_options.default_target = config.target;
+  auto backend = backends::make_backend(info.backend, backend_options);
+  if (!backend) {
+    std::cerr << "autocomp-mcp --autonomous: --backend " << info.backend << ": "
+              << backend.failure().message << "\n";
+    return k_exit_usage;
+  }
+
+  engine::SearchServices services;
+  services.backend = backend.value();
+  services.run_log = std::make_shared<engine::StoreRunLog>(db, info);
+  services.providers = providers;
+
+  core::CancelToken cancel;
+  g_interrupted.store(false);
+  auto previous_int = std::signal(SIGINT, on_interrupt);
+  auto previous_term = std::signal(SIGTERM, on_interrupt);
+  std::atomic<bool> finished{false};
+  std::thread interrupt_watch([&] {
+    while (!finished.load()) {
+      if (g_interrupted.load()) {
+        cancel.cancel();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+
+  ProgressPrinter printer(::isatty(STDOUT_FILENO) != 0);
+  engine::SearchHooks hooks;
+  hooks.started = [](const std::string& run_id) {
+    std::cout << "run: " << run_id << '\n' << std::flush;
+  };
+  hooks.progress = [&printer](const engine::ProgressEvent& event) { printer(event); };
+
+  std::optional<engine::Budgets> budgets;
+  if (options.budgets_given) {
+    budgets = options.budgets;
+  }
+  engine::SearchOutcome outcome =
+      options.resume_id.empty()
+          ? engine::run_search(config, services, cancel, hooks)
+          : engine::resume_search(options.resume_id, services, cancel, hooks, budgets);
+  finished.store(true);
+  interrupt_watch.join();
+  std::signal(SIGINT, previous_int);
+  std::signal(SIGTERM, previous_term);
+
+  if (outcome.status == "failed") {
+    std::cerr << "autocomp-mcp --autonomous: the search failed: " << outcome.stop_reason << "\n";
+    return k_exit_failed;
+  }
+
+  std::string best_path;
+  if (outcome.best.correct() && !outcome.best.source.empty() && !info.kernel_path.empty()) {
+    best_path = sibling(info.kernel_path, ".best.py");
+    if (auto status = write_file(best_path, outcome.best.source); !status) {
+      std::cerr << "autocomp-mcp --autonomous: " << status.failure().message << "\n";
+      best_path.clear();
+    }
+    if (options.in_place && outcome.best.key != outcome.baseline.key) {
+      if (auto status = write_file(info.kernel_path, outcome.best.source); !status) {
+        std::cerr << "autocomp-mcp --autonomous: " << status.failure().message << "\n";
+      }
+    }
+  }
+
+  const std::string report_dir =
+      options.report_dir.empty()
+          ? sibling(info.kernel_path, ".autocomp-report")
+          : (fs::path(options.report_dir) /
+             (fs::path(info.kernel_path).stem().string() + ".autocomp-report"))
+                .string();
+  report::ReportInput report_input;
+  report_input.outcome = &outcome;
+  report_input.kernel_path = info.kernel_path;
+  report_input.problem_path = info.problem_path;
+  report_input.best_path = best_path;
+  report_input.backend = info.backend;
+  report_input.llm_specs = options.llm_specs;
+  auto written = report::write_report(report_input, report_dir);
+
+  std::cout.setf(std::ios::fixed);
+  std::cout.precision(3);
+  std::cout << "status: " << outcome.status
+            << (outcome.stop_reason.empty() ? "" : " (" + outcome.stop_reason + ")") << '\n';
+  std::cout << "best: " << outcome.best.latency_us() << " us, speedup " << outcome.speedup()
+            << "x over " << outcome.baseline.latency_us() << " us\n";
+  if (!best_path.empty()) {
+    std::cout << "best kernel: " << best_path << (options.in_place ? " (and the input file)" : "")
+              << '\n';
+  }
+  if (written) {
+    std::cout << "report: " << (fs::path(report_dir) / "report.html").string() << '\n';
+  } else {
+    std::cerr << "autocomp-mcp --autonomous: " << written.failure().message << "\n";
+  }
+  if (outcome.status == "cancelled") {
+    std::cout << "resume with: autocomp-mcp --autonomous --resume " << outcome.run_id
+              << (options.db_path.empty() ? "" : " --db " + options.db_path) << " --llm ...\n";
+    return k_exit_interrupted;
+  }
+  return k_exit_ok;
 }
 
 }  // namespace autocomp::search

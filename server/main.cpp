@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -113,9 +114,11 @@ int run_http(const CliOptions& options, autocomp::server::Server& server) {
     std::cerr << "autocomp-mcp: " << bound.failure().message << "\n";
     return 2;
   }
-  std::thread signal_thread([&transport, signals] {
+  std::atomic<bool> signalled{false};
+  std::thread signal_thread([&transport, &signalled, signals] {
     int received = 0;
     sigwait(&signals, &received);
+    signalled = true;
     spdlog::info("signal {} received; stopping", received);
     transport.stop();
   });
@@ -128,7 +131,9 @@ int run_http(const CliOptions& options, autocomp::server::Server& server) {
       std::_Exit(0);
     }
   }
-  ::pthread_kill(signal_thread.native_handle(), SIGTERM);
+  if (!signalled) {
+    ::pthread_kill(signal_thread.native_handle(), SIGTERM);  // wakes its sigwait
+  }
   signal_thread.join();
   return 0;
 }

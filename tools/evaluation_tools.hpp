@@ -14,5 +14,6 @@ inline constexpr double k_divergence_ratio = 1.5;
 server::ToolDef make_verify_kernel_tool(std::shared_ptr<ToolEnv> env);
 server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env);
 server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env);
+server::ToolDef make_revert_to_best_tool(std::shared_ptr<ToolEnv> env);
 
 }  // namespace autocomp::tools

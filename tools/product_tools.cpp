@@ -4,6 +4,7 @@
 
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_tools.hpp"
+#include "tools/search_tools.hpp"
 #include "tools/tool_env.hpp"
 
 namespace autocomp::tools {
@@ -16,9 +17,9 @@ using ToolMaker = server::ToolDef (*)(std::shared_ptr<ToolEnv>);
 
 // The product's tools, in tools/list order. Adding a tool: its file, its declaration, this row.
 constexpr ToolMaker k_tool_makers[] = {
-    &make_verify_kernel_tool,
-    &make_benchmark_kernel_tool,
-    &make_profile_kernel_tool,
+    &make_verify_kernel_tool,  &make_benchmark_kernel_tool, &make_profile_kernel_tool,
+    &make_revert_to_best_tool, &make_run_beam_search_tool,  &make_get_search_status_tool,
+    &make_cancel_search_tool,  &make_list_runs_tool,
 };
 
 core::Result<json> read_evaluation(ToolEnv& env, const std::string& uri, const std::string& id) {
@@ -101,6 +102,19 @@ void register_product_tools(server::Registries& registries, const ProductToolsOp
     return read_candidate(*env, uri, vars.at("hash"));
   };
   registries.resources.add_template(std::move(candidates));
+
+  server::ResourceTemplateDef runs;
+  runs.uri_template = "autocomp://runs/{id}";
+  runs.name = "run";
+  runs.title = "Search run";
+  runs.description =
+      "A search run: status, progress, every candidate with its parent, plan and "
+      "latency, and the beam of each iteration.";
+  runs.mime_type = "application/json";
+  runs.read = [env](const std::string& uri, const std::map<std::string, std::string>& vars) {
+    return read_run_resource(*env, uri, vars.at("id"));
+  };
+  registries.resources.add_template(std::move(runs));
 }
 
 }  // namespace autocomp::tools

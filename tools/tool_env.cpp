@@ -9,6 +9,14 @@ namespace autocomp::tools {
 ToolEnv::ToolEnv(ProductToolsOptions options) : m_options(std::move(options)) {}
 
 core::Result<search::store::Store*> ToolEnv::store() {
+  auto shared = shared_store();
+  if (!shared.ok()) {
+    return shared.failure();
+  }
+  return shared.value().get();
+}
+
+core::Result<std::shared_ptr<search::store::Store>> ToolEnv::shared_store() {
   std::lock_guard lock(m_mutex);
   if (!m_store) {
     const std::string path =
@@ -18,8 +26,10 @@ core::Result<search::store::Store*> ToolEnv::store() {
       return opened.failure();
     }
     m_store = std::move(opened).value();
+    // Runs left `running` by a server that died are marked interrupted (resumable).
+    (void)m_store->interrupt_orphaned_runs();
   }
-  return m_store.get();
+  return m_store;
 }
 
 std::string ToolEnv::default_backend_spec() const {

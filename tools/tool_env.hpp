@@ -9,6 +9,7 @@
 #include "core/result.hpp"
 #include "search/store/store.hpp"
 #include "tools/product_tools.hpp"
+#include "tools/search_jobs.hpp"
 
 namespace autocomp::tools {
 
@@ -24,6 +25,8 @@ class ToolEnv {
   // The store; the failure (e.g. a database written by a newer version) is returned again on
   // every call until the cause is fixed, so no call proceeds without recording its results.
   core::Result<search::store::Store*> store();
+  // The same store, shared with components that keep it (the search engine's run log).
+  core::Result<std::shared_ptr<search::store::Store>> shared_store();
 
   // The backend for `spec` ("" = the server's --backend, else "sim").
   core::Result<std::shared_ptr<backends::Backend>> backend(const std::string& spec);
@@ -32,11 +35,16 @@ class ToolEnv {
   // "trn1"/"trn2": the explicit argument, else the problem file's TARGET, else --target, else trn2.
   std::string target_for(const std::string& argument, const std::string& problem_source) const;
 
+  // The searches this server runs in the background.
+  SearchJobs& jobs() { return *m_jobs; }
+
  private:
   ProductToolsOptions m_options;
   std::mutex m_mutex;
-  std::unique_ptr<search::store::Store> m_store;
+  std::shared_ptr<search::store::Store> m_store;
   std::map<std::string, std::shared_ptr<backends::Backend>> m_backends;
+  // Last member: destroyed first, so running searches stop before the store closes.
+  std::unique_ptr<SearchJobs> m_jobs = std::make_unique<SearchJobs>();
 };
 
 }  // namespace autocomp::tools

@@ -1,5 +1,6 @@
 #include "search/engine/candidate.hpp"
 
+#include <cstdio>
 #include <tuple>
 
 
@@ -9,6 +10,17 @@ std::string Origin::label() const {
   return "i" + std::to_string(iteration) + "/m" + std::to_string(member) + "/p" +
          std::to_string(plan) + "/k" + std::to_string(impl) + "/r" + std::to_string(repair) + "/" +
          proposer;
+}
+
+std::optional<Origin> Origin::parse(const std::string& label) {
+  Origin origin;
+  char proposer[128] = {0};
+  if (std::sscanf(label.c_str(), "i%d/m%d/p%d/k%d/r%d/%127s", &origin.iteration, &origin.member,
+                  &origin.plan, &origin.impl, &origin.repair, proposer) != 6) {
+    return std::nullopt;
+  }
+  origin.proposer = proposer;
+  return origin;
 }
 
 bool Origin::operator<(const Origin& other) const {

@@ -24,6 +24,9 @@ struct Origin {
   // proposer).
   bool operator<(const Origin& other) const;
   bool operator==(const Origin& other) const = default;
+
+  // The inverse of label(); nullopt for text that is not a label.
+  static std::optional<Origin> parse(const std::string& label);
 };
 
 // A child produced by a proposer, before evaluation.

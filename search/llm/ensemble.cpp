@@ -69,8 +69,9 @@ core::Result<Completion> Ensemble::complete(const CompletionRequest& request,
 core::Result<std::shared_ptr<Ensemble>> make_ensemble(const std::vector<std::string>& specs,
                                                       const ProviderOptions& options) {
   if (specs.empty()) {
-    return core::make_failure(core::FailureKind::unavailable, "llm",
-                              "no LLM configured: pass --llm openai:MODEL or --llm anthropic:MODEL");
+    return core::make_failure(
+        core::FailureKind::unavailable, "llm",
+        "no LLM configured: pass --llm openai:MODEL or --llm anthropic:MODEL");
   }
   std::vector<std::shared_ptr<Provider>> members;
   for (const auto& spec : specs) {

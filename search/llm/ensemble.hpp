@@ -20,7 +20,7 @@ class Ensemble : public Provider {
   // `members` must be non-empty (programmer error otherwise).
   explicit Ensemble(std::vector<std::shared_ptr<Provider>> members);
 
-  std::string spec() const override;  // member specs joined by ","
+  std::string spec() const override;     // member specs joined by ","
   int max_concurrency() const override;  // sum of the members' limits
   core::Result<Completion> complete(const CompletionRequest& request,
                                     const core::CancelToken& cancel) override;

@@ -6,7 +6,9 @@ namespace autocomp::search::llm {
 
 namespace {
 
-long estimate_tokens(const std::string& text) { return static_cast<long>(text.size() / 4 + 1); }
+long estimate_tokens(const std::string& text) {
+  return static_cast<long>(text.size() / 4 + 1);
+}
 
 long estimate_request_tokens(const CompletionRequest& request) {
   long tokens = estimate_tokens(request.system);
@@ -77,11 +79,10 @@ core::Result<Completion> FakeProvider::complete(const CompletionRequest& request
     cost = m_cost_per_call;
   }
   core::Result<Completion> result =
-      scripted ? std::move(*scripted)
-      : responder
-          ? responder(request)
-          : core::Result<Completion>(core::make_failure(core::FailureKind::unavailable, "llm",
-                                                        "fake provider script exhausted"));
+      scripted    ? std::move(*scripted)
+      : responder ? responder(request)
+                  : core::Result<Completion>(core::make_failure(
+                        core::FailureKind::unavailable, "llm", "fake provider script exhausted"));
   if (!result.ok()) {
     return result;
   }

@@ -56,9 +56,10 @@ struct HttpReply {
 
 class HttpProvider : public Provider {
  public:
-  HttpProvider(const SchemeEntry& entry, std::string model, Endpoint endpoint, std::string key,
-               ProviderOptions options, PriceTable prices)
+  HttpProvider(const SchemeEntry& entry, std::string spec, std::string model, Endpoint endpoint,
+               std::string key, ProviderOptions options, PriceTable prices)
       : m_entry(entry),
+        m_spec(std::move(spec)),
         m_model(std::move(model)),
         m_endpoint(std::move(endpoint)),
         m_key(std::move(key)),
@@ -67,7 +68,7 @@ class HttpProvider : public Provider {
         m_slots(std::max(1, m_options.max_concurrency)),
         m_random(std::random_device{}()) {}
 
-  std::string spec() const override { return std::string(m_entry.scheme) + ":" + m_model; }
+  std::string spec() const override { return m_spec; }
   int max_concurrency() const override { return std::max(1, m_options.max_concurrency); }
 
   core::Result<Completion> complete(const CompletionRequest& request,
@@ -98,9 +99,9 @@ class HttpProvider : public Provider {
         auto completion = parse_reply(reply.body);
         if (completion.ok()) {
           completion->attempts = attempts;
-          completion->latency_ms = std::chrono::duration<double, std::milli>(
-                                       std::chrono::steady_clock::now() - started)
-                                       .count();
+          completion->latency_ms =
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+                  .count();
           return completion;
         }
         last_failure = completion.failure();
@@ -125,8 +126,7 @@ class HttpProvider : public Provider {
         break;
       }
       if (!wait) {
-        wait = backoff_seconds(retry, m_options.backoff_initial_s, m_options.backoff_max_s,
-                               draw());
+        wait = backoff_seconds(retry, m_options.backoff_initial_s, m_options.backoff_max_s, draw());
       }
       if (!sleep_unless_cancelled(*wait, cancel)) {
         return cancelled();
@@ -134,8 +134,8 @@ class HttpProvider : public Provider {
       ++retry;
     }
     auto failure = *last_failure;
-    failure.message += " (after " + std::to_string(attempts) + " attempt" +
-                       (attempts == 1 ? "" : "s") + ")";
+    failure.message +=
+        " (after " + std::to_string(attempts) + " attempt" + (attempts == 1 ? "" : "s") + ")";
     return failure;
   }
 
@@ -195,7 +195,8 @@ class HttpProvider : public Provider {
     HttpReply reply;
     httplib::Client client(m_endpoint.origin());
     const auto whole = static_cast<time_t>(m_options.timeout_s);
-    const auto micros = static_cast<time_t>((m_options.timeout_s - static_cast<double>(whole)) * 1e6);
+    const auto micros =
+        static_cast<time_t>((m_options.timeout_s - static_cast<double>(whole)) * 1e6);
     const double connect_s = std::min(m_options.timeout_s, 30.0);
     const auto connect_whole = static_cast<time_t>(connect_s);
     client.set_connection_timeout(
@@ -242,9 +243,9 @@ class HttpProvider : public Provider {
   }
 
   core::Failure transport_failure(const HttpReply& reply) const {
-    const bool timed_out = reply.error == httplib::Error::ConnectionTimeout ||
-                           (reply.error == httplib::Error::Read &&
-                            reply.elapsed_s >= m_options.timeout_s * 0.9);
+    const bool timed_out =
+        reply.error == httplib::Error::ConnectionTimeout ||
+        (reply.error == httplib::Error::Read && reply.elapsed_s >= m_options.timeout_s * 0.9);
     if (timed_out) {
       return core::make_failure(core::FailureKind::timeout, "llm",
                                 spec() + ": no answer from " + m_endpoint.origin() + " within " +
@@ -315,9 +316,9 @@ class HttpProvider : public Provider {
 
   core::Result<Completion> parse_reply(const std::string& body) const {
     auto malformed = [this](const std::string& why) {
-      return core::make_failure(core::FailureKind::transport_error, "llm",
-                                spec() + ": malformed reply from " + m_endpoint.origin() + ": " +
-                                    why);
+      return core::make_failure(
+          core::FailureKind::transport_error, "llm",
+          spec() + ": malformed reply from " + m_endpoint.origin() + ": " + why);
     };
     json parsed;
     try {
@@ -377,6 +378,7 @@ class HttpProvider : public Provider {
   }
 
   const SchemeEntry& m_entry;
+  std::string m_spec;  // as given, e.g. "openai:gpt-4o" or "openai:qwen@http://localhost:8000/v1"
   std::string m_model;
   Endpoint m_endpoint;
   std::string m_key;  // never logged, never part of a message
@@ -427,11 +429,18 @@ core::Result<std::shared_ptr<Provider>> make_provider(const std::string& spec,
     for (const auto& scheme : provider_schemes()) {
       known += (known.empty() ? "" : ", ") + scheme;
     }
-    return core::make_failure(core::FailureKind::invalid_argument, "llm",
-                              "unknown LLM provider '" + parsed->scheme + "' in '" + spec +
-                                  "' (known: " + known + ")");
+    return core::make_failure(
+        core::FailureKind::invalid_argument, "llm",
+        "unknown LLM provider '" + parsed->scheme + "' in '" + spec + "' (known: " + known + ")");
   }
   std::string base_url = options.base_url;
+  // "openai:MODEL@http://host:port/v1" names its own server, so one ensemble can mix servers.
+  if (const auto at = parsed->model.rfind('@');
+      at != std::string::npos && (parsed->model.compare(at + 1, 7, "http://") == 0 ||
+                                  parsed->model.compare(at + 1, 8, "https://") == 0)) {
+    base_url = parsed->model.substr(at + 1);
+    parsed->model.erase(at);
+  }
   if (base_url.empty()) {
     base_url = env_or_empty(entry->base_url_env);
   }
@@ -455,13 +464,14 @@ core::Result<std::shared_ptr<Provider>> make_provider(const std::string& spec,
     return prices.failure();
   }
   if (!prices->find(parsed->model)) {
-    spdlog::warn("{}: no price known for model '{}'; its calls are counted as costing 0 USD "
-                 "(add it with AUTOCOMP_LLM_PRICES)",
-                 spec, parsed->model);
+    spdlog::warn(
+        "{}: no price known for model '{}'; its calls are counted as costing 0 USD "
+        "(add it with AUTOCOMP_LLM_PRICES)",
+        spec, parsed->model);
   }
-  return std::shared_ptr<Provider>(std::make_shared<HttpProvider>(
-      *entry, parsed->model, std::move(endpoint).value(), std::move(key), options,
-      std::move(prices).value()));
+  return std::shared_ptr<Provider>(
+      std::make_shared<HttpProvider>(*entry, spec, parsed->model, std::move(endpoint).value(),
+                                     std::move(key), options, std::move(prices).value()));
 }
 
 }  // namespace autocomp::search::llm

@@ -8,7 +8,9 @@
 
 namespace autocomp::search::llm {
 
-std::string Endpoint::origin() const { return scheme + "://" + host + ":" + std::to_string(port); }
+std::string Endpoint::origin() const {
+  return scheme + "://" + host + ":" + std::to_string(port);
+}
 
 bool Endpoint::loopback() const {
   return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
@@ -93,7 +95,8 @@ std::optional<double> parse_retry_after(std::string_view value,
   if (value.empty()) {
     return std::nullopt;
   }
-  if (std::all_of(value.begin(), value.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; })) {
+  if (std::all_of(value.begin(), value.end(),
+                  [](char c) { return (c >= '0' && c <= '9') || c == '.'; })) {
     try {
       return std::stod(std::string(value));
     } catch (const std::exception&) {
@@ -135,7 +138,8 @@ std::optional<double> parse_retry_after(std::string_view value,
   if (when == static_cast<std::time_t>(-1)) {
     return std::nullopt;
   }
-  const auto delta = std::chrono::duration<double>(std::chrono::system_clock::from_time_t(when) - now);
+  const auto delta =
+      std::chrono::duration<double>(std::chrono::system_clock::from_time_t(when) - now);
   return std::max(0.0, delta.count());
 }
 

@@ -20,13 +20,14 @@ struct CompletionRequest {
   std::vector<Message> messages;
   int max_tokens = 8192;
   double temperature = 0.7;
-  std::string purpose;  // plan | implement | repair | summarize | reflect (for logs and cost tables)
+  std::string
+      purpose;  // plan | implement | repair | summarize | reflect (for logs and cost tables)
 };
 
 struct Usage {
   long input_tokens = 0;
   long output_tokens = 0;
-  double cost_usd = 0;  // estimated from the price table; 0 when the model has no price
+  double cost_usd = 0;      // estimated from the price table; 0 when the model has no price
   bool cost_known = false;  // false when the model is missing from the price table
 };
 
@@ -77,8 +78,10 @@ core::Result<ModelSpec> parse_model_spec(const std::string& spec);
 std::vector<std::string> provider_schemes();
 
 // "openai:MODEL" (OPENAI_BASE_URL, OPENAI_API_KEY) or "anthropic:MODEL" (ANTHROPIC_BASE_URL,
-// ANTHROPIC_API_KEY). Fails with invalid_argument for an unknown scheme, unavailable for a
-// missing key where the endpoint needs one.
+// ANTHROPIC_API_KEY). "SCHEME:MODEL@URL" names the base URL in the spec itself (it wins over
+// options.base_url and the environment), e.g. "openai:qwen@http://localhost:8000/v1". Fails with
+// invalid_argument for an unknown scheme, unavailable for a missing key where the endpoint needs
+// one.
 core::Result<std::shared_ptr<Provider>> make_provider(const std::string& spec,
                                                       const ProviderOptions& options);
 

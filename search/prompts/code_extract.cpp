@@ -93,8 +93,8 @@ std::vector<Block> fenced_blocks(const std::vector<std::string>& lines) {
   std::size_t i = 0;
   while (i < lines.size()) {
     const auto stripped = trim(lines[i]);
-    const bool fence = stripped.size() >= 3 && (stripped.substr(0, 3) == "```" ||
-                                                 stripped.substr(0, 3) == "~~~");
+    const bool fence =
+        stripped.size() >= 3 && (stripped.substr(0, 3) == "```" || stripped.substr(0, 3) == "~~~");
     if (!fence) {
       ++i;
       continue;
@@ -414,9 +414,9 @@ std::vector<std::string> detect_instructions(std::string_view source) {
     } else if (std::regex_search(kept, match, k_from_import)) {
       const std::string package = match[1];
       std::string names = match[2];
-      names.erase(std::remove_if(names.begin(), names.end(),
-                                 [](char c) { return c == '(' || c == ')'; }),
-                  names.end());
+      names.erase(
+          std::remove_if(names.begin(), names.end(), [](char c) { return c == '(' || c == ')'; }),
+          names.end());
       std::size_t pos = 0;
       while (pos <= names.size()) {
         auto comma = names.find(',', pos);

@@ -34,9 +34,9 @@ class PromptLibrary {
 
 // Replaces every {{name}} in `text` with values.at(name). Whitespace inside the braces is allowed
 // ("{{ name }}"). A section {{#name}}...{{/name}} is kept when values[name] is non-empty and
-// dropped otherwise (sections do not nest). A placeholder without a value is an invalid_argument failure naming it and
-// `origin`, so that a typo in an edited template is reported rather than sent to a model.
-// Runs of three or more newlines left by empty sections collapse to one blank line.
+// dropped otherwise (sections do not nest). A placeholder without a value is an invalid_argument
+// failure naming it and `origin`, so that a typo in an edited template is reported rather than sent
+// to a model. Runs of three or more newlines left by empty sections collapse to one blank line.
 core::Result<std::string> render_template(std::string_view text,
                                           const std::map<std::string, std::string>& values,
                                           std::string_view origin = "template");

@@ -87,9 +87,9 @@ core::Result<Menu> load_menu(const PromptLibrary& library, const std::string& ta
   const std::string relative = "menus/" + target + ".md";
   auto text = library.read(relative);
   if (!text.ok()) {
-    return core::make_failure(core::FailureKind::invalid_argument, "prompts",
-                              "no optimization menu for target '" + target + "': " +
-                                  text.failure().message);
+    return core::make_failure(
+        core::FailureKind::invalid_argument, "prompts",
+        "no optimization menu for target '" + target + "': " + text.failure().message);
   }
   auto menu = parse_menu(text.value(), library.dir() + "/" + relative);
   if (menu.ok()) {
@@ -105,7 +105,9 @@ std::uint64_t SeededRng::next() {
   return z ^ (z >> 31);
 }
 
-double SeededRng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+double SeededRng::uniform() {
+  return static_cast<double>(next() >> 11) * 0x1.0p-53;
+}
 
 std::size_t SeededRng::below(std::size_t bound) {
   return static_cast<std::size_t>(uniform() * static_cast<double>(bound)) % bound;

@@ -33,7 +33,7 @@ class SeededRng {
  public:
   explicit SeededRng(std::uint64_t seed) : m_state(seed) {}
   std::uint64_t next();
-  double uniform();  // in [0, 1)
+  double uniform();                      // in [0, 1)
   std::size_t below(std::size_t bound);  // in [0, bound), bound > 0
 
  private:

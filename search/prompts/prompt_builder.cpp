@@ -76,13 +76,13 @@ std::vector<std::string> split_lines(const std::string& text) {
 // The note file for an NKI call: element-wise math and free-axis reductions share one note each.
 std::string note_name(const std::string& instruction) {
   static const std::set<std::string> k_elementwise = {
-      "nl.add",     "nl.subtract", "nl.multiply", "nl.divide",  "nl.maximum", "nl.minimum",
-      "nl.power",   "nl.exp",      "nl.log",      "nl.sqrt",    "nl.rsqrt",   "nl.reciprocal",
-      "nl.tanh",    "nl.sigmoid",  "nl.relu",     "nl.gelu",    "nl.silu",    "nl.erf",
-      "nl.square",  "nl.abs",      "nl.sign",     "nl.sin",     "nl.cos",     "nl.softplus",
-      "nl.negative"};
-  static const std::set<std::string> k_reduce = {"nl.sum",  "nl.max",  "nl.min", "nl.mean",
-                                                 "nl.var",  "nl.prod", "nl.all"};
+      "nl.add",     "nl.subtract",   "nl.multiply", "nl.divide",   "nl.maximum",
+      "nl.minimum", "nl.power",      "nl.exp",      "nl.log",      "nl.sqrt",
+      "nl.rsqrt",   "nl.reciprocal", "nl.tanh",     "nl.sigmoid",  "nl.relu",
+      "nl.gelu",    "nl.silu",       "nl.erf",      "nl.square",   "nl.abs",
+      "nl.sign",    "nl.sin",        "nl.cos",      "nl.softplus", "nl.negative"};
+  static const std::set<std::string> k_reduce = {"nl.sum", "nl.max",  "nl.min", "nl.mean",
+                                                 "nl.var", "nl.prod", "nl.all"};
   if (k_elementwise.count(instruction) != 0) {
     return "nl.elementwise";
   }
@@ -252,8 +252,8 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
     prompt.menu_ids.push_back(item.id);
     menu_text += "- [" + item.id + "] " + item.text + "\n";
   }
-  auto variant = m_library.read("templates/variant_" + std::string(to_string(prompt.variant)) +
-                                ".md");
+  auto variant =
+      m_library.read("templates/variant_" + std::string(to_string(prompt.variant)) + ".md");
   if (!variant.ok()) {
     return variant.failure();
   }
@@ -285,25 +285,24 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
   }
 
   std::vector<std::string> reflexion_items = input.reflexions;
-  auto user = render(
-      "templates/plan.md",
-      {{"target", input.target},
-       {"architecture", trim_trailing(architecture.value())},
-       {"instruction_notes", notes.text},
-       {"problem_notes", trim_trailing(input.problem_notes)},
-       {"latency_line", latency_line(input.kernel, input.baseline_latency_us)},
-       {"code", trim_trailing(input.kernel.source)},
-       {"profile", trim_trailing(profile)},
-       {"failures", bullet_list(input.recent_failures, 600)},
-       {"lessons", bullet_list(input.lessons, 600)},
-       {"reflexions", bullet_list(reflexion_items, 800)},
-       {"tried_plans", bullet_list(input.tried_plans, 300)},
-       {"menu", trim_trailing(menu_text)},
-       {"variant_instruction", trim_trailing(variant.value())},
-       {"iteration", std::to_string(input.iteration)},
-       {"total_iterations", std::to_string(input.total_iterations)},
-       {"phase_advice", phase_advice(input.iteration, input.total_iterations)},
-       {"rules", trim_trailing(rules.value())}});
+  auto user = render("templates/plan.md",
+                     {{"target", input.target},
+                      {"architecture", trim_trailing(architecture.value())},
+                      {"instruction_notes", notes.text},
+                      {"problem_notes", trim_trailing(input.problem_notes)},
+                      {"latency_line", latency_line(input.kernel, input.baseline_latency_us)},
+                      {"code", trim_trailing(input.kernel.source)},
+                      {"profile", trim_trailing(profile)},
+                      {"failures", bullet_list(input.recent_failures, 600)},
+                      {"lessons", bullet_list(input.lessons, 600)},
+                      {"reflexions", bullet_list(reflexion_items, 800)},
+                      {"tried_plans", bullet_list(input.tried_plans, 300)},
+                      {"menu", trim_trailing(menu_text)},
+                      {"variant_instruction", trim_trailing(variant.value())},
+                      {"iteration", std::to_string(input.iteration)},
+                      {"total_iterations", std::to_string(input.total_iterations)},
+                      {"phase_advice", phase_advice(input.iteration, input.total_iterations)},
+                      {"rules", trim_trailing(rules.value())}});
   if (!user.ok()) {
     return user.failure();
   }
@@ -328,17 +327,17 @@ core::Result<llm::CompletionRequest> PromptBuilder::implement(
   }
   const auto name = function_name_of(input.kernel);
   const auto notes = instruction_notes(m_library, input.kernel.source);
-  auto user = render("templates/implement.md",
-                     {{"target", input.target},
-                      {"architecture", trim_trailing(architecture.value())},
-                      {"instruction_notes", notes.text},
-                      {"problem_notes", trim_trailing(input.problem_notes)},
-                      {"code", trim_trailing(input.kernel.source)},
-                      {"plan", trim_trailing(input.plan)},
-                      {"function_name", name},
-                      {"signature", signature_of(input.kernel.source, name)},
-                      {"knob_syntax", std::string(k_knob_syntax)},
-                      {"rules", trim_trailing(rules.value())}});
+  auto user =
+      render("templates/implement.md", {{"target", input.target},
+                                        {"architecture", trim_trailing(architecture.value())},
+                                        {"instruction_notes", notes.text},
+                                        {"problem_notes", trim_trailing(input.problem_notes)},
+                                        {"code", trim_trailing(input.kernel.source)},
+                                        {"plan", trim_trailing(input.plan)},
+                                        {"function_name", name},
+                                        {"signature", signature_of(input.kernel.source, name)},
+                                        {"knob_syntax", std::string(k_knob_syntax)},
+                                        {"rules", trim_trailing(rules.value())}});
   if (!user.ok()) {
     return user.failure();
   }
@@ -346,8 +345,8 @@ core::Result<llm::CompletionRequest> PromptBuilder::implement(
   if (!system.ok()) {
     return system.failure();
   }
-  return make_request(std::move(system).value(), std::move(user).value(),
-                      m_options.code_max_tokens, m_options.code_temperature, "implement");
+  return make_request(std::move(system).value(), std::move(user).value(), m_options.code_max_tokens,
+                      m_options.code_temperature, "implement");
 }
 
 core::Result<llm::CompletionRequest> PromptBuilder::repair(const RepairPromptInput& input) const {
@@ -372,23 +371,23 @@ core::Result<llm::CompletionRequest> PromptBuilder::repair(const RepairPromptInp
     }
   }
   const auto notes = instruction_notes(m_library, input.source);
-  auto user = render("templates/repair.md",
-                     {{"target", input.target},
-                      {"instruction_notes", notes.text},
-                      {"code", trim_trailing(input.source)},
-                      {"error_kind", std::string(core::to_string(input.failure.kind))},
-                      {"error_stage", input.failure.stage.empty() ? "evaluation" : input.failure.stage},
-                      {"error_message", truncate(trim_trailing(input.failure.message), 2000)},
-                      {"error_line", line_text},
-                      {"error_context", trim_trailing(context)},
-                      {"details", truncate_middle(trim_trailing(input.details),
-                                                  m_options.max_details_chars)},
-                      {"plan", trim_trailing(input.plan)},
-                      {"attempt", std::to_string(input.attempt)},
-                      {"max_attempts", std::to_string(input.max_attempts)},
-                      {"function_name", name},
-                      {"signature", signature_of(input.source, name)},
-                      {"rules", trim_trailing(rules.value())}});
+  auto user = render(
+      "templates/repair.md",
+      {{"target", input.target},
+       {"instruction_notes", notes.text},
+       {"code", trim_trailing(input.source)},
+       {"error_kind", std::string(core::to_string(input.failure.kind))},
+       {"error_stage", input.failure.stage.empty() ? "evaluation" : input.failure.stage},
+       {"error_message", truncate(trim_trailing(input.failure.message), 2000)},
+       {"error_line", line_text},
+       {"error_context", trim_trailing(context)},
+       {"details", truncate_middle(trim_trailing(input.details), m_options.max_details_chars)},
+       {"plan", trim_trailing(input.plan)},
+       {"attempt", std::to_string(input.attempt)},
+       {"max_attempts", std::to_string(input.max_attempts)},
+       {"function_name", name},
+       {"signature", signature_of(input.source, name)},
+       {"rules", trim_trailing(rules.value())}});
   if (!user.ok()) {
     return user.failure();
   }
@@ -396,8 +395,8 @@ core::Result<llm::CompletionRequest> PromptBuilder::repair(const RepairPromptInp
   if (!system.ok()) {
     return system.failure();
   }
-  return make_request(std::move(system).value(), std::move(user).value(),
-                      m_options.code_max_tokens, m_options.code_temperature, "repair");
+  return make_request(std::move(system).value(), std::move(user).value(), m_options.code_max_tokens,
+                      m_options.code_temperature, "repair");
 }
 
 core::Result<llm::CompletionRequest> PromptBuilder::summarize_lessons(
@@ -408,12 +407,12 @@ core::Result<llm::CompletionRequest> PromptBuilder::summarize_lessons(
     attempts += "## Attempt " + std::to_string(++index) + "\n";
     attempts += "Plan: " + truncate(trim_trailing(attempt.plan), 1200) + "\n";
     if (attempt.parent_latency_us || attempt.latency_us) {
-      attempts += "Latency: " +
-                  (attempt.parent_latency_us ? format_us(*attempt.parent_latency_us) : "?") +
-                  " -> " + (attempt.latency_us ? format_us(*attempt.latency_us) : "?");
+      attempts +=
+          "Latency: " + (attempt.parent_latency_us ? format_us(*attempt.parent_latency_us) : "?") +
+          " -> " + (attempt.latency_us ? format_us(*attempt.latency_us) : "?");
       if (attempt.parent_latency_us && attempt.latency_us && *attempt.latency_us > 0) {
-        attempts += " (" + format_number(*attempt.parent_latency_us / *attempt.latency_us) +
-                    "x speedup)";
+        attempts +=
+            " (" + format_number(*attempt.parent_latency_us / *attempt.latency_us) + "x speedup)";
       }
       attempts += "\n";
     }
@@ -431,19 +430,18 @@ core::Result<llm::CompletionRequest> PromptBuilder::summarize_lessons(
   if (!system.ok()) {
     return system.failure();
   }
-  return make_request(std::move(system).value(), std::move(user).value(),
-                      m_options.note_max_tokens, m_options.note_temperature, "summarize");
+  return make_request(std::move(system).value(), std::move(user).value(), m_options.note_max_tokens,
+                      m_options.note_temperature, "summarize");
 }
 
 core::Result<llm::CompletionRequest> PromptBuilder::reflect(const ReflectInput& input) const {
-  auto user = render("templates/reflect.md",
-                     {{"target", input.target},
-                      {"plan", trim_trailing(input.plan)},
-                      {"parent_summary", kernel_summary(input.parent)},
-                      {"parent_code", trim_trailing(input.parent.source)},
-                      {"child_summary", kernel_summary(input.child)},
-                      {"child_code", trim_trailing(input.child.source)},
-                      {"outcome", trim_trailing(input.outcome)}});
+  auto user = render("templates/reflect.md", {{"target", input.target},
+                                              {"plan", trim_trailing(input.plan)},
+                                              {"parent_summary", kernel_summary(input.parent)},
+                                              {"parent_code", trim_trailing(input.parent.source)},
+                                              {"child_summary", kernel_summary(input.child)},
+                                              {"child_code", trim_trailing(input.child.source)},
+                                              {"outcome", trim_trailing(input.outcome)}});
   if (!user.ok()) {
     return user.failure();
   }
@@ -451,8 +449,8 @@ core::Result<llm::CompletionRequest> PromptBuilder::reflect(const ReflectInput& 
   if (!system.ok()) {
     return system.failure();
   }
-  return make_request(std::move(system).value(), std::move(user).value(),
-                      m_options.note_max_tokens, m_options.note_temperature, "reflect");
+  return make_request(std::move(system).value(), std::move(user).value(), m_options.note_max_tokens,
+                      m_options.note_temperature, "reflect");
 }
 
 std::vector<std::string> parse_lessons(std::string_view reply, std::size_t max_lessons) {

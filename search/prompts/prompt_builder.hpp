@@ -41,12 +41,12 @@ struct PlanPromptInput {
   std::string target = "trn2";  // selects arch/<target>.md and menus/<target>.md
   KernelSnapshot kernel;
   std::optional<double> baseline_latency_us;  // the starting kernel's latency, for context
-  std::string problem_notes;                   // optional: shapes, dtypes, tolerances
-  std::vector<std::string> recent_failures;    // short lines; empty: section omitted
-  std::vector<std::string> lessons;            // optimization memory; empty: section omitted
-  std::vector<std::string> reflexions;         // empty: section omitted
-  std::vector<std::string> tried_plans;        // plans already tried on this kernel; may be empty
-  int iteration = 1;                           // 1-based
+  std::string problem_notes;                  // optional: shapes, dtypes, tolerances
+  std::vector<std::string> recent_failures;   // short lines; empty: section omitted
+  std::vector<std::string> lessons;           // optimization memory; empty: section omitted
+  std::vector<std::string> reflexions;        // empty: section omitted
+  std::vector<std::string> tried_plans;       // plans already tried on this kernel; may be empty
+  int iteration = 1;                          // 1-based
   int total_iterations = 10;
   double dropout = 0.7;               // probability of dropping each menu item
   double inspired_probability = 0.1;  // chance of the `inspired` variant

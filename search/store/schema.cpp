@@ -42,7 +42,7 @@ CREATE TABLE evaluations (
   latency_min_us    REAL,
   latency_median_us REAL,
   latency_max_us    REAL,
-  latency_samples   TEXT,
+  latency_samples   BLOB,
   has_profile       INTEGER NOT NULL,
   metrics           TEXT NOT NULL,
   roofline          TEXT NOT NULL,

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <mutex>
@@ -87,6 +88,11 @@ class Stmt {
     return *this;
   }
   Stmt& bind(const std::string& value) { return bind(std::string_view(value)); }
+  Stmt& bind_blob(std::string_view value) {
+    check(sqlite3_bind_blob(m_stmt, ++m_index, value.data(), static_cast<int>(value.size()),
+                            SQLITE_TRANSIENT));
+    return *this;
+  }
   Stmt& bind(const char* value) { return bind(std::string_view(value)); }
   Stmt& bind(std::int64_t value) {
     check(sqlite3_bind_int64(m_stmt, ++m_index, value));
@@ -136,6 +142,15 @@ class Stmt {
     return std::string(reinterpret_cast<const char*>(data), static_cast<std::size_t>(size));
   }
   std::int64_t int64(int col) const { return sqlite3_column_int64(m_stmt, col); }
+  std::vector<double> doubles(int col) const {
+    const void* data = sqlite3_column_blob(m_stmt, col);
+    const auto size = static_cast<std::size_t>(sqlite3_column_bytes(m_stmt, col));
+    std::vector<double> out(size / sizeof(double));
+    if (data != nullptr && !out.empty()) {
+      std::memcpy(out.data(), data, out.size() * sizeof(double));
+    }
+    return out;
+  }
   int integer(int col) const { return sqlite3_column_int(m_stmt, col); }
   double real(int col) const { return sqlite3_column_double(m_stmt, col); }
   std::optional<double> opt_real(int col) const {
@@ -209,20 +224,11 @@ std::vector<backends::SeedCheck> seeds_from_json(const std::string& text) {
   return out;
 }
 
-std::string samples_to_json(const std::vector<double>& samples) {
-  json out = json::array();
-  for (double sample : samples) {
-    out.push_back(std::isfinite(sample) ? json(sample) : json(nullptr));
-  }
-  return out.dump();
-}
-
-std::vector<double> samples_from_json(const std::string& text) {
-  std::vector<double> out;
-  for (const auto& item : json::parse(text)) {
-    out.push_back(json_number(item));
-  }
-  return out;
+// Latency samples are a BLOB of IEEE-754 doubles in the host's byte order (little-endian on
+// every supported platform): decoding them is a copy, which keeps cache hits cheap.
+std::string_view samples_to_blob(const std::vector<double>& samples) {
+  return std::string_view(reinterpret_cast<const char*>(samples.data()),
+                          samples.size() * sizeof(double));
 }
 
 std::string steps_to_json(const std::vector<backends::StepTiming>& steps) {
@@ -347,7 +353,7 @@ StoredEvaluation read_evaluation(const Stmt& row) {
     latency.median_us = row.real(21);
     latency.max_us = row.real(22);
     if (!row.is_null(23)) {
-      latency.samples_us = samples_from_json(row.text(23));
+      latency.samples_us = row.doubles(23);
     }
     result.latency = std::move(latency);
   }
@@ -776,6 +782,9 @@ core::Result<std::unique_ptr<Store>> Store::open(const std::string& path,
     // roll back the last transactions (the database itself stays consistent).
     self.exec("PRAGMA synchronous = NORMAL");
     self.exec("PRAGMA foreign_keys = ON");
+    // Up to 32 MB of pages per connection (allocated as used): cache hits then rarely read the
+    // file, which keeps their latency low when the database grows to tens of MB.
+    self.exec("PRAGMA cache_size = -32000");
     self.migrate();
     return core::Unit{};
   });
@@ -879,7 +888,7 @@ core::Result<std::int64_t> Store::put_evaluation(const EvalKey& key,
       stmt.bind(result.latency->min_us)
           .bind(result.latency->median_us)
           .bind(result.latency->max_us)
-          .bind(samples_to_json(result.latency->samples_us));
+          .bind_blob(samples_to_blob(result.latency->samples_us));
     } else {
       stmt.bind(std::nullopt).bind(std::nullopt).bind(std::nullopt).bind(std::nullopt);
     }
@@ -1023,7 +1032,8 @@ core::Status Store::record_file_version(const std::string& abs_path,
   return m_impl->guarded("record_file_version", [&] {
     auto stmt = m_impl->prepare(
         "INSERT INTO file_versions (path, candidate_key, problem_key, target, recorded_at, seq) "
-        "VALUES (?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM file_versions)) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, (SELECT coalesce(max(seq), 0) + 1 FROM file_versions "
+        "WHERE path = ?1)) "
         "ON CONFLICT (path, candidate_key, problem_key, target) DO UPDATE "
         "SET recorded_at = excluded.recorded_at, seq = excluded.seq");
     stmt.bind(abs_path).bind(candidate_key).bind(problem_key).bind(target).bind(now_ms());

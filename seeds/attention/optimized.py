@@ -47,7 +47,8 @@ def attention_kernel(q, k, v):
 
         o_psum = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.psum)
         for kj in range(seq // P):
-            pt_psum = nl.ndarray((P, P), dtype=nl.float32, buffer=nl.psum)
+            # A 16-bit transpose produces a 16-bit PSUM tile (trn2 TensorE transpose mode).
+            pt_psum = nl.ndarray((P, P), dtype=v.dtype, buffer=nl.psum)
             nisa.nc_transpose(dst=pt_psum, data=probs[:, kj * P:(kj + 1) * P])
             pt = nl.ndarray((P, P), dtype=v.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=pt, src=pt_psum)

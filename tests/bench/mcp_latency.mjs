@@ -16,7 +16,8 @@
 // tools/list responses describe the same tools; the response sizes are printed next to the figures.
 // All traffic stays on 127.0.0.1. Every child process is killed when the program exits.
 //
-// Method: latency = one request in flight at a time, measured from just before the client writes
+// Method: latency = one request in flight at a time (both servers run side by side and the series
+// alternate between them in blocks of 100 requests), measured from just before the client writes
 // the request to when the matching response has been parsed. stdio frames are single lines on the
 // child's stdin/stdout. HTTP uses node:http with a keep-alive agent holding one socket per client,
 // one Mcp-Session-Id per client (initialize + notifications/initialized first), and accepts a
@@ -284,17 +285,26 @@ function summarize(samplesNs) {
   return { n: ms.length, p50: percentile(ms, 50), p99: percentile(ms, 99), mean, max: ms[ms.length - 1] };
 }
 
-async function latencySeries(client, method, warmup, iterations) {
-  let bytes = 0;
-  for (let i = 0; i < warmup; i++) await client.request(method);
-  const samples = new Array(iterations);
-  for (let i = 0; i < iterations; i++) {
-    const t0 = process.hrtime.bigint();
-    const r = await client.request(method);
-    samples[i] = process.hrtime.bigint() - t0;
-    bytes = r.bytes;
+// Measures `method` on every server of `servers` ({label: client}), interleaved in blocks of
+// BLOCK requests (A, B, A, B, ...), so that a change of machine load hits all of them alike.
+const BLOCK = 100;
+async function latencySeries(servers, method, warmup, iterations) {
+  const labels = Object.keys(servers);
+  const samples = Object.fromEntries(labels.map((l) => [l, []]));
+  const bytes = {};
+  for (const l of labels) for (let i = 0; i < warmup; i++) await servers[l].request(method);
+  for (let done = 0; done < iterations; done += BLOCK) {
+    const n = Math.min(BLOCK, iterations - done);
+    for (const l of labels) {
+      for (let i = 0; i < n; i++) {
+        const t0 = process.hrtime.bigint();
+        const r = await servers[l].request(method);
+        samples[l].push(process.hrtime.bigint() - t0);
+        bytes[l] = r.bytes;
+      }
+    }
   }
-  return { ...summarize(samples), responseBytes: bytes };
+  return Object.fromEntries(labels.map((l) => [l, { ...summarize(samples[l]), responseBytes: bytes[l] }]));
 }
 
 async function throughputRun(port, opts) {
@@ -361,24 +371,38 @@ async function main() {
   console.log(`                serving ${mirrorNote}`);
 
   for (const transport of ['stdio', 'http']) {
-    for (const [label, spec] of Object.entries(specs)) {
-      const key = `${label}/${transport}`;
-      let server;
-      try {
-        server = await startServer(spec, transport, label, tmp);
-        for (const method of methods) {
-          results.latency[`${key}/${method}`] = await latencySeries(server.client, method, opts.warmup, opts.iterations);
+    // Both servers run side by side; the latency series alternate between them.
+    const running = {};
+    try {
+      for (const [label, spec] of Object.entries(specs)) {
+        try {
+          running[label] = await startServer(spec, transport, label, tmp);
+        } catch (e) {
+          results.latency[`${label}/${transport}/error`] = String(e?.message ?? e);
+          console.log(`  ${label}/${transport}: ERROR ${e?.message ?? e}`);
         }
-        if (transport === 'http') {
-          server.client.close();
-          results.throughput[label] = await throughputRun(server.port, opts);
-        }
-      } catch (e) {
-        results.latency[`${key}/error`] = String(e?.message ?? e);
-        console.log(`  ${key}: ERROR ${e?.message ?? e}`);
-      } finally {
-        if (server) await stopChild(server.child);
       }
+      const clients = Object.fromEntries(Object.entries(running).map(([l, s]) => [l, s.client]));
+      for (const method of methods) {
+        try {
+          const series = await latencySeries(clients, method, opts.warmup, opts.iterations);
+          for (const [label, r] of Object.entries(series)) results.latency[`${label}/${transport}/${method}`] = r;
+        } catch (e) {
+          console.log(`  ${transport} ${method}: ERROR ${e?.message ?? e}`);
+        }
+      }
+      if (transport === 'http') {
+        for (const [label, server] of Object.entries(running)) {
+          server.client.close();
+          try {
+            results.throughput[label] = await throughputRun(server.port, opts);
+          } catch (e) {
+            console.log(`  ${label} throughput: ERROR ${e?.message ?? e}`);
+          }
+        }
+      }
+    } finally {
+      for (const server of Object.values(running)) await stopChild(server.child);
     }
   }
 

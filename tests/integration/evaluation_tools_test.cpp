@@ -154,8 +154,8 @@ TEST_F(EvaluationToolsTest, VerifyThenBenchmarkAndProfileComeFromOneEvaluation) 
               bottleneck == "underutilized")
       << bottleneck;
 
-  auto fresh = call("verify_kernel", json{{"kernel", "add.py"}, {"problem", "problem.py"},
-                                          {"fresh", true}});
+  auto fresh =
+      call("verify_kernel", json{{"kernel", "add.py"}, {"problem", "problem.py"}, {"fresh", true}});
   EXPECT_FALSE(fresh.structured.at("cached").get<bool>());
   EXPECT_NE(fresh.structured.at("evaluation_id"), verified.structured.at("evaluation_id"));
 }
@@ -200,9 +200,9 @@ TEST_F(EvaluationToolsTest, BadPathsAndBackendsGiveActionableErrors) {
   EXPECT_NE(missing.structured.at("error").get<std::string>().find("no such file"),
             std::string::npos);
   write("add.py", k_good_kernel);
-  auto bad_backend = call("verify_kernel", json{{"kernel", "add.py"},
-                                                {"problem", "problem.py"},
-                                                {"backend", "warp://x"}});
+  auto bad_backend =
+      call("verify_kernel",
+           json{{"kernel", "add.py"}, {"problem", "problem.py"}, {"backend", "warp://x"}});
   EXPECT_TRUE(bad_backend.is_error);
   EXPECT_NE(bad_backend.structured.at("error").get<std::string>().find("unknown backend"),
             std::string::npos);
@@ -235,6 +235,43 @@ TEST_F(EvaluationToolsTest, EvaluationAndCandidateResourcesServeTheFullRecord) {
   auto missing = unknown->read("autocomp://evaluations/999999", unknown->variables);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.failure().kind, core::FailureKind::unavailable);
+}
+
+}  // namespace
+}  // namespace autocomp::tools
+
+namespace autocomp::tools {
+namespace {
+
+TEST_F(EvaluationToolsTest, RevertToBestRestoresTheFastestCorrectVersionAndKeepsABackup) {
+  write("kernel.py", k_good_kernel);
+  ASSERT_FALSE(call("benchmark_kernel", kernel_args("kernel.py")).is_error);
+  write("kernel.py", k_slow_kernel);
+  ASSERT_FALSE(call("benchmark_kernel", kernel_args("kernel.py")).is_error);
+  write("kernel.py", k_wrong_kernel);  // the agent's latest edit, never evaluated
+
+  auto dry = call("revert_to_best", json{{"kernel", "kernel.py"}, {"dry_run", true}});
+  ASSERT_FALSE(dry.is_error) << dry.structured.dump();
+  EXPECT_FALSE(dry.structured.at("restored").get<bool>());
+
+  auto reverted = call("revert_to_best", json{{"kernel", "kernel.py"}});
+  ASSERT_FALSE(reverted.is_error) << reverted.structured.dump();
+  EXPECT_TRUE(reverted.structured.at("restored").get<bool>());
+  std::ifstream restored(m_dir / "kernel.py");
+  const std::string text((std::istreambuf_iterator<char>(restored)), {});
+  EXPECT_EQ(text, k_good_kernel);
+  std::ifstream backup(reverted.structured.at("backup").get<std::string>());
+  const std::string saved((std::istreambuf_iterator<char>(backup)), {});
+  EXPECT_EQ(saved, k_wrong_kernel);
+
+  auto again = call("revert_to_best", json{{"kernel", "kernel.py"}, {"problem", "problem.py"}});
+  ASSERT_FALSE(again.is_error);
+  EXPECT_FALSE(again.structured.at("restored").get<bool>());
+
+  auto unknown = call("revert_to_best", json{{"kernel", "never_seen.py"}});
+  EXPECT_TRUE(unknown.is_error);
+  EXPECT_NE(unknown.structured.at("error").get<std::string>().find("verify_kernel"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <cctype>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -32,7 +32,7 @@ struct ScriptedResponse {
   std::string raw_body;  // when non-empty, sent verbatim instead (content type application/json)
   std::optional<std::string> retry_after;  // Retry-After header value, e.g. "1"
   std::chrono::milliseconds delay{0};      // wait before answering (cut short when stopping)
-  std::string match;  // when non-empty, used only for a request whose prompt contains it
+  std::string match;    // when non-empty, used only for a request whose prompt contains it
   bool repeat = false;  // stays in the queue after use (a standing answer for matching requests)
   long input_tokens = 100;
   long output_tokens = 50;
@@ -72,14 +72,14 @@ class ScriptedLlmServer {
  public:
   ScriptedLlmServer() {
     m_server.new_task_queue = [] { return new httplib::ThreadPool(32); };
-    m_server.Post("/v1/chat/completions", [this](const httplib::Request& request,
-                                                 httplib::Response& response) {
-      handle(request, response, false);
-    });
-    m_server.Post("/v1/messages", [this](const httplib::Request& request,
-                                         httplib::Response& response) {
-      handle(request, response, true);
-    });
+    m_server.Post("/v1/chat/completions",
+                  [this](const httplib::Request& request, httplib::Response& response) {
+                    handle(request, response, false);
+                  });
+    m_server.Post("/v1/messages",
+                  [this](const httplib::Request& request, httplib::Response& response) {
+                    handle(request, response, true);
+                  });
     m_port = m_server.bind_to_any_port("127.0.0.1");
     if (m_port <= 0) {
       throw std::runtime_error("scripted LLM server: cannot bind a loopback port");
@@ -108,7 +108,9 @@ class ScriptedLlmServer {
 
   int port() const { return m_port; }
   // What OPENAI_BASE_URL should be: "http://127.0.0.1:PORT/v1".
-  std::string openai_base_url() const { return "http://127.0.0.1:" + std::to_string(m_port) + "/v1"; }
+  std::string openai_base_url() const {
+    return "http://127.0.0.1:" + std::to_string(m_port) + "/v1";
+  }
   // What ANTHROPIC_BASE_URL should be: "http://127.0.0.1:PORT".
   std::string anthropic_base_url() const { return "http://127.0.0.1:" + std::to_string(m_port); }
 
@@ -226,16 +228,18 @@ class ScriptedLlmServer {
           {"model", model},
           {"content", nlohmann::json::array({{{"type", "text"}, {"text", chosen.text}}})},
           {"stop_reason", "end_turn"},
-          {"usage", {{"input_tokens", chosen.input_tokens}, {"output_tokens", chosen.output_tokens}}}};
+          {"usage",
+           {{"input_tokens", chosen.input_tokens}, {"output_tokens", chosen.output_tokens}}}};
       response.set_content(body.dump(), "application/json");
     } else {
       nlohmann::json body = {
           {"id", "chatcmpl-scripted"},
           {"object", "chat.completion"},
           {"model", model},
-          {"choices", nlohmann::json::array({{{"index", 0},
-                                              {"message", {{"role", "assistant"}, {"content", chosen.text}}},
-                                              {"finish_reason", "stop"}}})},
+          {"choices",
+           nlohmann::json::array({{{"index", 0},
+                                   {"message", {{"role", "assistant"}, {"content", chosen.text}}},
+                                   {"finish_reason", "stop"}}})},
           {"usage",
            {{"prompt_tokens", chosen.input_tokens},
             {"completion_tokens", chosen.output_tokens},

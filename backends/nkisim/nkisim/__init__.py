@@ -7,10 +7,11 @@
 """
 from .activate import activate, deactivate, is_active
 from .errors import NkiCompileError, NkiError, NkiRuntimeError
-from .simulator import SimResult, simulate
+from .simulator import SimResult, TensorSpec, simulate
 from .dtypes import to_bf16
 
 __version__ = "0.1.0"
 
-__all__ = ["activate", "deactivate", "is_active", "simulate", "SimResult", "NkiCompileError",
+__all__ = ["activate", "deactivate", "is_active", "simulate", "SimResult", "TensorSpec",
+           "NkiCompileError",
            "NkiRuntimeError", "NkiError", "to_bf16", "__version__"]

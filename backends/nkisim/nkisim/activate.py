@@ -32,6 +32,7 @@ def _build():
     for n in ("skip_middle_end_transformations", "enable_stack_allocator", "force_auto_alloc",
               "disable_middle_end_transformations"):
         setattr(compiler, n, frontend._identity_decorator)
+    compiler.no_reorder = language.no_reorder
     compiler.sbuf = frontend._AllocBuffer("sbuf")
     compiler.psum = frontend._AllocBuffer("psum")
 

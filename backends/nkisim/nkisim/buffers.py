@@ -14,8 +14,19 @@ import numpy as np
 from . import constants as C
 from . import dtypes as D
 from . import runtime
-from .errors import compile_error, runtime_error
-from .timing import DepState
+from .errors import compile_error, current_kernel_line, runtime_error
+from .timing import DepState, timing_seq
+
+
+def capacity_message(kind, need, cap, target):
+    """The compiler-style out-of-memory message for SBUF or PSUM."""
+    if kind == "sbuf":
+        return ("Out of memory in sbuf: live SBUF tiles need %d bytes per partition (peak), "
+                "capacity is %d bytes per partition on %s" % (need, cap, target))
+    return ("Out of memory in psum: live PSUM tiles need %d banks of %d bytes per partition "
+            "(peak %d bytes), only %d banks exist" % (-(-need // C.PSUM_BANK_BYTES),
+                                                     C.PSUM_BANK_BYTES, need,
+                                                     C.PSUM_NUM_BANKS))
 
 
 class ParDim(int):
@@ -100,27 +111,23 @@ class Storage:
                     pp *= n
             if sim is not None and charge:
                 if kind == "sbuf":
-                    sim.sbuf_cur += pp
-                    self.pp = pp
-                    if sim.sbuf_cur > sim.sbuf_peak:
-                        sim.sbuf_peak = sim.sbuf_cur
-                        if sim.sbuf_peak > sim.sbuf_cap:
-                            raise compile_error(
-                                "Out of memory in sbuf: live SBUF tiles need %d bytes per "
-                                "partition (peak), capacity is %d bytes per partition on %s"
-                                % (sim.sbuf_peak, sim.sbuf_cap, sim.target.name))
+                    pb = pp
+                    cap = sim.sbuf_cap
+                elif pdim > 0:
+                    # PSUM tensors with block dimensions (old API) are allocated per block
+                    # tile as blocks are used; charged as two block tiles (double buffer).
+                    nblocks = 1
+                    for n in shape[:pdim]:
+                        nblocks *= n
+                    pb = _psum_banks_bytes(pp // max(nblocks, 1)) * min(nblocks, 2)
+                    cap = sim.psum_cap
                 else:
                     pb = _psum_banks_bytes(pp)
-                    sim.psum_cur += pb
-                    self.pp = pb
-                    if sim.psum_cur > sim.psum_peak:
-                        sim.psum_peak = sim.psum_cur
-                        if sim.psum_peak > sim.psum_cap:
-                            raise compile_error(
-                                "Out of memory in psum: live PSUM tiles need %d banks of %d "
-                                "bytes per partition (peak %d bytes), only %d banks exist"
-                                % (sim.psum_peak // C.PSUM_BANK_BYTES, C.PSUM_BANK_BYTES,
-                                   sim.psum_peak, C.PSUM_NUM_BANKS))
+                    cap = sim.psum_cap
+                if pb > cap:
+                    raise compile_error(capacity_message(kind, pb, cap, sim.target.name))
+                self.pp = pb
+                sim.allocs.append((timing_seq(), pb, self.dep, kind, current_kernel_line()))
         if data is not None:
             self.data = data
         elif sim is not None and sim.numerics and fill:
@@ -137,12 +144,6 @@ class Storage:
     def __del__(self):
         sim = self.sim
         if sim is not None:
-            if self.pp:
-                if self.kind == "sbuf":
-                    sim.sbuf_cur -= self.pp
-                else:
-                    sim.psum_cur -= self.pp
-                self.pp = 0
             data = getattr(self, "data", None)
             if data is not None and self.kind != "hbm" and sim.pool is not None:
                 lst = sim.pool.setdefault((self.shape, data.dtype), [])
@@ -701,17 +702,20 @@ def _oob(msg):
 
 
 def _fast_index(t, key):
-    """Common case: only non-negative ints and unit-step slices; None when not applicable."""
+    """Common case: only non-negative ints and unit-step slices on a view whose dimensions all
+    map to storage dimensions; None when not applicable."""
     sk = list(t.sk)
     vd = t.vd
     shape = t.shape
     new_vd = []
-    for i in range(len(key)):
-        k = key[i]
+    new_shape = []
+    i = 0
+    for k in key:
         d = vd[i]
         if d < 0:
             return None
         n = shape[i]
+        i += 1
         tk = type(k)
         if tk is slice:
             if k.step is not None and k.step != 1:
@@ -727,8 +731,10 @@ def _fast_index(t, key):
             elif type(b) is not int or b < 0 or b > n:
                 return None
             s, stp, _ = sk[d]
-            sk[d] = (s + stp * a, stp, b - a if b > a else 0)
+            cnt = b - a if b > a else 0
+            sk[d] = (s + stp * a, stp, cnt)
             new_vd.append(d)
+            new_shape.append(cnt)
         elif tk is int:
             if k < 0 or k >= n:
                 return None
@@ -736,7 +742,25 @@ def _fast_index(t, key):
             sk[d] = s + stp * k
         else:
             return None
-    return Tensor.view(t.st, tuple(sk), tuple(new_vd))
+    st = t.st
+    v = Tensor.__new__(Tensor)
+    v.st = st
+    sk = tuple(sk)
+    v.sk = sk
+    vd = tuple(new_vd)
+    v.vd = vd
+    shape = tuple(new_shape)
+    v.shape = shape
+    v.adv = None
+    v.valid = None
+    v.box = None if st.alias else _key_box(sk, st.shape)
+    size = 1
+    for n in new_shape:
+        size *= n
+    v.size = size
+    data = st.data
+    v.arr = apply_key(data, sk, vd, shape) if data is not None else None
+    return v
 
 
 def index(t, key):
@@ -793,7 +817,7 @@ def index(t, key):
             n = shape[i]
             i += 1
             if type(k) is slice:
-                start, stop, step = k.start, k.stop, k.step
+                start, stop = k.start, k.stop
                 if stop is not None and stop > n:
                     raise _oob("slice %s:%s on a dimension of size %d" % (start, stop, n))
                 if start is not None and start > n:

@@ -8,7 +8,7 @@ from . import ops as O
 from . import runtime
 from .buffers import Storage, Tensor, psum, sbuf, shared_hbm
 from .errors import compile_error
-from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, ENGINE_NAMES, ready_time, record
+from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, ready_time, record
 
 _TMP = "__tmp__"
 _MM = "__matmul__"

@@ -49,10 +49,26 @@ class Kernel:
         self.last_result = res
         if self.kind == "benchmark":
             self.benchmark_result = _BenchmarkResult(res.latency_us)
+        if self.kind == "profile" and self.options.get("working_directory"):
+            _write_profile(self.options["working_directory"], res)
         outs = res.outputs
         if len(outs) == 1 and not res.returned_tuple:
             return outs[0]
         return outs if outs else None
+
+
+def _write_profile(workdir, res):
+    """Write a neuron-profile style summary (json_reports/profile_summary.json)."""
+    import json
+    import os
+    d = os.path.join(workdir, "json_reports")
+    os.makedirs(d, exist_ok=True)
+    summary = dict(res.metrics)
+    summary["roofline"] = res.roofline
+    summary["bottleneck"] = res.bottleneck
+    summary["hotspots"] = res.hotspots
+    with open(os.path.join(d, "profile_summary.json"), "w") as f:
+        json.dump({"nkisim": summary}, f, indent=1, sort_keys=True)
 
 
 def _decorator(kind):

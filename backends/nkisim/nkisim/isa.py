@@ -11,7 +11,7 @@ from . import core
 from . import dtypes as D
 from . import ops as O
 from . import runtime
-from .buffers import Tensor, psum, sbuf, arange
+from .buffers import Tensor, sbuf
 from .core import (alloc, check_onchip, compute, dma as _dma, dt_of, free_size, value_of,
                    vector_cost, scalar_cost, gpsimd_cost, perf_factor, matmul_core,
                    transpose_core, copy_op, memset_tile)
@@ -669,7 +669,7 @@ def dma_compute(dst, srcs, reduce_op, scales=None, **kw):
     s = runtime.CUR
     vals = None
     for i, src in enumerate(srcs):
-        _dma(dst if i == 0 else dst, src, opname="nisa.dma_compute")
+        _dma(dst, src, opname="nisa.dma_compute")
         if s.numerics:
             v = _f32(src.read()).reshape(dst.shape)
             if scales is not None:
@@ -687,3 +687,11 @@ def core_barrier(*args, **kw):
 
 def register_alloc(*args, **kw):
     raise compile_error("nisa.register_alloc (device registers) is not supported by nkisim")
+
+
+# old-API engine constants (`engine=nisa.vector_engine`)
+tensor_engine = engine.tensor
+vector_engine = engine.vector
+scalar_engine = engine.scalar
+gpsimd_engine = engine.gpsimd
+unknown_engine = engine.unknown

@@ -4,7 +4,6 @@ Functions follow the old (tile-returning) API; ops that create tiles allocate th
 (PSUM for matmul/transpose results). Every call that does work issues one or more
 instructions to the timing model (see engine helpers in `core`).
 """
-import builtins
 import contextlib
 import math
 import sys
@@ -316,14 +315,17 @@ def broadcast_to(src, shape, **kw):
     """New tile with `src` broadcast to `shape`."""
     shape = _shape(shape)
     out = core.tmp(shape, src.st.dt, sbuf)
+    nd = len(shape)
+    padded = tuple(src.shape) + (1,) * (nd - len(src.shape))
     try:
-        np.broadcast_shapes(src.shape, shape)
+        if np.broadcast_shapes(padded, shape) != shape:
+            raise ValueError
     except ValueError:
         raise compile_error("cannot broadcast tile of shape %s to %s"
                             % (list(src.shape), list(shape)))
-    eng = GPSIMD if src.shape[0] != shape[0] else VECTOR
+    eng = GPSIMD if padded[0] != shape[0] else VECTOR
     compute(eng, engine_cost(eng, free_size(out)), [src], [out],
-            (lambda: np.broadcast_to(value_of(src), shape)), "broadcast")
+            (lambda: np.broadcast_to(value_of(src, nd), shape)), "broadcast")
     return out
 
 
@@ -693,10 +695,21 @@ def dropout(x, rate, dtype=None, mask=None, **kw):
 
 
 # ---- matmul / transpose -------------------------------------------------------------------
+def _to_sbuf(t):
+    """nl.matmul operands must be in SBUF: a PSUM tile is first copied out (VectorE)."""
+    if t.st.kind != "psum":
+        return t
+    out = core.tmp(t.shape, t.st.dt, sbuf)
+    core.copy_op(out, t)
+    return out
+
+
 def matmul(x, y, transpose_x=False, mask=None, **kw):
     """x @ y (or x.T @ y with transpose_x) into a new PSUM fp32 tile."""
     check_onchip(x, "matmul")
     check_onchip(y, "matmul")
+    x = _to_sbuf(x)
+    y = _to_sbuf(y)
     if not transpose_x:
         if len(x.shape) != 2:
             raise compile_error("nl.matmul expects 2-D tiles")
@@ -714,17 +727,13 @@ def transpose(x, dtype=None, mask=None, **kw):
 
 # ---- debugging ----------------------------------------------------------------------------
 def device_print(prefix, x, **kw):
-    sim = core.sim()
+    """Print a tile's values (or a Python value) to stderr."""
+    core.sim()
     if isinstance(x, Tensor):
         v = x.read()
         print(prefix, v if v is not None else x, file=sys.stderr)
     else:
         print(prefix, x, file=sys.stderr)
-
-
-# loop-index helpers of the old API
-def ds_(start, size):
-    return ds(start, size)
 
 
 def gather_flattened(data, indices, **kw):

@@ -18,10 +18,11 @@ class Sim:
         self.sched = Scheduler(target)
         self.sbuf_cap = target.sbuf_bytes_per_partition
         self.psum_cap = C.PSUM_BYTES_PER_PARTITION
-        self.sbuf_cur = 0
         self.sbuf_peak = 0
-        self.psum_cur = 0
         self.psum_peak = 0
+        # on-chip allocations: (sequence number at allocation, bytes per partition,
+        # DepState, 'sbuf'|'psum', kernel line); liveness ends at the last access
+        self.allocs = []
         self.hbm_read = 0
         self.hbm_write = 0
         self.sbuf_read = 0

@@ -1,7 +1,6 @@
 """`simulate`: run a kernel on the simulator and report outputs, latency and metrics."""
 import inspect
 import itertools
-import math
 import os
 
 import numpy as np
@@ -22,7 +21,9 @@ class SimResult:
     roofline: achieved vs peak figures; bottleneck: 'compute-bound', 'memory-bound' or
     'underutilized'; instructions: number of simulated instructions (engines + DMA);
     output_dtypes: NKI dtype name of each output ('bfloat16', 'float32', ...);
-    hotspots: busiest (kernel line, engine) pairs, each {line, engine, instructions, time_us}."""
+    hotspots: busiest (kernel line, engine) pairs, each {line, engine, instructions, time_us};
+    busiest_engine: name of the compute engine with the most active time.
+    All values in metrics and roofline are numbers."""
 
     def __init__(self, outputs, returned_tuple, latency_us, metrics, roofline, bottleneck,
                  instructions, output_dtypes=()):
@@ -35,6 +36,7 @@ class SimResult:
         self.bottleneck = bottleneck
         self.instructions = instructions
         self.hotspots = []
+        self.busiest_engine = None
 
     def __repr__(self):
         return ("SimResult(latency_us=%.3f, instructions=%d, bottleneck=%s)"
@@ -81,6 +83,27 @@ def _input_tensor(arr, numerics, dtype=None):
         data = data.reshape(1)
     st = Storage(tuple(a.shape) if a.ndim else (1,), dt, shared_hbm, data=data, name="input")
     return Tensor.root(st)
+
+
+class TensorSpec:
+    """Shape-and-dtype stand-in for an input array, for `numerics=False` runs (the timing
+    model never reads input values, so no data needs to be generated)."""
+
+    def __init__(self, shape, dtype="float32"):
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = dtype
+
+    def __repr__(self):
+        return "TensorSpec(%s, %s)" % (list(self.shape), self.dtype)
+
+
+def _spec_tensor(spec, dtype=None):
+    dt = D.lookup(dtype if dtype is not None else spec.dtype)
+    if dt is None:
+        raise E.NkiCompileError("unsupported input dtype %r" % (spec.dtype,))
+    if dt is D.FLOAT64:
+        dt = D.FLOAT32
+    return Tensor.root(Storage(spec.shape, dt, shared_hbm, data=None, fill=False, name="input"))
 
 
 def _host_value(a):
@@ -163,6 +186,11 @@ def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=F
         dts = input_dtypes or {}
         names = list(inspect.signature(fn).parameters) if sig is not None else []
         for i, a in enumerate(args):
+            if isinstance(a, TensorSpec):
+                if numerics:
+                    raise E.NkiCompileError("TensorSpec inputs need numerics=False")
+                call_args.append(_spec_tensor(a, dts.get(names[i]) if i < len(names) else None))
+                continue
             a = _host_value(a)
             if isinstance(a, np.ndarray):
                 t = _input_tensor(a, numerics, dts.get(names[i]) if i < len(names) else None)
@@ -171,6 +199,11 @@ def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=F
             else:
                 call_args.append(a)
         for k, a in kwargs.items():
+            if isinstance(a, TensorSpec):
+                if numerics:
+                    raise E.NkiCompileError("TensorSpec inputs need numerics=False")
+                call_kwargs[k] = _spec_tensor(a, dts.get(k))
+                continue
             a = _host_value(a)
             if isinstance(a, np.ndarray):
                 t = _input_tensor(a, numerics, dts.get(k))
@@ -199,6 +232,7 @@ def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=F
                 r = fn(*call_args, **call_kwargs)
                 if ret is None:
                     ret = r
+        _check_capacity(sim)
         outputs, returned_tuple, out_dts = _collect(ret, numerics)
         for a, t in originals.values():
             if numerics and t.st.dep.wr and a.flags.writeable and t.st.data is not None \
@@ -227,6 +261,41 @@ def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=F
         sim.last_st = None
         sim.pool = None
         E.set_kernel_files(())
+
+
+def _check_capacity(sim):
+    """Peak SBUF/PSUM use with last-use liveness (an allocation is live from its creation to
+    the last instruction that touches it, as the compiler's allocator sees it); raises the
+    out-of-memory compile error at the allocation that first exceeds capacity."""
+    from .buffers import capacity_message
+    for kind, cap in (("sbuf", sim.sbuf_cap), ("psum", sim.psum_cap)):
+        events = []
+        for i, (seq, pb, dep, k, line) in enumerate(sim.allocs):
+            if k != kind:
+                continue
+            start = seq + 0.5
+            end = dep.last + 0.25 if dep.last > seq else start + 0.01
+            events.append((start, 1, pb, i))
+            events.append((end, 0, pb, i))
+        events.sort()
+        cur = 0
+        peak = 0
+        for pos, is_start, pb, i in events:
+            if is_start:
+                cur += pb
+                if cur > peak:
+                    peak = cur
+                    if peak > cap:
+                        line = sim.allocs[i][4]
+                        raise E.NkiCompileError(
+                            capacity_message(kind, peak, cap, sim.target.name), line)
+            else:
+                cur -= pb
+        if kind == "sbuf":
+            sim.sbuf_peak = peak
+        else:
+            sim.psum_peak = peak
+    sim.allocs = []
 
 
 def _collect(ret, numerics):
@@ -330,9 +399,10 @@ def _result(sim, outputs, returned_tuple):
         bottleneck = "compute-bound"
     else:
         bottleneck = "memory-bound"
-    roof["busiest_engine"] = ENGINE_NAMES[busiest]
     roof["busiest_engine_pct"] = engine_pct
-    return SimResult(outputs, returned_tuple, T / 1000.0, m, roof, bottleneck, instructions)
+    res = SimResult(outputs, returned_tuple, T / 1000.0, m, roof, bottleneck, instructions)
+    res.busiest_engine = ENGINE_NAMES[busiest]
+    return res
 
 
 # A resource counts as the bottleneck once it is busy this share of the time (the perf

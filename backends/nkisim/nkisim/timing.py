@@ -12,7 +12,7 @@ from bisect import bisect_right
 TENSOR, VECTOR, SCALAR, GPSIMD = 0, 1, 2, 3
 ENGINE_NAMES = ("tensor", "vector", "scalar", "gpsimd")
 
-_REC_CAP = 96  # distinct boxes kept per storage and kind before they are merged
+_REC_CAP = 256  # distinct boxes kept per storage and kind before they are merged
 
 
 def overlap(a, b):
@@ -48,28 +48,40 @@ def _union(a, b):
 
 
 def _collapse(recs):
-    """Replace all records of a dict by one conservative record (union box, latest end)."""
-    box = None
-    first = True
-    end = 0.0
-    for b, e in recs.items():
-        box = b if first else _union(box, b)
-        first = False
-        if e > end:
-            end = e
+    """Merge the older half of a record dict (by end time) into one conservative record:
+    accesses overlapping it wait for the latest of those (old) end times."""
+    items = sorted(recs.items(), key=lambda kv: kv[1])
+    half = len(items) // 2
+    box = items[0][0]
+    for b, _ in items[1:half]:
+        box = _union(box, b)
+    end = items[half - 1][1]
     recs.clear()
     recs[box] = end
+    for b, e in items[half:]:
+        old = recs.get(b)
+        recs[b] = e if old is None or e > old else old
 
 
 class DepState:
-    """Access history of one storage: dicts box -> latest end time of reads / writes."""
-    __slots__ = ("wr", "rd", "wr_max", "rd_max")
+    """Access history of one storage: dicts box -> latest end time of reads / writes, and
+    `last`, the sequence number of the last instruction that accessed it."""
+    __slots__ = ("wr", "rd", "wr_max", "rd_max", "last")
 
     def __init__(self):
         self.wr = {}
         self.rd = {}
         self.wr_max = 0.0
         self.rd_max = 0.0
+        self.last = -1
+
+
+_SEQ = [0]
+
+
+def timing_seq():
+    """Sequence number of the most recently recorded instruction (process-wide counter)."""
+    return _SEQ[0]
 
 
 def ready_time(t, reads, writes):
@@ -93,7 +105,10 @@ def ready_time(t, reads, writes):
 
 def record(reads, writes, end):
     """Remember that the accesses finish at `end`."""
+    seq = _SEQ[0] + 1
+    _SEQ[0] = seq
     for ds, box in reads:
+        ds.last = seq
         rd = ds.rd
         e = rd.get(box)
         if e is None or end > e:
@@ -103,6 +118,7 @@ def record(reads, writes, end):
         if len(rd) > _REC_CAP:
             _collapse(rd)
     for ds, box in writes:
+        ds.last = seq
         wr = ds.wr
         rd = ds.rd
         if box is None:
@@ -111,11 +127,13 @@ def record(reads, writes, end):
             if rd:
                 rd.clear()
         else:
-            if wr:
+            # drop records this write covers (only while the history is short; long
+            # histories are bounded by _collapse instead)
+            if wr and len(wr) <= 32:
                 dead = [b for b in wr if b is not None and covers(box, b)]
                 for b in dead:
                     del wr[b]
-            if rd:
+            if rd and len(rd) <= 32:
                 dead = [b for b in rd if b is not None and covers(box, b)]
                 for b in dead:
                     del rd[b]

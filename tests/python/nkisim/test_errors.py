@@ -251,6 +251,44 @@ class ErrorTest(unittest.TestCase):
         e = nkisim.NkiRuntimeError("boom", 7)
         self.assertEqual((e.message, e.line), ("boom", 7))
 
+    def test_liveness_ends_at_last_use(self):
+        @nki.jit
+        def many_names(x):
+            # 6 distinct names for 64 KiB tiles per iteration: with Python-reference liveness
+            # the previous iteration's tiles would still be alive; the last use frees them
+            out = nl.ndarray((128, 16384), dtype=nl.float32, buffer=nl.shared_hbm)
+            for i in range(3):
+                a = nl.load(x)
+                b = nl.exp(a)
+                c = nl.multiply(b, 2.0)
+                d = nl.add(c, a)
+                e = nl.negative(d)
+                f = nl.abs(e)
+                nl.store(out, value=f)
+            return out
+        x = np.ones((128, 16384), np.float32)
+        res = nkisim.simulate(many_names, {"x": x}, numerics=False)
+        self.assertLessEqual(res.metrics["peak_sbuf_bytes_per_partition"], 3 * 65536)
+
+    def test_indirect_load_and_runtime_out_of_bounds(self):
+        @nki.jit
+        def gather(table, ids):
+            out = nl.ndarray((128, table.shape[1]), dtype=table.dtype, buffer=nl.shared_hbm)
+            idx = nl.load(ids)
+            ix = nl.arange(table.shape[1])[None, :]
+            rows = nl.load(table[idx, ix])  # E:gather
+            nl.store(out, value=rows)
+            return out
+        rng = np.random.default_rng(5)
+        table = rng.random((1000, 64)).astype(np.float32)
+        ids = rng.integers(0, 1000, (128, 1)).astype(np.int32)
+        res = nkisim.simulate(gather, {"table": table, "ids": ids})
+        np.testing.assert_array_equal(res.outputs[0], table[ids[:, 0]])
+        ids[7, 0] = 5000
+        with self.assertRaises(nkisim.NkiRuntimeError) as cm:
+            nkisim.simulate(gather, {"table": table, "ids": ids})
+        self.assertEqual(cm.exception.line, line_of("E:gather"))
+
     def test_masked_out_of_bounds_is_allowed(self):
         @nki.jit
         def k(x):

@@ -378,6 +378,38 @@ class UnaryBinaryTest(unittest.TestCase):
         (out,) = run(k, x=x)
         np.testing.assert_allclose(out[:, 0], x.sum(axis=1), rtol=1e-5)
 
+    def test_partition_aligned_broadcast_of_reduced_tile(self):
+        @nki.jit
+        def k(x):
+            out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+            t = nl.load(x)
+            m = nl.mean(t, axis=1)            # shape [P]: one value per partition
+            nl.store(out, value=(t - m) * nl.rsqrt(m * m + 1.0))
+            return out
+        x = rand(128, 24)
+        (out,) = run(k, x=x)
+        m = x.mean(axis=1, keepdims=True)
+        np.testing.assert_allclose(out, (x - m) / np.sqrt(m * m + 1.0), rtol=1e-5, atol=1e-6)
+
+    def test_masked_reduction_and_bn_stats(self):
+        @nki.jit
+        def k(x):
+            o1 = nl.ndarray((128, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+            o2 = nl.ndarray((128, 2), dtype=x.dtype, buffer=nl.shared_hbm)
+            ip = nl.arange(128)[:, None]
+            jf = nl.arange(512)[None, :]
+            t2 = nl.load(x[ip, jf], mask=(jf < 300))
+            s = nl.max(t2, axis=1, keepdims=True, mask=(jf < 300))
+            nl.store(o1, value=s)
+            st = nisa.bn_stats(t2, mask=(jf < 300))
+            nl.store(o2, value=nisa.bn_aggr(st))
+            return o1, o2
+        x = rand(128, 300)
+        o1, o2 = run(k, x=x)
+        np.testing.assert_allclose(o1[:, 0], x.max(axis=1))
+        np.testing.assert_allclose(o2[:, 0], x.mean(axis=1), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(o2[:, 1], x.var(axis=1), rtol=1e-4)
+
     def test_one_dim_sbuf_allocation_rejected(self):
         @nki.jit
         def k(x):
@@ -524,6 +556,24 @@ class IndexingAndLaunchTest(unittest.TestCase):
         np.testing.assert_allclose(onki.simulate_kernel(onki.jit(body), x), np.exp(x),
                                    rtol=1e-6)
         np.testing.assert_allclose(nki.jit()(body)(x), np.exp(x), rtol=1e-6)
+
+    def test_profile_decorator_writes_summary(self):
+        import json
+        import os
+        import tempfile
+
+        def body(x):
+            out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+            nl.store(out, value=nl.exp(nl.load(x)))
+            return out
+        with tempfile.TemporaryDirectory() as d:
+            prof = onki.profile(working_directory=d)(body)
+            x = rand(128, 8)
+            np.testing.assert_allclose(prof(x), np.exp(x), rtol=1e-6)
+            with open(os.path.join(d, "json_reports", "profile_summary.json")) as f:
+                summary = json.load(f)["nkisim"]
+            self.assertGreater(summary["total_time"], 0)
+            self.assertEqual(summary["scalar_engine_instruction_count"], 1)
 
     def test_old_namespace(self):
         x = rand(256, 8)

@@ -112,6 +112,10 @@ MUTATIONS = [
     ("cumsum", "naive", "nisa.tensor_copy(dst=carry, src=scanned[:, F - 1:F])", "pass"),
     ("softmax", "optimized", "operand0=inv_sum", "operand0=row_sum"),
     ("transpose", "optimized", "bands[s][:, ci * T:(ci + 1) * T]", "bands[0][:, ci * T:(ci + 1) * T]"),
+    ("attention", "optimized", "data=o_psum, op0=nl.multiply, operand0=inv_sum",
+     "data=o_psum, op0=nl.multiply, operand0=bias"),
+    ("mamba", "optimized", "scale=a_tile[:, n:n + 1]", "scale=a_tile[:, 0:1]"),
+    ("rope", "optimized", "operand0=-1.0", "operand0=1.0"),
 ]
 
 

@@ -63,6 +63,27 @@ TEST_F(SshConnectionTest, ExecReturnsOutputAndExitStatus) {
   EXPECT_EQ(again->stdout_text, "again\n");
 }
 
+TEST_F(SshConnectionTest, PersistentShellRunsCommandsOneAfterAnother) {
+  auto connection = open();
+  ASSERT_TRUE(connection);
+  auto first =
+      connection->run_in_shell("echo $$ > /dev/null; printf 'no newline'; exit 3", 30s, {});
+  ASSERT_TRUE(first.ok()) << first.failure().describe();
+  EXPECT_EQ(first->stdout_text, "no newline");
+  EXPECT_EQ(first->exit_status, 3);
+  // `exit` ended only the command's subshell; the same shell answers again.
+  auto second = connection->run_in_shell("echo out; echo err >&2; cd /tmp && exec true", 30s, {});
+  ASSERT_TRUE(second.ok()) << second.failure().describe();
+  EXPECT_EQ(second->stdout_text, "out\nerr\n");
+  EXPECT_EQ(second->exit_status, 0);
+  auto slow = connection->run_in_shell("sleep 30", 300ms, {});
+  ASSERT_FALSE(slow.ok());
+  EXPECT_EQ(slow.failure().kind, core::FailureKind::timeout);
+  auto after = connection->run_in_shell("echo fresh shell", 30s, {});
+  ASSERT_TRUE(after.ok()) << after.failure().describe();
+  EXPECT_EQ(after->stdout_text, "fresh shell\n");
+}
+
 TEST_F(SshConnectionTest, ExecGivesUpAtItsDeadline) {
   auto connection = open();
   ASSERT_TRUE(connection);

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "search/prompts/code_extract.hpp"
+
+#include <gtest/gtest.h>
 
 namespace autocomp::search::prompts {
 namespace {
@@ -8,9 +8,9 @@ namespace {
 constexpr const char* k_code = "import nki.language as nl\n\n\ndef kernel(a):\n    return a\n";
 
 TEST(CodeExtractTest, SinglePythonFence) {
-  auto code = extract_kernel_code(std::string("Here is the kernel:\n```python\n") + k_code +
-                                      "```\nIt hoists the loads.",
-                                  "kernel");
+  auto code = extract_kernel_code(
+      std::string("Here is the kernel:\n```python\n") + k_code + "```\nIt hoists the loads.",
+      "kernel");
   ASSERT_TRUE(code.ok()) << code.failure().describe();
   EXPECT_EQ(code.value(), k_code);
 }
@@ -27,8 +27,8 @@ TEST(CodeExtractTest, PicksTheBlockDefiningTheKernelOverLongerOnes) {
       "```python\n# a long unrelated helper\ndef helper(x):\n" + std::string(40, ' ') +
       "\n    return x + 1  # padding padding padding padding padding padding padding\n"
       "    # more padding to make this block the longest one of the reply\n```\n";
-  auto code = extract_kernel_code("First:\n" + helper + "Then:\n```python\n" + k_code + "```\n",
-                                  "kernel");
+  auto code =
+      extract_kernel_code("First:\n" + helper + "Then:\n```python\n" + k_code + "```\n", "kernel");
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(code.value(), k_code);
 }
@@ -41,9 +41,8 @@ TEST(CodeExtractTest, WithoutANameTheLongestCodeBlockWins) {
 }
 
 TEST(CodeExtractTest, NonPythonBlocksAreIgnored) {
-  auto code = extract_kernel_code(std::string("```bash\npython run.py\n```\n```python\n") + k_code +
-                                      "```\n",
-                                  "kernel");
+  auto code = extract_kernel_code(
+      std::string("```bash\npython run.py\n```\n```python\n") + k_code + "```\n", "kernel");
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(code.value(), k_code);
 }
@@ -57,7 +56,8 @@ TEST(CodeExtractTest, UnfencedCodeWithProseAroundIt) {
 }
 
 TEST(CodeExtractTest, DecoratorsAndCommentsAtTheTopAreKept) {
-  const std::string source = "# tuned kernel\nimport nki\n\n@nki.jit\ndef kernel(a):\n    return a\n";
+  const std::string source =
+      "# tuned kernel\nimport nki\n\n@nki.jit\ndef kernel(a):\n    return a\n";
   auto code = extract_kernel_code("Sure!\n" + source, "kernel");
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(code.value(), source);
@@ -111,7 +111,8 @@ TEST(CodeExtractTest, PlanExtractionStripsBoilerplateAndBoundsLength) {
 
 TEST(CodeExtractTest, DetectsKernelFunctionAndSignature) {
   const std::string source =
-      "import nki\n\ndef helper(x):\n    return x\n\n@nki.jit\ndef my_kernel(a,\n              b):\n"
+      "import nki\n\ndef helper(x):\n    return x\n\n@nki.jit\ndef my_kernel(a,\n              "
+      "b):\n"
       "    return helper(a)\n";
   EXPECT_EQ(detect_kernel_function(source), "my_kernel");
   EXPECT_EQ(function_signature(source, "my_kernel"), "def my_kernel(a, b):");

@@ -397,7 +397,8 @@ TEST(LlmProviderTest, AnthropicWireFormat) {
   reply.input_tokens = 1'000'000;
   reply.output_tokens = 100'000;
   server.push(reply);
-  auto provider = make("anthropic:claude-sonnet-4-5-20250929", fast_options(server.anthropic_base_url()));
+  auto provider =
+      make("anthropic:claude-sonnet-4-5-20250929", fast_options(server.anthropic_base_url()));
   ASSERT_TRUE(provider);
   auto result = provider->complete(simple_request(), {});
   ASSERT_TRUE(result.ok()) << result.failure().describe();
@@ -425,7 +426,8 @@ TEST(LlmProviderTest, AnthropicBaseUrlEndingInV1IsNotDoubled) {
   ScopedEnv key("ANTHROPIC_API_KEY", k_key);
   ScriptedLlmServer server;
   server.push_text("ok");
-  auto provider = make("anthropic:claude-haiku-4-5", fast_options(server.anthropic_base_url() + "/v1/"));
+  auto provider =
+      make("anthropic:claude-haiku-4-5", fast_options(server.anthropic_base_url() + "/v1/"));
   ASSERT_TRUE(provider);
   ASSERT_TRUE(provider->complete(simple_request(), {}).ok());
   EXPECT_EQ(server.requests().at(0).path, "/v1/messages");
@@ -468,6 +470,26 @@ TEST(LlmProviderTest, EnsembleSpreadsCallsOverEveryProviderRoundRobin) {
   ASSERT_EQ(requests.size(), 4u);
   EXPECT_EQ(requests[0].path, "/v1/chat/completions");
   EXPECT_EQ(requests[1].path, "/v1/messages");
+}
+
+TEST(LlmProviderTest, SpecCanNameItsOwnServerSoAnEnsembleMixesServers) {
+  ScopedEnv key("OPENAI_API_KEY", nullptr);
+  ScriptedLlmServer first;
+  ScriptedLlmServer second;
+  first.set_fallback(ScriptedResponse::reply("from first"));
+  second.set_fallback(ScriptedResponse::reply("from second"));
+  const std::string spec_a = "openai:qwen@" + first.openai_base_url();
+  const std::string spec_b = "openai:llama@" + second.openai_base_url();
+  auto ensemble = make_ensemble({spec_a, spec_b}, fast_options(""));
+  ASSERT_TRUE(ensemble.ok()) << ensemble.failure().describe();
+  auto a = ensemble.value()->complete(simple_request(), {});
+  auto b = ensemble.value()->complete(simple_request(), {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->text, "from first");
+  EXPECT_EQ(a->provider, spec_a);
+  EXPECT_EQ(b->text, "from second");
+  EXPECT_EQ(nlohmann::json::parse(first.requests().at(0).body)["model"], "qwen");
+  EXPECT_EQ(nlohmann::json::parse(second.requests().at(0).body)["model"], "llama");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "search/prompts/menu.hpp"
+
+#include <gtest/gtest.h>
 
 namespace autocomp::search::prompts {
 namespace {
@@ -22,9 +22,10 @@ std::vector<std::string> ids(const std::vector<MenuItem>& items) {
 }
 
 TEST(MenuTest, ParsesItemsCommentsAndBlankLines) {
-  auto menu = parse_menu("# header\n\n- hoist_loads: Hoist loads out of loops.\r\n"
-                         "- bf16: Compute in bf16: half the bytes.\n",
-                         "menu.md");
+  auto menu = parse_menu(
+      "# header\n\n- hoist_loads: Hoist loads out of loops.\r\n"
+      "- bf16: Compute in bf16: half the bytes.\n",
+      "menu.md");
   ASSERT_TRUE(menu.ok()) << menu.failure().describe();
   ASSERT_EQ(menu->items.size(), 2u);
   EXPECT_EQ(menu->items[0].id, "hoist_loads");

@@ -1,10 +1,11 @@
+#include "search/prompts/prompt_builder.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "search/prompts/code_extract.hpp"
-#include "search/prompts/prompt_builder.hpp"
 
 namespace autocomp::search::prompts {
 namespace {
@@ -70,14 +71,14 @@ TEST(PromptBuilderTest, PlanPromptHoldsEveryRequiredSection) {
   const auto& text = user_text(prompt->request);
   EXPECT_EQ(prompt->request.purpose, "plan");
   EXPECT_NE(prompt->request.system.find("trn2"), std::string::npos);
-  EXPECT_NE(text.find("Trainium2"), std::string::npos);              // architecture summary
-  EXPECT_NE(text.find("## nisa.nc_matmul"), std::string::npos);      // ISA note of a used call
+  EXPECT_NE(text.find("Trainium2"), std::string::npos);          // architecture summary
+  EXPECT_NE(text.find("## nisa.nc_matmul"), std::string::npos);  // ISA note of a used call
   EXPECT_NE(text.find("## nl.load"), std::string::npos);
   EXPECT_NE(text.find("def matmul_kernel(lhsT, rhs):"), std::string::npos);  // current code
-  EXPECT_NE(text.find("812.5 us"), std::string::npos);               // latency
-  EXPECT_NE(text.find("2x as fast"), std::string::npos);             // vs the starting kernel
+  EXPECT_NE(text.find("812.5 us"), std::string::npos);                       // latency
+  EXPECT_NE(text.find("2x as fast"), std::string::npos);  // vs the starting kernel
   EXPECT_NE(text.find("dma_active_time_percent: 0.93"), std::string::npos);  // profile
-  EXPECT_NE(text.find("memory_pct: 71"), std::string::npos);         // roofline
+  EXPECT_NE(text.find("memory_pct: 71"), std::string::npos);                 // roofline
   EXPECT_NE(text.find("Bottleneck: memory-bound"), std::string::npos);
   EXPECT_NE(text.find("exceeds 128"), std::string::npos);            // failures
   EXPECT_NE(text.find("Hoisting rhs loads"), std::string::npos);     // lessons
@@ -223,7 +224,7 @@ TEST(PromptBuilderTest, RepairPromptShowsTheErrorAndTheLinesAroundIt) {
   EXPECT_NE(text.find(">>  15 | "), std::string::npos);
   EXPECT_NE(text.find("  14 | "), std::string::npos);
   EXPECT_NE(text.find("FINAL LINE OF TRACEBACK"), std::string::npos);  // the tail is kept
-  EXPECT_LT(text.size(), 9000u);                                        // the middle is not
+  EXPECT_EQ(text.find(std::string(5000, 'x')), std::string::npos);     // the middle is not
   EXPECT_NE(text.find("attempt 2 of 2"), std::string::npos);
   EXPECT_NE(text.find("Use bigger tiles."), std::string::npos);
   EXPECT_NE(text.find("`matmul_kernel`"), std::string::npos);
@@ -281,12 +282,10 @@ TEST(PromptBuilderTest, EditedTemplatesAreUsedWithoutRebuildingAndMissingFilesAr
   EXPECT_NE(failed.failure().message.find((dir / "templates" / "repair.md").string()),
             std::string::npos);
 
-  auto no_target = builder->plan([] {
-    PlanPromptInput input;
-    input.target = "trn7";
-    input.kernel.source = k_kernel;
-    return input;
-  }());
+  PlanPromptInput unknown_target;
+  unknown_target.target = "trn7";
+  unknown_target.kernel.source = k_kernel;
+  auto no_target = builder->plan(unknown_target);
   EXPECT_FALSE(no_target.ok());
   fs::remove_all(dir);
 }

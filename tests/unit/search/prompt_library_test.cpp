@@ -49,7 +49,8 @@ TEST(PromptLibraryTest, MissingFileNamesThePath) {
   auto text = library.read("templates/nothing.md");
   ASSERT_FALSE(text.ok());
   EXPECT_EQ(text.failure().kind, core::FailureKind::io_error);
-  EXPECT_NE(text.failure().message.find((dir / "templates/nothing.md").string()), std::string::npos);
+  EXPECT_NE(text.failure().message.find((dir / "templates/nothing.md").string()),
+            std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -509,6 +509,17 @@ TEST_F(StoreTest, BestForFileNeverComparesAcrossBackends) {
   EXPECT_EQ(sim->candidate_key, m_a);
 }
 
+TEST_F(StoreTest, RecordingAVersionAgainMakesItTheNewest) {
+  const std::string path = "/k.py";
+  ASSERT_TRUE(m_store->record_file_version(path, m_a, m_problem, "trn2").ok());
+  ASSERT_TRUE(m_store->record_file_version(path, m_b, m_problem, "trn2").ok());
+  ASSERT_TRUE(m_store->record_file_version(path, m_a, m_problem, "trn2").ok());  // reverted
+  auto versions = m_store->file_versions(path).value();
+  ASSERT_EQ(versions.size(), 2u);
+  EXPECT_EQ(versions[0].candidate_key, m_a);
+  EXPECT_EQ(versions[1].candidate_key, m_b);
+}
+
 TEST_F(StoreTest, FileVersionNeedsStoredCandidate) {
   auto status = m_store->record_file_version("/k.py", std::string(64, 'a'), m_problem, "trn2");
   ASSERT_FALSE(status.ok());

@@ -46,11 +46,10 @@ TEST_F(KernelFilesTest, MissingFileNamesTheArgumentAndThePath) {
 }
 
 TEST_F(KernelFilesTest, RejectsFoldersEmptyPathsOversizeAndBinary) {
-  EXPECT_NE(read_source_file("kernel", m_dir.string(), "").failure().message.find(
-                "not a regular file"),
-            std::string::npos);
-  EXPECT_NE(read_source_file("kernel", "", "").failure().message.find("empty"),
-            std::string::npos);
+  EXPECT_NE(
+      read_source_file("kernel", m_dir.string(), "").failure().message.find("not a regular file"),
+      std::string::npos);
+  EXPECT_NE(read_source_file("kernel", "", "").failure().message.find("empty"), std::string::npos);
   write("big.py", std::string(k_max_source_bytes + 1, 'x'));
   EXPECT_NE(read_source_file("kernel", "big.py", m_dir.string()).failure().message.find("limit"),
             std::string::npos);

@@ -1,0 +1,305 @@
+#include "search/engine/store_run_log.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "search/engine/search_config.hpp"
+
+namespace autocomp::search::engine {
+
+namespace {
+
+constexpr std::string_view k_budget_prefix = "budget_exhausted: ";
+constexpr std::string_view k_origin_prefix = "origin=";
+
+store::CandidateStatus status_of(const Candidate& candidate) {
+  if (candidate.duplicate) {
+    return store::CandidateStatus::duplicate;
+  }
+  if (!candidate.correct()) {
+    return store::CandidateStatus::failed;
+  }
+  if (candidate.verdict == "accepted" || candidate.origin.iteration == 0) {
+    return store::CandidateStatus::accepted;
+  }
+  if (candidate.verdict == "rejected") {
+    return store::CandidateStatus::rejected;
+  }
+  return store::CandidateStatus::evaluated;
+}
+
+std::optional<std::int64_t> evaluation_id(const std::string& ref) {
+  if (ref.empty()) {
+    return std::nullopt;
+  }
+  try {
+    return std::stoll(ref);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+StoreRunLog::StoreRunLog(std::shared_ptr<store::Store> store, StoreRunInfo info)
+    : m_store(std::move(store)), m_info(std::move(info)) {}
+
+core::Result<std::string> StoreRunLog::create_run(const std::string& config_text) {
+  auto config = config_from_text(config_text);
+  if (!config) {
+    return config.failure();
+  }
+  auto problem_key = m_store->put_workload(config->problem_source, m_info.problem_path);
+  if (!problem_key) {
+    return problem_key.failure();
+  }
+  auto kernel_key = m_store->put_candidate(config->kernel_source, "user");
+  if (!kernel_key) {
+    return kernel_key.failure();
+  }
+  store::RunConfig run;
+  run.kernel_path = m_info.kernel_path;
+  run.problem_path = m_info.problem_path;
+  run.problem_key = problem_key.value();
+  run.seed_candidate_key = kernel_key.value();
+  run.target = config->target;
+  run.backend = m_info.backend;
+  run.llm_specs = m_info.llm_specs;
+  run.beam = config->beam;
+  run.plans = config->plans;
+  run.impls = config->impls;
+  run.iterations = config->iterations;
+  run.dropout = config->dropout;
+  run.rng_seed = config->seed;
+  run.budgets.max_llm_calls = config->budgets.max_llm_calls;
+  run.budgets.max_tokens = config->budgets.max_tokens;
+  run.budgets.max_cost_usd = config->budgets.max_cost_usd;
+  run.budgets.max_wall_s = config->budgets.max_wall_s;
+  run.config_json = config_text;
+  return m_store->create_run(run);
+}
+
+core::Result<RunRecord> StoreRunLog::load_run(const std::string& run_id) {
+  auto run = m_store->get_run(run_id);
+  if (!run) {
+    return run.failure();
+  }
+  if (!run.value()) {
+    return core::make_failure(core::FailureKind::invalid_argument, "resume",
+                              "no run '" + run_id + "' in " + m_store->path());
+  }
+  const store::Run& stored = *run.value();
+  RunRecord record;
+  record.id = stored.id;
+  record.config_text = stored.config.config_json;
+  record.status = std::string(store::to_string(stored.status));
+  record.stop_reason = stored.status_message;
+  if (stored.status == store::RunStatus::completed &&
+      stored.status_message.rfind(k_budget_prefix, 0) == 0) {
+    record.status = "budget_exhausted";
+    record.stop_reason = stored.status_message.substr(k_budget_prefix.size());
+  }
+  return record;
+}
+
+core::Status StoreRunLog::set_run_status(const std::string& run_id, const std::string& status,
+                                         const std::string& stop_reason) {
+  if (status == "running") {
+    return m_store->claim_run(run_id);
+  }
+  if (status == "budget_exhausted") {
+    return m_store->set_run_status(run_id, store::RunStatus::completed,
+                                   std::string(k_budget_prefix) + stop_reason);
+  }
+  auto parsed = store::run_status_from_string(status);
+  return m_store->set_run_status(run_id, parsed.value_or(store::RunStatus::failed), stop_reason);
+}
+
+std::optional<LlmCallRecord> StoreRunLog::find_llm_call(const std::string& run_id,
+                                                        const std::string& request_hash) {
+  auto found = m_store->find_llm_response(run_id, request_hash);
+  if (!found) {
+    spdlog::warn("LLM replay lookup failed: {}", found.failure().describe());
+    return std::nullopt;
+  }
+  if (!found.value()) {
+    return std::nullopt;
+  }
+  const store::LlmCall& call = *found.value();
+  LlmCallRecord record;
+  record.request_hash = call.request_hash;
+  record.purpose = call.purpose;
+  record.provider = call.provider;
+  record.response = call.response;
+  record.usage = call.usage;
+  record.latency_ms = call.latency_ms;
+  return record;
+}
+
+core::Status StoreRunLog::record_llm_call(const std::string& run_id, const LlmCallRecord& call) {
+  store::LlmCall stored;
+  stored.run_id = run_id;
+  stored.request_hash = call.request_hash;
+  stored.purpose = call.purpose;
+  stored.provider = call.provider;
+  stored.prompt = call.origin;
+  stored.response = call.response;
+  stored.usage = call.usage;
+  stored.latency_ms = call.latency_ms;
+  auto id = m_store->put_llm_call(stored);
+  if (!id) {
+    return id.failure();
+  }
+  return core::ok_status();
+}
+
+LlmSpend StoreRunLog::llm_spend(const std::string& run_id) {
+  LlmSpend spend;
+  auto totals = m_store->llm_totals(run_id);
+  if (totals) {
+    spend.calls = totals->calls;
+    spend.tokens = totals->input_tokens + totals->output_tokens;
+    spend.cost_usd = totals->cost_usd;
+  }
+  return spend;
+}
+
+std::optional<StoredResult> StoreRunLog::find_evaluation(const backends::EvalRequest& request,
+                                                         const EvalSite& site) {
+  auto key = store::make_eval_key(request, site.backend_identity, site.device,
+                                  site.harness_version);
+  auto found = m_store->find_evaluation(key);
+  if (!found) {
+    spdlog::warn("evaluation cache lookup failed: {}", found.failure().describe());
+    return std::nullopt;
+  }
+  if (!found.value()) {
+    return std::nullopt;
+  }
+  return StoredResult{found.value()->result, std::to_string(found.value()->id)};
+}
+
+core::Result<std::string> StoreRunLog::record_evaluation(const backends::EvalRequest& request,
+                                                         const EvalSite& site,
+                                                         const backends::EvalResult& result) {
+  if (auto workload = m_store->put_workload(request.problem_source, m_info.problem_path);
+      !workload) {
+    return workload.failure();
+  }
+  if (auto candidate = m_store->put_candidate(request.kernel_source, "search"); !candidate) {
+    return candidate.failure();
+  }
+  auto key = store::make_eval_key(request, site.backend_identity, site.device,
+                                  site.harness_version);
+  auto id = m_store->put_evaluation(key, result);
+  if (!id) {
+    return id.failure();
+  }
+  return std::to_string(id.value());
+}
+
+core::Status StoreRunLog::record_candidate(const std::string& run_id, const Candidate& candidate) {
+  if (candidate.key.empty()) {
+    return core::ok_status();  // no code: nothing the store can key
+  }
+  if (auto put = m_store->put_candidate(candidate.source, candidate.origin.proposer); !put) {
+    return put.failure();
+  }
+  store::RunCandidate row;
+  row.run_id = run_id;
+  row.iteration = candidate.origin.iteration;
+  row.candidate_key = candidate.key;
+  row.parent_key = candidate.parent_key;
+  row.plan_text = candidate.plan;
+  row.provider = candidate.origin.proposer;
+  row.status = status_of(candidate);
+  row.evaluation_id = evaluation_id(candidate.eval_ref);
+  if (candidate.eval.latency) {
+    row.median_us = candidate.eval.latency->median_us;
+  }
+  row.correct = candidate.correct();
+  row.note = std::string(k_origin_prefix) + candidate.origin.label();
+  auto added = m_store->add_run_candidate(row);
+  if (!added) {
+    return added.failure();
+  }
+  if (added.value() || candidate.duplicate) {
+    return core::ok_status();
+  }
+  return m_store->update_run_candidate(run_id, candidate.key, row.status, row.evaluation_id,
+                                       row.note);
+}
+
+std::vector<Candidate> StoreRunLog::load_candidates(const std::string& run_id) {
+  std::vector<Candidate> out;
+  auto rows = m_store->run_candidates(run_id);
+  if (!rows) {
+    spdlog::warn("could not load the run's candidates: {}", rows.failure().describe());
+    return out;
+  }
+  for (const auto& row : rows.value()) {
+    Candidate candidate;
+    candidate.key = row.candidate_key;
+    candidate.parent_key = row.parent_key;
+    candidate.plan = row.plan_text;
+    candidate.duplicate = row.status == store::CandidateStatus::duplicate;
+    if (row.status == store::CandidateStatus::accepted) {
+      candidate.verdict = "accepted";
+    } else if (row.status == store::CandidateStatus::rejected) {
+      candidate.verdict = "rejected";
+    }
+    if (row.note.rfind(k_origin_prefix, 0) == 0) {
+      if (auto origin = Origin::parse(row.note.substr(k_origin_prefix.size()))) {
+        candidate.origin = *origin;
+      }
+    } else {
+      candidate.origin.iteration = row.iteration;
+      candidate.origin.proposer = row.provider;
+    }
+    if (auto stored = m_store->get_candidate(row.candidate_key); stored && stored.value()) {
+      candidate.source = stored.value()->source;
+    }
+    if (row.evaluation_id) {
+      if (auto eval = m_store->get_evaluation(*row.evaluation_id); eval && eval.value()) {
+        candidate.eval = eval.value()->result;
+        candidate.eval_ref = std::to_string(*row.evaluation_id);
+      }
+    } else {
+      candidate.eval.failure = core::make_failure(core::FailureKind::internal, "resume",
+                                                  "no stored evaluation");
+    }
+    out.push_back(std::move(candidate));
+  }
+  return out;
+}
+
+core::Status StoreRunLog::record_beam(const std::string& run_id, const BeamRecord& beam) {
+  return m_store->record_beam(run_id, beam.iteration, beam.members);
+}
+
+std::vector<BeamRecord> StoreRunLog::load_beams(const std::string& run_id) {
+  std::vector<BeamRecord> out;
+  auto beams = m_store->get_beams(run_id);
+  if (!beams) {
+    spdlog::warn("could not load the run's beams: {}", beams.failure().describe());
+    return out;
+  }
+  for (const auto& beam : beams.value()) {
+    out.push_back(BeamRecord{beam.iteration, beam.candidate_keys});
+  }
+  return out;
+}
+
+void StoreRunLog::record_progress(const std::string& run_id, int iteration, const Candidate& best,
+                                  double baseline_latency_us) {
+  std::optional<double> best_latency;
+  if (best.correct()) {
+    best_latency = best.latency_us();
+  }
+  if (auto status = m_store->set_run_progress(run_id, iteration, best.key, best_latency,
+                                              baseline_latency_us);
+      !status) {
+    spdlog::warn("could not store the run's progress: {}", status.failure().describe());
+  }
+}
+
+}  // namespace autocomp::search::engine

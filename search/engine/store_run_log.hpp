@@ -1,0 +1,54 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "search/engine/run_log.hpp"
+#include "search/store/store.hpp"
+
+namespace autocomp::search::engine {
+
+// Facts about a run that the engine's config does not hold but listings show.
+struct StoreRunInfo {
+  std::string kernel_path;
+  std::string problem_path;
+  std::string backend;
+  std::vector<std::string> llm_specs;
+};
+
+// The RunLog over the SQLite store. Run candidates carry their origin label in the store's note
+// ("origin=i2/m0/p3/k1/r0/llm") so that a resume can rebuild the same prompts. A run stopped by a
+// budget is stored as completed with the message "budget_exhausted: <reason>".
+class StoreRunLog : public RunLog {
+ public:
+  StoreRunLog(std::shared_ptr<store::Store> store, StoreRunInfo info);
+
+  core::Result<std::string> create_run(const std::string& config_text) override;
+  core::Result<RunRecord> load_run(const std::string& run_id) override;
+  core::Status set_run_status(const std::string& run_id, const std::string& status,
+                              const std::string& stop_reason) override;
+  std::optional<LlmCallRecord> find_llm_call(const std::string& run_id,
+                                             const std::string& request_hash) override;
+  core::Status record_llm_call(const std::string& run_id, const LlmCallRecord& call) override;
+  LlmSpend llm_spend(const std::string& run_id) override;
+  std::optional<StoredResult> find_evaluation(const backends::EvalRequest& request,
+                                              const EvalSite& site) override;
+  core::Result<std::string> record_evaluation(const backends::EvalRequest& request,
+                                              const EvalSite& site,
+                                              const backends::EvalResult& result) override;
+  core::Status record_candidate(const std::string& run_id, const Candidate& candidate) override;
+  std::vector<Candidate> load_candidates(const std::string& run_id) override;
+  core::Status record_beam(const std::string& run_id, const BeamRecord& beam) override;
+  std::vector<BeamRecord> load_beams(const std::string& run_id) override;
+  void record_progress(const std::string& run_id, int iteration, const Candidate& best,
+                       double baseline_latency_us) override;
+
+  store::Store& store() { return *m_store; }
+
+ private:
+  std::shared_ptr<store::Store> m_store;
+  StoreRunInfo m_info;
+};
+
+}  // namespace autocomp::search::engine

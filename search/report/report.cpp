@@ -1,0 +1,301 @@
+#include "search/report/report.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+namespace autocomp::search::report {
+
+namespace {
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string fixed(double value, int digits = 2) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(digits) << value;
+  return out.str();
+}
+
+std::string short_key(const std::string& key) { return key.substr(0, 12); }
+
+std::string status_line(const engine::SearchOutcome& outcome) {
+  std::string line = outcome.status;
+  if (!outcome.stop_reason.empty()) {
+    line += " (" + outcome.stop_reason + ")";
+  }
+  return line;
+}
+
+std::string step_title(const engine::Candidate& step, std::size_t index) {
+  if (index == 0) {
+    return "Input kernel";
+  }
+  return "Step " + std::to_string(index) + " (iteration " + std::to_string(step.origin.iteration) +
+         (step.origin.repair > 0 ? ", repaired" : "") + ")";
+}
+
+std::string plan_or_none(const engine::Candidate& step) {
+  return step.plan.empty() ? std::string("(no plan recorded)") : step.plan;
+}
+
+}  // namespace
+
+std::vector<std::pair<int, double>> latency_points(const engine::SearchOutcome& outcome) {
+  std::vector<std::pair<int, double>> points;
+  if (outcome.baseline.correct()) {
+    points.emplace_back(0, outcome.baseline.latency_us());
+  }
+  for (const auto& summary : outcome.history) {
+    if (summary.best_latency_us > 0) {
+      points.emplace_back(summary.iteration, summary.best_latency_us);
+    }
+  }
+  return points;
+}
+
+std::string render_latency_svg(const std::vector<std::pair<int, double>>& points) {
+  constexpr double width = 640;
+  constexpr double height = 320;
+  constexpr double left = 70;
+  constexpr double right = 20;
+  constexpr double top = 20;
+  constexpr double bottom = 50;
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+      << "\" viewBox=\"0 0 " << width << ' ' << height
+      << "\" role=\"img\" aria-label=\"Best latency per iteration\">\n";
+  svg << "<rect x=\"0\" y=\"0\" width=\"" << width << "\" height=\"" << height
+      << "\" fill=\"#ffffff\"/>\n";
+  if (points.empty()) {
+    svg << "<text x=\"20\" y=\"40\">No measurements</text>\n</svg>\n";
+    return svg.str();
+  }
+  int max_iteration = 1;
+  double max_latency = 0;
+  double min_latency = points.front().second;
+  for (const auto& [iteration, latency] : points) {
+    max_iteration = std::max(max_iteration, iteration);
+    max_latency = std::max(max_latency, latency);
+    min_latency = std::min(min_latency, latency);
+  }
+  const double y_max = max_latency * 1.05;
+  const double y_min = 0;
+  auto x_of = [&](double iteration) {
+    return left + (width - left - right) * iteration / max_iteration;
+  };
+  auto y_of = [&](double latency) {
+    return top + (height - top - bottom) * (1 - (latency - y_min) / (y_max - y_min));
+  };
+  // Axes and labels.
+  svg << "<line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left << "\" y2=\""
+      << height - bottom << "\" stroke=\"#333\"/>\n";
+  svg << "<line x1=\"" << left << "\" y1=\"" << height - bottom << "\" x2=\"" << width - right
+      << "\" y2=\"" << height - bottom << "\" stroke=\"#333\"/>\n";
+  for (int tick = 0; tick <= 4; ++tick) {
+    double value = y_max * tick / 4;
+    svg << "<text x=\"" << left - 6 << "\" y=\"" << fixed(y_of(value) + 4, 1)
+        << "\" font-size=\"11\" text-anchor=\"end\">" << fixed(value, 1) << "</text>\n";
+  }
+  const int step = std::max(1, max_iteration / 10);
+  for (int iteration = 0; iteration <= max_iteration; iteration += step) {
+    svg << "<text x=\"" << fixed(x_of(iteration), 1) << "\" y=\"" << height - bottom + 16
+        << "\" font-size=\"11\" text-anchor=\"middle\">" << iteration << "</text>\n";
+  }
+  svg << "<text x=\"" << (left + width - right) / 2 << "\" y=\"" << height - 10
+      << "\" font-size=\"12\" text-anchor=\"middle\">iteration</text>\n";
+  svg << "<text x=\"14\" y=\"" << (top + height - bottom) / 2
+      << "\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 14 "
+      << (top + height - bottom) / 2 << ")\">best latency (us)</text>\n";
+  // The line, stepped: the best only changes at the end of an iteration.
+  svg << "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"";
+  for (const auto& [iteration, latency] : points) {
+    svg << fixed(x_of(iteration), 1) << ',' << fixed(y_of(latency), 1) << ' ';
+  }
+  svg << "\"/>\n";
+  for (const auto& [iteration, latency] : points) {
+    svg << "<circle cx=\"" << fixed(x_of(iteration), 1) << "\" cy=\"" << fixed(y_of(latency), 1)
+        << "\" r=\"3\" fill=\"#1f77b4\"><title>iteration " << iteration << ": "
+        << fixed(latency, 3) << " us</title></circle>\n";
+  }
+  svg << "</svg>\n";
+  return svg.str();
+}
+
+std::string render_markdown(const ReportInput& input) {
+  const engine::SearchOutcome& outcome = *input.outcome;
+  std::ostringstream md;
+  md << "# autocomp search report: run " << outcome.run_id << "\n\n";
+  md << "| | |\n|---|---|\n";
+  md << "| kernel | `" << input.kernel_path << "` |\n";
+  md << "| problem | `" << input.problem_path << "` |\n";
+  md << "| target | " << outcome.config.target << " |\n";
+  md << "| backend | " << input.backend << " |\n";
+  std::string llms;
+  for (const auto& spec : input.llm_specs) {
+    llms += (llms.empty() ? "" : ", ") + spec;
+  }
+  md << "| models | " << llms << " |\n";
+  md << "| status | " << status_line(outcome) << " |\n";
+  md << "| baseline latency | " << fixed(outcome.baseline.latency_us(), 3) << " us |\n";
+  md << "| best latency | " << fixed(outcome.best.latency_us(), 3) << " us |\n";
+  md << "| speedup | " << fixed(outcome.speedup(), 3) << "x |\n";
+  md << "| iterations | " << outcome.iterations_done << " of " << outcome.config.iterations
+     << " (beam " << outcome.config.beam << ", plans " << outcome.config.plans << ", impls "
+     << outcome.config.impls << ", seed " << outcome.config.seed << ") |\n";
+  md << "| candidates | " << outcome.candidates_evaluated << " evaluated, "
+     << outcome.candidates_failed << " failed, " << outcome.duplicates << " duplicates, "
+     << outcome.repairs << " repairs |\n";
+  md << "| LLM spend | " << outcome.llm_calls << " calls, " << outcome.tokens << " tokens, $"
+     << fixed(outcome.cost_usd, 4) << " |\n";
+  if (!input.best_path.empty()) {
+    md << "| best kernel | `" << input.best_path << "` |\n";
+  }
+  md << "\n## Best latency per iteration\n\n| iteration | best latency (us) |\n|---|---|\n";
+  for (const auto& [iteration, latency] : latency_points(outcome)) {
+    md << "| " << iteration << " | " << fixed(latency, 3) << " |\n";
+  }
+  md << "\n## Lineage of the winner\n\n";
+  for (std::size_t i = 0; i < outcome.lineage.size(); ++i) {
+    const auto& step = outcome.lineage[i];
+    md << "### " << step_title(step, i) << ": " << fixed(step.latency_us(), 3) << " us\n\n";
+    md << "Kernel `" << short_key(step.key) << "`";
+    if (i > 0) {
+      md << ", proposed by " << step.origin.proposer << " (" << step.origin.label() << ")";
+    }
+    md << ".\n\n";
+    if (i > 0) {
+      md << "Plan:\n\n";
+      std::istringstream lines(plan_or_none(step));
+      std::string line;
+      while (std::getline(lines, line)) {
+        md << "> " << line << "\n";
+      }
+      md << "\n";
+    }
+  }
+  md << "## Best kernel\n\n```python\n" << outcome.best.source;
+  if (!outcome.best.source.empty() && outcome.best.source.back() != '\n') {
+    md << '\n';
+  }
+  md << "```\n";
+  return md.str();
+}
+
+std::string render_html(const ReportInput& input) {
+  const engine::SearchOutcome& outcome = *input.outcome;
+  std::ostringstream html;
+  html << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>autocomp "
+          "run "
+       << html_escape(outcome.run_id) << "</title>\n<style>\n"
+       << "body{font-family:system-ui,sans-serif;max-width:900px;margin:2em auto;color:#222}\n"
+       << "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;"
+          "text-align:left}\n"
+       << "blockquote{border-left:3px solid #1f77b4;margin:0.5em 0;padding:0.2em 1em;"
+          "white-space:pre-wrap}\n"
+       << "pre{background:#f6f8fa;padding:1em;overflow:auto}\n</style>\n</head>\n<body>\n";
+  html << "<h1>autocomp search report: run " << html_escape(outcome.run_id) << "</h1>\n";
+  html << "<table>\n";
+  auto row = [&html](const std::string& name, const std::string& value) {
+    html << "<tr><th>" << html_escape(name) << "</th><td>" << html_escape(value) << "</td></tr>\n";
+  };
+  row("kernel", input.kernel_path);
+  row("problem", input.problem_path);
+  row("target", outcome.config.target);
+  row("backend", input.backend);
+  std::string llms;
+  for (const auto& spec : input.llm_specs) {
+    llms += (llms.empty() ? "" : ", ") + spec;
+  }
+  row("models", llms);
+  row("status", status_line(outcome));
+  row("baseline latency", fixed(outcome.baseline.latency_us(), 3) + " us");
+  row("best latency", fixed(outcome.best.latency_us(), 3) + " us");
+  row("speedup", fixed(outcome.speedup(), 3) + "x");
+  row("iterations", std::to_string(outcome.iterations_done) + " of " +
+                        std::to_string(outcome.config.iterations));
+  row("candidates", std::to_string(outcome.candidates_evaluated) + " evaluated, " +
+                        std::to_string(outcome.candidates_failed) + " failed, " +
+                        std::to_string(outcome.duplicates) + " duplicates, " +
+                        std::to_string(outcome.repairs) + " repairs");
+  row("LLM spend", std::to_string(outcome.llm_calls) + " calls, " +
+                       std::to_string(outcome.tokens) + " tokens, $" +
+                       fixed(outcome.cost_usd, 4));
+  if (!input.best_path.empty()) {
+    row("best kernel", input.best_path);
+  }
+  html << "</table>\n<h2>Best latency per iteration</h2>\n";
+  html << render_latency_svg(latency_points(outcome));
+  html << "<h2>Lineage of the winner</h2>\n<ol start=\"0\">\n";
+  for (std::size_t i = 0; i < outcome.lineage.size(); ++i) {
+    const auto& step = outcome.lineage[i];
+    html << "<li><strong>" << html_escape(step_title(step, i)) << "</strong>: "
+         << fixed(step.latency_us(), 3) << " us, kernel <code>" << short_key(step.key)
+         << "</code>";
+    if (i > 0) {
+      html << "<blockquote class=\"plan\">" << html_escape(plan_or_none(step)) << "</blockquote>";
+    }
+    html << "</li>\n";
+  }
+  html << "</ol>\n<h2>Best kernel</h2>\n<pre><code>" << html_escape(outcome.best.source)
+       << "</code></pre>\n</body>\n</html>\n";
+  return html.str();
+}
+
+core::Result<std::vector<std::string>> write_report(const ReportInput& input,
+                                                    const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) {
+    return core::make_failure(core::FailureKind::io_error, "report",
+                              "cannot create " + dir + ": " + error.message());
+  }
+  std::vector<std::pair<std::string, std::string>> files{
+      {(fs::path(dir) / "report.html").string(), render_html(input)},
+      {(fs::path(dir) / "report.md").string(), render_markdown(input)}};
+  std::vector<std::string> written;
+  for (const auto& [path, content] : files) {
+    const std::string temporary = path + ".tmp";
+    {
+      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+      out << content;
+      if (!out) {
+        return core::make_failure(core::FailureKind::io_error, "report",
+                                  "cannot write " + temporary);
+      }
+    }
+    fs::rename(temporary, path, error);
+    if (error) {
+      return core::make_failure(core::FailureKind::io_error, "report",
+                                "cannot rename " + temporary + ": " + error.message());
+    }
+    written.push_back(path);
+  }
+  return written;
+}
+
+}  // namespace autocomp::search::report

@@ -1,0 +1,199 @@
+// Sends thousands of mutated JSON-RPC messages (seeded, reproducible) to the real binary over
+// stdio and over HTTP, then checks that it still answers ping.
+
+#include <httplib.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+
+#include "integration/server_test_support.hpp"
+
+namespace autocomp::test {
+namespace {
+
+const std::vector<std::string> k_seeds = {
+    R"({"jsonrpc":"2.0","id":1,"method":"ping"})",
+    R"({"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"page:1"}})",
+    R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"test_simple_text","arguments":{}}})",
+    R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"json_schema_2020_12_tool","arguments":{"name":"a","email":"b","address":{"city":"c"}},"_meta":{"progressToken":7}}})",
+    R"({"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"test://template/12/data"}})",
+    R"({"jsonrpc":"2.0","id":6,"method":"prompts/get","params":{"name":"test_prompt_with_arguments","arguments":{"arg1":"x","arg2":"y"}}})",
+    R"({"jsonrpc":"2.0","id":"s","method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"test_prompt_with_arguments"},"argument":{"name":"arg1","value":"pa"}}})",
+    R"({"jsonrpc":"2.0","id":8,"method":"logging/setLevel","params":{"level":"debug"}})",
+    R"({"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"f","version":"1"}}})",
+    R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}})",
+    R"({"jsonrpc":"2.0","id":"autocomp-1","result":{"roots":[]}})",
+    R"({"jsonrpc":"2.0","id":10,"method":"resources/subscribe","params":{"uri":"test://watched-resource"}})",
+};
+
+const std::vector<std::string> k_replacements = {
+    "null", "true", "[]", "{}", "\"\"", "-1", "0", "1e999999", "-1e400",
+    "123456789012345678901234567890", "3.14159", "\"\\u0000\"", "\"\\ud800\"",
+    "[[[[[[[[[[]]]]]]]]]]", "{\"a\":{\"b\":{\"c\":[1,2,{}]}}}"};
+
+std::string random_unicode(std::mt19937& rng) {
+  static const std::vector<std::string> k_pieces = {
+      "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xED\xA0\x80", "\xC0\xAF", "\xFF",
+      "\xE2\x82", "\\u00e9", "\\uDEAD", "\x7F", "\t", "\\", "\""};
+  std::string out;
+  const int count = 1 + static_cast<int>(rng() % 6);
+  for (int i = 0; i < count; ++i) {
+    out += k_pieces[rng() % k_pieces.size()];
+  }
+  return out;
+}
+
+// One mutation of one seed. Newlines are stripped so that stdio framing stays one per line.
+std::string mutate(std::mt19937& rng) {
+  std::string text = k_seeds[rng() % k_seeds.size()];
+  const int kind = static_cast<int>(rng() % 9);
+  switch (kind) {
+    case 0: {  // byte flips
+      const int flips = 1 + static_cast<int>(rng() % 4);
+      for (int i = 0; i < flips && !text.empty(); ++i) {
+        text[rng() % text.size()] = static_cast<char>(rng() % 256);
+      }
+      break;
+    }
+    case 1:  // truncation
+      text.resize(rng() % text.size());
+      break;
+    case 2: {  // type swap of a value
+      auto json = nlohmann::json::parse(text);
+      std::vector<nlohmann::json*> slots;
+      std::function<void(nlohmann::json&)> collect = [&](nlohmann::json& node) {
+        if (node.is_object()) {
+          for (auto& [key, value] : node.items()) {
+            slots.push_back(&value);
+            collect(value);
+          }
+        }
+      };
+      collect(json);
+      if (!slots.empty()) {
+        *slots[rng() % slots.size()] =
+            nlohmann::json::parse(k_replacements[rng() % k_replacements.size()], nullptr, false,
+                                  true);
+      }
+      text = json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      break;
+    }
+    case 3: {  // deep nesting
+      const std::size_t depth = 50 + rng() % 5000;
+      text = std::string(depth, '[') + text + std::string(rng() % 2 ? depth : depth / 2, ']');
+      break;
+    }
+    case 4: {  // huge numbers
+      const std::size_t at = text.find("\"id\":");
+      if (at != std::string::npos) {
+        text.insert(at + 5, std::string(1 + rng() % 400, '9') + "0,\"x\":");
+      } else {
+        text += std::string(rng() % 1000, '9');
+      }
+      break;
+    }
+    case 5:  // random unicode inside the text
+      text.insert(rng() % text.size(), random_unicode(rng));
+      break;
+    case 6: {  // remove a span
+      const std::size_t from = rng() % text.size();
+      text.erase(from, rng() % (text.size() - from + 1));
+      break;
+    }
+    case 7:  // duplicate a span
+      text += text.substr(rng() % text.size());
+      break;
+    default: {  // unicode inside a string value
+      const std::size_t quote = text.rfind('"');
+      if (quote != std::string::npos) {
+        text.insert(quote, random_unicode(rng));
+      }
+      break;
+    }
+  }
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') {
+      c = ' ';
+    }
+  }
+  return text;
+}
+
+constexpr int k_stdio_messages = 6000;
+constexpr int k_http_messages = 5000;
+
+TEST(ServerFuzz, StdioSurvivesMutatedMessages) {
+  Child server({"--conformance-fixtures"});
+  server.initialize();
+  std::mt19937 rng(20261122);
+  std::atomic<bool> done{false};
+  std::atomic<int> lines{0};
+  std::atomic<bool> saw_final_pong{false};
+  // Drain stdout concurrently so that the server never blocks on a full pipe.
+  std::thread reader([&] {
+    while (!done) {
+      auto line = server.read_line(200ms);
+      if (!line) {
+        continue;
+      }
+      ++lines;
+      auto message = nlohmann::json::parse(*line, nullptr, false);
+      EXPECT_FALSE(message.is_discarded()) << "non-JSON on stdout: " << line->substr(0, 200);
+      if (!message.is_discarded() && message.value("id", nlohmann::json()) == "final-ping" &&
+          message.contains("result")) {
+        saw_final_pong = true;
+        return;
+      }
+    }
+  });
+  for (int i = 0; i < k_stdio_messages; ++i) {
+    ASSERT_TRUE(server.send(mutate(rng))) << "server closed stdin after " << i << " messages";
+  }
+  server.send(std::string(R"({"jsonrpc":"2.0","id":"final-ping","method":"ping"})"));
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!saw_final_pong && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  done = true;
+  reader.join();
+  EXPECT_TRUE(saw_final_pong) << "no answer to ping after " << k_stdio_messages
+                              << " mutated messages (" << lines << " lines seen)";
+  EXPECT_GT(lines, k_stdio_messages / 2);
+  server.close_stdin();
+  EXPECT_EQ(server.wait_exit(10s), 0);
+}
+
+TEST(ServerFuzz, HttpSurvivesMutatedMessages) {
+  HttpChild server({"--conformance-fixtures"});
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(10, 0);
+  client.set_keep_alive(true);
+  const httplib::Headers base = {{"Accept", "application/json"}};
+  auto init = client.Post("/mcp", base,
+                          R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}})",
+                          "application/json");
+  ASSERT_TRUE(init);
+  const std::string session = init->get_header_value("Mcp-Session-Id");
+  ASSERT_FALSE(session.empty());
+  httplib::Headers headers = base;
+  headers.emplace("Mcp-Session-Id", session);
+  std::mt19937 rng(1122);
+  int server_errors = 0;
+  for (int i = 0; i < k_http_messages; ++i) {
+    auto response = client.Post("/mcp", headers, mutate(rng), "application/json");
+    ASSERT_TRUE(response) << "connection failed after " << i << " messages";
+    server_errors += response->status >= 500 ? 1 : 0;
+  }
+  EXPECT_EQ(server_errors, 0);
+  auto pong = client.Post("/mcp", headers, R"({"jsonrpc":"2.0","id":"final","method":"ping"})",
+                          "application/json");
+  ASSERT_TRUE(pong);
+  EXPECT_EQ(pong->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(pong->body)["id"], "final");
+}
+
+}  // namespace
+}  // namespace autocomp::test

@@ -1,0 +1,125 @@
+#include <gtest/gtest.h>
+
+#include "search/engine/beam.hpp"
+#include "search/engine/search_config.hpp"
+
+namespace autocomp::search::engine {
+namespace {
+
+Candidate measured(const std::string& key, double us, Origin origin = {}) {
+  Candidate candidate;
+  candidate.key = key;
+  candidate.origin = origin;
+  candidate.eval.verified = true;
+  candidate.eval.correct = true;
+  candidate.eval.latency = backends::LatencyStats{us, us, us, {us}};
+  return candidate;
+}
+
+TEST(EngineBeam, FasterChildIsAcceptedSlowerIsRejectedAfterTheEarlyIterations) {
+  SearchConfig config;
+  EXPECT_TRUE(accepts(measured("a", 90), 100, 3, config));
+  EXPECT_FALSE(accepts(measured("a", 101), 100, 3, config));
+  EXPECT_FALSE(accepts(measured("a", 100), 100, 3, config)) << "equal is not faster";
+}
+
+TEST(EngineBeam, FirstTwoIterationsAcceptUpToTenPercentSlower) {
+  SearchConfig config;
+  EXPECT_TRUE(accepts(measured("a", 109), 100, 1, config));
+  EXPECT_TRUE(accepts(measured("a", 110), 100, 2, config));
+  EXPECT_FALSE(accepts(measured("a", 111), 100, 2, config));
+  EXPECT_FALSE(accepts(measured("a", 105), 100, 3, config));
+  config.slack_iterations = 0;
+  EXPECT_FALSE(accepts(measured("a", 105), 100, 1, config));
+}
+
+TEST(EngineBeam, IncorrectOrDuplicateChildrenNeverEnter) {
+  SearchConfig config;
+  Candidate wrong = measured("a", 10);
+  wrong.eval.correct = false;
+  wrong.eval.failure = core::make_failure(core::FailureKind::mismatch, "verify", "differs");
+  EXPECT_FALSE(accepts(wrong, 100, 5, config));
+  Candidate duplicate = measured("b", 10);
+  duplicate.duplicate = true;
+  EXPECT_FALSE(accepts(duplicate, 100, 5, config));
+}
+
+TEST(EngineBeam, NextBeamIsTheBestOfOldAndChildrenWithTiesKeepingTheOldMember) {
+  std::vector<Candidate> old{measured("old1", 50), measured("old2", 80)};
+  std::vector<Candidate> children{measured("c1", 80, {1, 0, 0, 0, 0, "llm"}),
+                                  measured("c2", 40, {1, 0, 1, 0, 0, "llm"}),
+                                  measured("c3", 90, {1, 1, 0, 0, 0, "llm"})};
+  auto next = select_next_beam(old, children, 3);
+  ASSERT_EQ(next.size(), 3u);
+  EXPECT_EQ(next[0].key, "c2");
+  EXPECT_EQ(next[1].key, "old1");
+  EXPECT_EQ(next[2].key, "old2") << "a tie keeps the old member";
+}
+
+TEST(EngineBeam, TiesAmongChildrenGoToTheEarlierOriginAndKeysAreUnique) {
+  std::vector<Candidate> old{measured("root", 100)};
+  std::vector<Candidate> children{measured("late", 60, {1, 0, 2, 0, 0, "llm"}),
+                                  measured("early", 60, {1, 0, 1, 0, 0, "llm"}),
+                                  measured("root", 10, {1, 0, 3, 0, 0, "llm"})};
+  auto next = select_next_beam(old, children, 2);
+  ASSERT_EQ(next.size(), 2u);
+  EXPECT_EQ(next[0].key, "root");
+  EXPECT_EQ(next[1].key, "early");
+}
+
+TEST(EngineConfig, TextFormRoundTripsEveryField) {
+  SearchConfig config;
+  config.kernel_source = "def k(x):\n    return x  # back\\slash\n";
+  config.problem_source = "def inputs(seed):\n    return {}\r\n";
+  config.kernel_name = "k";
+  config.target = "trn1";
+  config.beam = 3;
+  config.plans = 4;
+  config.impls = 5;
+  config.iterations = 6;
+  config.dropout = 0.25;
+  config.seed = 18446744073709551615ULL;
+  config.repair_tries = 1;
+  config.early_slack = 1.2;
+  config.slack_iterations = 1;
+  config.proposers = {"llm", "autotune"};
+  config.eval_seeds = {0, 21, 42};
+  config.warmup = 1;
+  config.iters = 3;
+  config.budgets.max_llm_calls = 10;
+  config.budgets.max_cost_usd = 1.5;
+  auto back = config_from_text(config_to_text(config));
+  ASSERT_TRUE(back.ok()) << back.failure().describe();
+  EXPECT_EQ(back->kernel_source, config.kernel_source);
+  EXPECT_EQ(back->problem_source, config.problem_source);
+  EXPECT_EQ(back->kernel_name, "k");
+  EXPECT_EQ(back->target, "trn1");
+  EXPECT_EQ(back->beam, 3);
+  EXPECT_EQ(back->plans, 4);
+  EXPECT_EQ(back->impls, 5);
+  EXPECT_EQ(back->iterations, 6);
+  EXPECT_DOUBLE_EQ(back->dropout, 0.25);
+  EXPECT_EQ(back->seed, config.seed);
+  EXPECT_EQ(back->proposers, config.proposers);
+  EXPECT_EQ(back->eval_seeds, config.eval_seeds);
+  EXPECT_EQ(back->budgets.max_llm_calls, 10);
+  EXPECT_FALSE(back->budgets.max_tokens.has_value());
+  EXPECT_DOUBLE_EQ(*back->budgets.max_cost_usd, 1.5);
+}
+
+TEST(EngineConfig, ValidationNamesTheBadField) {
+  SearchConfig config;
+  config.kernel_source = "def k(): pass\n";
+  config.problem_source = "x = 1\n";
+  EXPECT_TRUE(validate(config).ok());
+  config.dropout = 1.5;
+  auto status = validate(config);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.failure().message.find("dropout"), std::string::npos);
+  config.dropout = 0.5;
+  config.target = "trn9";
+  EXPECT_FALSE(validate(config).ok());
+}
+
+}  // namespace
+}  // namespace autocomp::search::engine

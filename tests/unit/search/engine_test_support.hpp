@@ -1,0 +1,194 @@
+#pragma once
+
+// Test doubles for the engine's unit tests: a fake Backend that reads the outcome of a kernel from
+// marker comments in its source, and helpers to script a FakeProvider.
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "backends/backend.hpp"
+#include "core/hash.hpp"
+#include "search/engine/beam_search.hpp"
+#include "search/engine/memory_run_log.hpp"
+#include "search/engine/prompts.hpp"
+#include "search/llm/fake_provider.hpp"
+
+namespace autocomp::search::engine::testing {
+
+// A kernel whose evaluation the fake backend decides from markers:
+//   "# latency: 80"      correct, median 80 us
+//   "# compile_error"    compile_error at line 3
+//   "# runtime_error"    runtime_error
+//   "# wrong"            mismatch
+inline std::string kernel(const std::string& name, const std::string& marker) {
+  return "def " + name + "(x):\n    # " + marker + "\n    return x\n";
+}
+
+class FakeBackend : public backends::Backend {
+ public:
+  explicit FakeBackend(int slots = 2, std::chrono::milliseconds delay = {})
+      : m_slots(slots), m_delay(delay) {}
+
+  std::string identity() const override { return "fake"; }
+  std::string device() const override { return "fake"; }
+  std::string harness_version() const override { return "test"; }
+  int slots() const override { return m_slots; }
+
+  std::vector<backends::EvalResult> evaluate(const std::vector<backends::EvalRequest>& batch,
+                                             const core::CancelToken& cancel,
+                                             const backends::ProgressFn&) override {
+    {
+      std::lock_guard lock(m_mutex);
+      ++m_batches;
+      m_largest_batch = std::max(m_largest_batch, batch.size());
+    }
+    std::vector<backends::EvalResult> results;
+    for (const auto& request : batch) {
+      if (m_delay.count() > 0) {
+        auto until = std::chrono::steady_clock::now() + m_delay;
+        while (std::chrono::steady_clock::now() < until && !cancel.cancelled()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+      }
+      backends::EvalResult result;
+      result.device = "fake";
+      if (cancel.cancelled()) {
+        result.failure = core::make_failure(core::FailureKind::cancelled, "evaluate", "cancelled");
+        results.push_back(result);
+        continue;
+      }
+      {
+        std::lock_guard lock(m_mutex);
+        ++m_evaluations[core::source_key(request.kernel_source)];
+      }
+      const std::string& source = request.kernel_source;
+      std::smatch match;
+      static const std::regex latency(R"(# latency: ([0-9.]+))");
+      if (source.find("# compile_error") != std::string::npos) {
+        result.failure = core::Failure{core::FailureKind::compile_error, "verify",
+                                       "tile exceeds 128 partitions", 3};
+      } else if (source.find("# runtime_error") != std::string::npos) {
+        result.failure = core::Failure{core::FailureKind::runtime_error, "verify",
+                                       "index out of bounds", 2};
+      } else if (source.find("# wrong") != std::string::npos) {
+        result.verified = true;
+        result.failure =
+            core::make_failure(core::FailureKind::mismatch, "verify", "seed 0 differs");
+      } else if (std::regex_search(source, match, latency)) {
+        result.verified = true;
+        result.correct = true;
+        double us = std::stod(match[1]);
+        result.latency = backends::LatencyStats{us, us, us, {us}};
+        result.metrics["total_time"] = us * 1e-6;
+        result.bottleneck = "memory-bound";
+      } else {
+        result.failure = core::make_failure(core::FailureKind::compile_error, "load", "no marker");
+      }
+      results.push_back(result);
+    }
+    return results;
+  }
+
+  long evaluations_of(const std::string& source) const {
+    std::lock_guard lock(m_mutex);
+    auto it = m_evaluations.find(core::source_key(source));
+    return it == m_evaluations.end() ? 0 : it->second;
+  }
+  long total_evaluations() const {
+    std::lock_guard lock(m_mutex);
+    long total = 0;
+    for (const auto& [key, count] : m_evaluations) {
+      total += count;
+    }
+    return total;
+  }
+  std::size_t largest_batch() const {
+    std::lock_guard lock(m_mutex);
+    return m_largest_batch;
+  }
+
+ private:
+  int m_slots;
+  std::chrono::milliseconds m_delay;
+  mutable std::mutex m_mutex;
+  std::map<std::string, long> m_evaluations;
+  long m_batches = 0;
+  std::size_t m_largest_batch = 0;
+};
+
+// The kernel a request was about: the last fenced block of its user message.
+inline std::string kernel_in(const llm::CompletionRequest& request) {
+  const std::string& text = request.messages.back().content;
+  auto open = text.rfind("```python\n");
+  if (open == std::string::npos) {
+    return "";
+  }
+  open += 10;
+  auto close = text.find("```", open);
+  return text.substr(open, close - open);
+}
+
+inline std::string fenced(const std::string& source) { return "```python\n" + source + "```\n"; }
+
+// A responder for FakeProvider: plans are "speed it up"; the implementation of a parent and the
+// repair of a failed kernel come from tables keyed by source (a missing entry answers with text
+// holding no code).
+struct Script {
+  std::map<std::string, std::string> implement;  // parent source -> child source
+  std::map<std::string, std::string> repair;     // failed source -> repaired source
+  std::string plan = "Speed it up by fusing the loops.";
+  std::chrono::milliseconds delay{0};
+
+  llm::FakeProvider::Responder responder() const {
+    Script copy = *this;
+    return [copy](const llm::CompletionRequest& request) -> core::Result<llm::Completion> {
+      if (copy.delay.count() > 0) {
+        std::this_thread::sleep_for(copy.delay);
+      }
+      llm::Completion completion;
+      if (request.purpose == "plan") {
+        completion.text = copy.plan;
+      } else {
+        const auto& table = request.purpose == "repair" ? copy.repair : copy.implement;
+        auto it = table.find(kernel_in(request));
+        completion.text = it == table.end() ? "I cannot help." : fenced(it->second);
+      }
+      completion.provider = "fake";
+      return completion;
+    };
+  }
+};
+
+inline SearchConfig small_config(const std::string& root) {
+  SearchConfig config;
+  config.kernel_source = root;
+  config.problem_source = "def inputs(seed):\n    return {}\n";
+  config.beam = 1;
+  config.plans = 1;
+  config.impls = 1;
+  config.iterations = 1;
+  config.seed = 7;
+  return config;
+}
+
+struct Rig {
+  std::shared_ptr<FakeBackend> backend = std::make_shared<FakeBackend>();
+  std::shared_ptr<MemoryRunLog> log = std::make_shared<MemoryRunLog>();
+  std::shared_ptr<llm::FakeProvider> provider = std::make_shared<llm::FakeProvider>("fake", 4);
+
+  SearchServices services() const {
+    SearchServices services;
+    services.backend = backend;
+    services.run_log = log;
+    services.providers = {provider};
+    services.prompts = std::shared_ptr<const PromptFactory>(make_basic_prompt_factory());
+    return services;
+  }
+};
+
+}  // namespace autocomp::search::engine::testing

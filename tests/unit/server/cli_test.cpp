@@ -1,0 +1,57 @@
+#include "server/cli.hpp"
+
+#include <gtest/gtest.h>
+
+namespace autocomp::server {
+namespace {
+
+TEST(Cli, DefaultsToStdio) {
+  auto parsed = parse_cli({"autocomp-mcp"});
+  ASSERT_TRUE(parsed.options);
+  EXPECT_EQ(parsed.options->mode, CliOptions::Mode::stdio);
+}
+
+TEST(Cli, ParsesHttpAndProductOptions) {
+  auto parsed = parse_cli({"autocomp-mcp", "--http", "0.0.0.0:8080", "--auth-token", "s3cret",
+                           "--backend", "local-sim", "--backend", "ssh:host", "--llm", "openai:m",
+                           "--db", "x.db", "--target", "trn2", "--port-file", "p"});
+  ASSERT_TRUE(parsed.options) << parsed.error;
+  const auto& options = *parsed.options;
+  EXPECT_EQ(options.mode, CliOptions::Mode::http);
+  EXPECT_EQ(options.http.host, "0.0.0.0");
+  EXPECT_EQ(options.http.port, 8080);
+  EXPECT_EQ(options.http.auth_token, "s3cret");
+  EXPECT_EQ(options.product.backend_specs, (std::vector<std::string>{"local-sim", "ssh:host"}));
+  EXPECT_EQ(options.product.target, "trn2");
+}
+
+TEST(Cli, ListenAddressForms) {
+  EXPECT_EQ(parse_listen_address("8080")->first, "127.0.0.1");
+  EXPECT_EQ(parse_listen_address("[::1]:9")->first, "::1");
+  EXPECT_FALSE(parse_listen_address("host:port"));
+  EXPECT_FALSE(parse_listen_address("70000"));
+}
+
+TEST(Cli, CallSubcommand) {
+  auto parsed = parse_cli({"autocomp-mcp", "call", "verify_kernel", "--args", "{\"a\":1}"});
+  ASSERT_TRUE(parsed.options);
+  EXPECT_EQ(parsed.options->mode, CliOptions::Mode::call);
+  EXPECT_EQ(parsed.options->call_tool, "verify_kernel");
+  EXPECT_FALSE(parse_cli({"autocomp-mcp", "call"}).options);
+}
+
+TEST(Cli, BadUsageIsReported) {
+  EXPECT_FALSE(parse_cli({"autocomp-mcp", "--frobnicate"}).options);
+  EXPECT_FALSE(parse_cli({"autocomp-mcp", "--workers", "zero"}).options);
+  EXPECT_FALSE(parse_cli({"autocomp-mcp", "--http"}).options);
+  EXPECT_FALSE(parse_cli({"autocomp-mcp", "--args", "{}"}).options);
+}
+
+TEST(Cli, AutonomousAnywhere) {
+  auto parsed = parse_cli({"autocomp-mcp", "--kernel", "k.py", "--autonomous"});
+  ASSERT_TRUE(parsed.options);
+  EXPECT_EQ(parsed.options->mode, CliOptions::Mode::autonomous);
+}
+
+}  // namespace
+}  // namespace autocomp::server

@@ -1,0 +1,196 @@
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "core/hash.hpp"
+#include "tools/evaluation_tools.hpp"
+#include "tools/kernel_files.hpp"
+
+namespace autocomp::tools {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+namespace store = search::store;
+
+namespace {
+
+std::string backup_suffix() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y%m%dT%H%M%SZ", &utc);
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  char with_millis[48];
+  std::snprintf(with_millis, sizeof with_millis, "%s.%03lld", buffer,
+                static_cast<long long>(millis));
+  return with_millis;
+}
+
+core::Failure bad(const std::string& message) {
+  return core::make_failure(core::FailureKind::invalid_argument, "revert", message);
+}
+
+// Finds the best version by run, or by the kernel file's own recorded history.
+core::Result<std::optional<store::BestVersion>> find_best(store::Store& db, const json& arguments,
+                                                          const std::string& kernel_path,
+                                                          const std::string& working_dir,
+                                                          ToolEnv& env) {
+  if (arguments.contains("run_id")) {
+    return db.best_for_run(arguments.at("run_id").get<std::string>());
+  }
+  std::string problem_key;
+  std::string target = arguments.value("target", "");
+  if (arguments.contains("problem")) {
+    auto problem = read_source_file("problem", arguments.at("problem"), working_dir);
+    if (!problem.ok()) {
+      return problem.failure();
+    }
+    problem_key = core::source_key(problem->text);
+    target = env.target_for(target, problem->text);
+  } else {
+    auto versions = db.file_versions(kernel_path, 1);
+    if (!versions.ok()) {
+      return versions.failure();
+    }
+    if (versions->empty()) {
+      return bad("no version of " + kernel_path +
+                 " was ever evaluated; evaluate it with verify_kernel or benchmark_kernel first, "
+                 "or pass run_id");
+    }
+    problem_key = versions->front().problem_key;
+    if (target.empty()) {
+      target = versions->front().target;
+    }
+  }
+  return db.best_for_file(kernel_path, problem_key, target);
+}
+
+}  // namespace
+
+server::ToolDef make_revert_to_best_tool(std::shared_ptr<ToolEnv> env) {
+  server::ToolDef tool;
+  tool.name = "revert_to_best";
+  tool.title = "Restore the best version of a kernel";
+  tool.description =
+      "Write the fastest correct version known for a kernel file back to the file: from a search "
+      "run (run_id) or from every version of this file that verify/benchmark/profile_kernel "
+      "evaluated, including your own edits. The replaced content is kept in a backup file next to "
+      "it. Returns what was restored and how fast it is.";
+  tool.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"kernel",
+         {{"type", "string"},
+          {"minLength", 1},
+          {"description",
+           "The kernel file to restore (relative paths resolve against the "
+           "client's working folder)."}}},
+        {"problem",
+         {{"type", "string"},
+          {"description",
+           "Problem file the versions were judged on (default: the one used at "
+           "the file's last evaluation)."}}},
+        {"run_id",
+         {{"type", "string"},
+          {"description", "Take the best candidate of this search run instead."}}},
+        {"target", {{"type", "string"}, {"enum", {"trn1", "trn2"}}}},
+        {"dry_run",
+         {{"type", "boolean"}, {"description", "Say what would be restored; write nothing."}}}}},
+      {"required", {"kernel"}},
+      {"additionalProperties", false},
+  };
+  tool.output_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"restored", {{"type", "boolean"}}},
+        {"kernel", {{"type", "string"}}},
+        {"candidate", {{"type", "string"}}},
+        {"median_us", {{"type", "number"}}},
+        {"backup", {{"type", "string"}}},
+        {"message", {{"type", "string"}}}}},
+      {"required", {"restored", "kernel", "candidate", "median_us", "message"}},
+  };
+  tool.annotations = {{"readOnlyHint", false},
+                      {"destructiveHint", false},
+                      {"idempotentHint", true},
+                      {"openWorldHint", false}};
+  tool.handler = [env](const json& arguments, server::ToolContext& context) {
+    const std::string working_dir = context.working_dir();
+    fs::path kernel_path(arguments.at("kernel").get<std::string>());
+    if (kernel_path.is_relative()) {
+      kernel_path = fs::path(working_dir) / kernel_path;
+    }
+    const std::string path = kernel_path.lexically_normal().string();
+    auto opened = env->store();
+    if (!opened.ok()) {
+      return server::tool_failure(opened.failure());
+    }
+    store::Store& db = *opened.value();
+    auto best = find_best(db, arguments, path, working_dir, *env);
+    if (!best.ok()) {
+      return server::tool_failure(best.failure());
+    }
+    if (!best.value()) {
+      return server::tool_error("no correct version is recorded for " +
+                                (arguments.contains("run_id")
+                                     ? "run " + arguments.at("run_id").get<std::string>()
+                                     : path) +
+                                "; nothing to restore");
+    }
+    const store::BestVersion& version = *best.value();
+    json out = {{"kernel", path},
+                {"candidate", version.candidate_key},
+                {"median_us", version.median_us},
+                {"evaluation_id", version.evaluation_id},
+                {"backend", version.backend_identity}};
+
+    std::optional<std::string> current;
+    if (fs::exists(path)) {
+      auto existing = read_source_file("kernel", path, working_dir);
+      if (!existing.ok()) {
+        return server::tool_failure(existing.failure());
+      }
+      current = existing->text;
+    }
+    if (current && core::source_key(*current) == version.candidate_key) {
+      out["restored"] = false;
+      out["message"] = path + " already holds the best known version (" +
+                       std::to_string(version.median_us) + " us); nothing changed";
+      return server::ToolResult{out, "", false, json::array()};
+    }
+    if (arguments.value("dry_run", false)) {
+      out["restored"] = false;
+      out["message"] = "would restore candidate " + version.candidate_key.substr(0, 12) + " (" +
+                       std::to_string(version.median_us) + " us) into " + path;
+      return server::ToolResult{out, "", false, json::array()};
+    }
+    if (current) {
+      // Keep what is replaced twice over: as a backup file and as a stored candidate.
+      const std::string backup = path + ".autocomp-backup-" + backup_suffix();
+      if (auto written = write_file_atomically(backup, *current); !written.ok()) {
+        return server::tool_failure(written.failure());
+      }
+      if (auto stored = db.put_candidate(*current, "agent"); stored.ok()) {
+        out["replaced_candidate"] = stored.value();
+      }
+      out["backup"] = backup;
+    }
+    if (auto written = write_file_atomically(path, version.source); !written.ok()) {
+      return server::tool_failure(written.failure());
+    }
+    out["restored"] = true;
+    out["message"] = "restored candidate " + version.candidate_key.substr(0, 12) + " (" +
+                     std::to_string(version.median_us) + " us median on " +
+                     version.backend_identity + ") into " + path +
+                     (current ? "; the previous content is in " + out["backup"].get<std::string>()
+                              : std::string());
+    return server::ToolResult{out, "", false, json::array()};
+  };
+  return tool;
+}
+
+}  // namespace autocomp::tools

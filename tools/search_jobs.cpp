@@ -1,0 +1,146 @@
+#include "tools/search_jobs.hpp"
+
+namespace autocomp::tools {
+
+namespace engine = search::engine;
+
+SearchJobs::SearchJobs(int max_running) : m_max_running(max_running) {}
+
+SearchJobs::~SearchJobs() {
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    std::lock_guard lock(m_mutex);
+    jobs = m_all;
+  }
+  for (auto& job : jobs) {
+    job->cancel.cancel();
+  }
+  for (auto& job : jobs) {
+    if (job->thread.joinable()) {
+      job->thread.join();
+    }
+  }
+}
+
+int SearchJobs::running() const {
+  std::lock_guard lock(m_mutex);
+  int count = 0;
+  for (const auto& job : m_all) {
+    count += job->snapshot.finished ? 0 : 1;
+  }
+  return count;
+}
+
+core::Result<std::string> SearchJobs::start(const engine::SearchConfig& config,
+                                            engine::SearchServices services,
+                                            const std::string& resume_run_id) {
+  if (running() >= m_max_running) {
+    return core::make_failure(core::FailureKind::unavailable, "search",
+                              std::to_string(m_max_running) +
+                                  " searches are already running in this server; wait for one "
+                                  "or cancel one (cancel_search)");
+  }
+  auto job = std::make_shared<Job>();
+  // The engine reports the run id through `started`; until then the starter waits here.
+  struct Handshake {
+    std::mutex mutex;
+    std::condition_variable ready;
+    bool done = false;
+    std::string run_id;
+    std::optional<core::Failure> failure;
+  };
+  auto handshake = std::make_shared<Handshake>();
+
+  engine::SearchHooks hooks;
+  hooks.started = [this, job, handshake](const std::string& run_id) {
+    {
+      std::lock_guard lock(m_mutex);
+      job->snapshot.run_id = run_id;
+      m_jobs[run_id] = job;
+    }
+    std::lock_guard lock(handshake->mutex);
+    handshake->run_id = run_id;
+    handshake->done = true;
+    handshake->ready.notify_all();
+  };
+  hooks.progress = [this, job](const engine::ProgressEvent& event) {
+    std::lock_guard lock(m_mutex);
+    job->snapshot.progress = event;
+    ++job->snapshot.updates;
+    m_changed.notify_all();
+  };
+
+  {
+    std::lock_guard lock(m_mutex);
+    m_all.push_back(job);
+  }
+  job->thread = std::thread([this, job, handshake, config, services, resume_run_id, hooks] {
+    engine::SearchOutcome outcome =
+        resume_run_id.empty() ? engine::run_search(config, services, job->cancel, hooks)
+                              : engine::resume_search(resume_run_id, services, job->cancel, hooks);
+    {
+      std::lock_guard lock(m_mutex);
+      job->snapshot.finished = true;
+      ++job->snapshot.updates;
+      job->snapshot.outcome = std::move(outcome);
+      m_changed.notify_all();
+    }
+    std::lock_guard lock(handshake->mutex);
+    if (!handshake->done) {
+      handshake->done = true;
+      handshake->failure = job->snapshot.outcome->failure.value_or(core::make_failure(
+          core::FailureKind::internal, "search", "the search ended before it started"));
+      handshake->ready.notify_all();
+    }
+  });
+
+  std::unique_lock lock(handshake->mutex);
+  handshake->ready.wait(lock, [&] { return handshake->done; });
+  if (handshake->failure) {
+    return *handshake->failure;
+  }
+  return handshake->run_id;
+}
+
+std::optional<JobSnapshot> SearchJobs::snapshot(const std::string& run_id) const {
+  std::lock_guard lock(m_mutex);
+  auto found = m_jobs.find(run_id);
+  if (found == m_jobs.end()) {
+    return std::nullopt;
+  }
+  return found->second->snapshot;
+}
+
+std::optional<JobSnapshot> SearchJobs::wait(const std::string& run_id, long after_update,
+                                            std::chrono::milliseconds timeout,
+                                            const core::CancelToken& cancel) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock lock(m_mutex);
+  auto found = m_jobs.find(run_id);
+  if (found == m_jobs.end()) {
+    return std::nullopt;
+  }
+  const auto job = found->second;
+  while (!job->snapshot.finished && job->snapshot.updates <= after_update && !cancel.cancelled()) {
+    // Short slices so that a cancelled caller is noticed promptly.
+    const auto slice =
+        std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+    m_changed.wait_until(lock, slice);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      break;
+    }
+  }
+  return job->snapshot;
+}
+
+bool SearchJobs::cancel(const std::string& run_id) {
+  std::lock_guard lock(m_mutex);
+  auto found = m_jobs.find(run_id);
+  if (found == m_jobs.end() || found->second->snapshot.finished) {
+    return false;
+  }
+  found->second->cancel.cancel();
+  return true;
+}
+
+}  // namespace autocomp::tools

@@ -1,0 +1,69 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/cancel.hpp"
+#include "core/result.hpp"
+#include "search/engine/beam_search.hpp"
+#include "search/engine/store_run_log.hpp"
+
+namespace autocomp::tools {
+
+// A search running in this server process. Its truth is the store; the job adds the live
+// progress snapshot and the cancel switch.
+struct JobSnapshot {
+  std::string run_id;
+  bool finished = false;
+  search::engine::ProgressEvent progress;
+  std::optional<search::engine::SearchOutcome> outcome;  // set once finished
+  long updates = 0;  // increases with every progress event (for waiting callers)
+};
+
+// Runs searches as background jobs, each on its own thread, at most `max_running` at once.
+// Thread-safe. The destructor cancels every job and waits for it.
+class SearchJobs {
+ public:
+  explicit SearchJobs(int max_running = 4);
+  ~SearchJobs();
+  SearchJobs(const SearchJobs&) = delete;
+  SearchJobs& operator=(const SearchJobs&) = delete;
+
+  // Starts a new search (or resumes `resume_run_id`) and returns its run id once the engine has
+  // created or claimed the run; a search that fails before that returns its failure.
+  core::Result<std::string> start(const search::engine::SearchConfig& config,
+                                  search::engine::SearchServices services,
+                                  const std::string& resume_run_id = "");
+
+  std::optional<JobSnapshot> snapshot(const std::string& run_id) const;
+  // Waits until the job sends an update newer than `after_update`, finishes, `timeout` passes or
+  // `cancel` is set; returns the latest snapshot (nullopt for a run this process does not run).
+  std::optional<JobSnapshot> wait(const std::string& run_id, long after_update,
+                                  std::chrono::milliseconds timeout,
+                                  const core::CancelToken& cancel) const;
+  // True when the job was running here and is now told to stop.
+  bool cancel(const std::string& run_id);
+  int running() const;
+
+ private:
+  struct Job {
+    core::CancelToken cancel;
+    JobSnapshot snapshot;
+    std::thread thread;
+  };
+
+  mutable std::mutex m_mutex;
+  mutable std::condition_variable m_changed;
+  std::map<std::string, std::shared_ptr<Job>> m_jobs;
+  std::vector<std::shared_ptr<Job>> m_all;
+  int m_max_running;
+};
+
+}  // namespace autocomp::tools

@@ -1,0 +1,486 @@
+#include "tools/search_tools.hpp"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/hash.hpp"
+#include "search/engine/beam_search.hpp"
+#include "search/engine/store_run_log.hpp"
+#include "search/llm/provider.hpp"
+#include "tools/kernel_files.hpp"
+
+namespace autocomp::tools {
+
+using nlohmann::json;
+namespace engine = search::engine;
+namespace store = search::store;
+
+namespace {
+
+constexpr double k_max_wait_s = 50;  // below the HTTP idle watchdog of common clients
+
+std::string format_progress(const engine::ProgressEvent& event) {
+  char buffer[256];
+  if (event.best_latency_us <= 0) {
+    std::snprintf(buffer, sizeof buffer, "run %s: measuring the input kernel",
+                  event.run_id.c_str());
+  } else {
+    std::snprintf(buffer, sizeof buffer,
+                  "iteration %d/%d · %ld evaluated · best %.2f us (%.2fx) · %ld LLM calls · $%.2f",
+                  event.iteration, event.iterations, event.candidates_evaluated,
+                  event.best_latency_us, event.speedup, event.llm_calls, event.cost_usd);
+  }
+  return buffer;
+}
+
+json progress_json(const engine::ProgressEvent& event) {
+  return {{"iteration", event.iteration},
+          {"iterations", event.iterations},
+          {"evaluated", event.candidates_evaluated},
+          {"failed", event.candidates_failed},
+          {"baseline_latency_us", event.baseline_latency_us},
+          {"best_latency_us", event.best_latency_us},
+          {"speedup", event.speedup},
+          {"llm_calls", event.llm_calls},
+          {"tokens", event.tokens},
+          {"cost_usd", event.cost_usd},
+          {"elapsed_s", event.elapsed_s},
+          {"phase", event.phase}};
+}
+
+json outcome_json(const engine::SearchOutcome& outcome) {
+  json out = {{"status", outcome.status},
+              {"baseline_latency_us", outcome.baseline.latency_us()},
+              {"best_latency_us", outcome.best.latency_us()},
+              {"speedup", outcome.speedup()},
+              {"best_candidate", outcome.best.key},
+              {"iterations_done", outcome.iterations_done},
+              {"evaluated", outcome.candidates_evaluated},
+              {"failed", outcome.candidates_failed},
+              {"duplicates", outcome.duplicates},
+              {"llm_calls", outcome.llm_calls},
+              {"tokens", outcome.tokens},
+              {"cost_usd", outcome.cost_usd},
+              {"elapsed_s", outcome.elapsed_s}};
+  if (!outcome.stop_reason.empty()) {
+    out["stop_reason"] = outcome.stop_reason;
+  }
+  if (outcome.failure) {
+    out["error"] = outcome.failure->describe();
+  }
+  return out;
+}
+
+// What the store knows about a run (for runs not running in this process, and for listings).
+core::Result<json> stored_run_json(store::Store& db, const std::string& run_id) {
+  auto run = db.get_run(run_id);
+  if (!run.ok()) {
+    return run.failure();
+  }
+  if (!run.value()) {
+    return core::make_failure(
+        core::FailureKind::invalid_argument, "search",
+        "no run '" + run_id + "' in " + db.path() + " (list_runs shows the known runs)");
+  }
+  const store::Run& r = *run.value();
+  json out = {{"run_id", r.id},
+              {"status", std::string(store::to_string(r.status))},
+              {"kernel", r.config.kernel_path},
+              {"target", r.config.target},
+              {"iteration", r.iteration},
+              {"iterations", r.config.iterations},
+              {"created_at_ms", r.created_at_ms}};
+  if (!r.status_message.empty()) {
+    out["message"] = r.status_message;
+  }
+  if (r.baseline_latency_us) {
+    out["baseline_latency_us"] = *r.baseline_latency_us;
+  }
+  if (r.best_latency_us) {
+    out["best_latency_us"] = *r.best_latency_us;
+    if (r.baseline_latency_us && *r.best_latency_us > 0) {
+      out["speedup"] = *r.baseline_latency_us / *r.best_latency_us;
+    }
+  }
+  if (r.best_candidate_key) {
+    out["best_candidate"] = *r.best_candidate_key;
+  }
+  if (auto counts = db.run_counts(r.id); counts.ok()) {
+    out["evaluated"] = counts->evaluated;
+    out["failed"] = counts->failed;
+  }
+  if (auto totals = db.llm_totals(r.id); totals.ok()) {
+    out["llm_calls"] = totals->calls;
+    out["tokens"] = totals->input_tokens + totals->output_tokens;
+    out["cost_usd"] = totals->cost_usd;
+  }
+  return out;
+}
+
+// Status of a run: live when this process runs it, else from the store. Waits up to `wait_s`
+// for a change, sending progress notifications meanwhile.
+core::Result<json> run_status(ToolEnv& env, const std::string& run_id, double wait_s,
+                              server::ToolContext& context) {
+  auto db = env.store();
+  if (!db.ok()) {
+    return db.failure();
+  }
+  auto resolved = db.value()->get_run(run_id);
+  if (!resolved.ok()) {
+    return resolved.failure();
+  }
+  const std::string id = resolved.value() ? resolved.value()->id : run_id;
+  auto live = env.jobs().snapshot(id);
+  if (live && wait_s > 0) {
+    const auto deadline =
+        std::chrono::steady_clock::now() +
+        std::chrono::milliseconds(static_cast<long>(std::min(wait_s, k_max_wait_s) * 1000));
+    long seen = live->updates;
+    double sent = 0;
+    while (!live->finished && !context.cancel.cancelled() &&
+           std::chrono::steady_clock::now() < deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      live = env.jobs().wait(id, seen, left, context.cancel);
+      if (live->updates > seen) {
+        seen = live->updates;
+        context.progress(++sent, std::nullopt, format_progress(live->progress));
+      }
+    }
+  }
+  auto stored = stored_run_json(*db.value(), id);
+  if (!stored.ok()) {
+    return stored.failure();
+  }
+  json out = std::move(stored).value();
+  if (live) {
+    out["live"] = progress_json(live->progress);
+    out["running_here"] = !live->finished;
+    if (live->outcome) {
+      out["result"] = outcome_json(*live->outcome);
+    }
+  } else {
+    out["running_here"] = false;
+  }
+  out["details"] = "autocomp://runs/" + id;
+  return out;
+}
+
+json search_input_schema() {
+  auto integer = [](int minimum, int maximum, const char* description) {
+    return json{{"type", "integer"},
+                {"minimum", minimum},
+                {"maximum", maximum},
+                {"description", description}};
+  };
+  return {
+      {"type", "object"},
+      {"properties",
+       {{"kernel",
+         {{"type", "string"}, {"minLength", 1}, {"description", "Kernel file to optimize."}}},
+        {"problem", {{"type", "string"}, {"minLength", 1}, {"description", "Problem file."}}},
+        {"resume",
+         {{"type", "string"},
+          {"description",
+           "Continue a stored run (interrupted or cancelled) instead of starting "
+           "a new one; kernel and problem are then ignored."}}},
+        {"backend", {{"type", "string"}, {"description", "Backend spec (default: server's)."}}},
+        {"target", {{"type", "string"}, {"enum", {"trn1", "trn2"}}}},
+        {"llm",
+         {{"type", "array"},
+          {"items", {{"type", "string"}}},
+          {"description",
+           "LLM specs such as 'openai:MODEL' or 'anthropic:MODEL' (default: the "
+           "server's --llm)."}}},
+        {"beam", integer(1, 64, "Beam width B (default 6).")},
+        {"plans", integer(1, 64, "Plans per beam member N (default 6).")},
+        {"impls", integer(1, 16, "Implementations per plan K (default 2).")},
+        {"iterations", integer(1, 1000, "Iterations T (default 10).")},
+        {"dropout", {{"type", "number"}, {"minimum", 0}, {"maximum", 1}}},
+        {"seed", {{"type", "integer"}, {"minimum", 0}}},
+        {"max_llm_calls", {{"type", "integer"}, {"minimum", 1}}},
+        {"max_tokens", {{"type", "integer"}, {"minimum", 1}}},
+        {"max_cost_usd", {{"type", "number"}, {"minimum", 0}}},
+        {"max_wall_s", {{"type", "number"}, {"minimum", 1}}},
+        {"wait_s",
+         {{"type", "number"},
+          {"minimum", 0},
+          {"maximum", k_max_wait_s},
+          {"description",
+           "Wait up to this long for progress before returning (default 0: "
+           "return at once)."}}}}},
+      {"additionalProperties", false},
+  };
+}
+
+}  // namespace
+
+server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
+  server::ToolDef tool;
+  tool.name = "run_beam_search";
+  tool.title = "Search for a faster kernel";
+  tool.description =
+      "Start a plan-then-implement beam search that optimizes an NKI kernel in the background "
+      "and return its run_id at once. The search uses the configured LLM(s) to plan and write "
+      "candidates, checks each for correctness and speed, and keeps the fastest. Follow it with "
+      "get_search_status (wait_s to block briefly), stop it with cancel_search, and take the "
+      "winner with revert_to_best(run_id=...). Can resume an interrupted run.";
+  tool.input_schema = search_input_schema();
+  tool.annotations = {{"readOnlyHint", false},
+                      {"destructiveHint", false},
+                      {"idempotentHint", false},
+                      {"openWorldHint", true}};
+  tool.handler = [env](const json& arguments, server::ToolContext& context) {
+    const std::string resume = arguments.value("resume", "");
+    if (resume.empty() && (!arguments.contains("kernel") || !arguments.contains("problem"))) {
+      return server::tool_error("'kernel' and 'problem' are required unless 'resume' is given");
+    }
+    auto db = env->shared_store();
+    if (!db.ok()) {
+      return server::tool_failure(db.failure());
+    }
+    std::vector<std::string> llm_specs = env->options().llm_specs;
+    if (arguments.contains("llm")) {
+      llm_specs = arguments.at("llm").get<std::vector<std::string>>();
+    }
+    if (llm_specs.empty()) {
+      return server::tool_error(
+          "no LLM is configured for the search: pass llm: ['openai:MODEL'] (with OPENAI_API_KEY "
+          "and, for a local server, OPENAI_BASE_URL in the server's environment) or "
+          "['anthropic:MODEL'] (ANTHROPIC_API_KEY), or start the server with --llm SPEC. "
+          "Without an LLM, iterate yourself with verify_kernel, benchmark_kernel and "
+          "profile_kernel.");
+    }
+    engine::SearchServices services;
+    for (const auto& spec : llm_specs) {
+      auto provider = search::llm::make_provider(spec, search::llm::ProviderOptions{});
+      if (!provider.ok()) {
+        return server::tool_failure(provider.failure());
+      }
+      services.providers.push_back(provider.value());
+    }
+    auto backend = env->backend(arguments.value("backend", ""));
+    if (!backend.ok()) {
+      return server::tool_failure(backend.failure());
+    }
+    services.backend = backend.value();
+
+    engine::SearchConfig config;
+    engine::StoreRunInfo info;
+    info.backend = backend.value()->identity();
+    info.llm_specs = llm_specs;
+    if (resume.empty()) {
+      const std::string working_dir = context.working_dir();
+      auto kernel = read_source_file("kernel", arguments.at("kernel"), working_dir);
+      if (!kernel.ok()) {
+        return server::tool_failure(kernel.failure());
+      }
+      auto problem = read_source_file("problem", arguments.at("problem"), working_dir);
+      if (!problem.ok()) {
+        return server::tool_failure(problem.failure());
+      }
+      config.kernel_source = kernel->text;
+      config.kernel_filename = std::filesystem::path(kernel->path).filename().string();
+      config.problem_source = problem->text;
+      config.problem_filename = std::filesystem::path(problem->path).filename().string();
+      config.target = env->target_for(arguments.value("target", ""), problem->text);
+      config.beam = arguments.value("beam", config.beam);
+      config.plans = arguments.value("plans", config.plans);
+      config.impls = arguments.value("impls", config.impls);
+      config.iterations = arguments.value("iterations", config.iterations);
+      config.dropout = arguments.value("dropout", config.dropout);
+      config.seed = arguments.value("seed", std::uint64_t{0});
+      info.kernel_path = kernel->path;
+      info.problem_path = problem->path;
+    }
+    if (arguments.contains("max_llm_calls")) {
+      config.budgets.max_llm_calls = arguments.at("max_llm_calls").get<long>();
+    }
+    if (arguments.contains("max_tokens")) {
+      config.budgets.max_tokens = arguments.at("max_tokens").get<long>();
+    }
+    if (arguments.contains("max_cost_usd")) {
+      config.budgets.max_cost_usd = arguments.at("max_cost_usd").get<double>();
+    }
+    if (arguments.contains("max_wall_s")) {
+      config.budgets.max_wall_s = arguments.at("max_wall_s").get<double>();
+    }
+    if (auto valid = engine::validate(config); resume.empty() && !valid.ok()) {
+      return server::tool_failure(valid.failure());
+    }
+    services.run_log = std::make_shared<engine::StoreRunLog>(db.value(), info);
+
+    auto started = env->jobs().start(config, services, resume);
+    if (!started.ok()) {
+      return server::tool_failure(started.failure());
+    }
+    auto status = run_status(*env, started.value(), arguments.value("wait_s", 0.0), context);
+    if (!status.ok()) {
+      return server::tool_failure(status.failure());
+    }
+    json out = std::move(status).value();
+    out["next"] = "get_search_status(run_id='" + started.value() +
+                  "', wait_s=30) to follow it; cancel_search to stop it";
+    return server::ToolResult{out, "", false, json::array()};
+  };
+  return tool;
+}
+
+server::ToolDef make_get_search_status_tool(std::shared_ptr<ToolEnv> env) {
+  server::ToolDef tool;
+  tool.name = "get_search_status";
+  tool.title = "Status of a search run";
+  tool.description =
+      "Progress of a search run: status (running, completed, cancelled, failed, interrupted), "
+      "iteration, candidates evaluated, baseline and best latency, speedup and LLM spend. With "
+      "wait_s it waits (at most 50 s) for the next progress, sending progress notifications.";
+  tool.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"run_id", {{"type", "string"}, {"minLength", 4}}},
+        {"wait_s", {{"type", "number"}, {"minimum", 0}, {"maximum", k_max_wait_s}}}}},
+      {"required", {"run_id"}},
+      {"additionalProperties", false},
+  };
+  tool.annotations = {{"readOnlyHint", true}, {"openWorldHint", false}};
+  tool.handler = [env](const json& arguments, server::ToolContext& context) {
+    auto status = run_status(*env, arguments.at("run_id"), arguments.value("wait_s", 0.0), context);
+    if (!status.ok()) {
+      return server::tool_failure(status.failure());
+    }
+    return server::ToolResult{std::move(status).value(), "", false, json::array()};
+  };
+  return tool;
+}
+
+server::ToolDef make_cancel_search_tool(std::shared_ptr<ToolEnv> env) {
+  server::ToolDef tool;
+  tool.name = "cancel_search";
+  tool.title = "Stop a search run";
+  tool.description =
+      "Stop a search running in this server: no new LLM calls or evaluations start and running "
+      "ones are cancelled. The best kernel so far stays available (revert_to_best with run_id); "
+      "the run can be resumed later with run_beam_search(resume=run_id).";
+  tool.input_schema = {
+      {"type", "object"},
+      {"properties", {{"run_id", {{"type", "string"}, {"minLength", 4}}}}},
+      {"required", {"run_id"}},
+      {"additionalProperties", false},
+  };
+  tool.annotations = {{"readOnlyHint", false},
+                      {"destructiveHint", false},
+                      {"idempotentHint", true},
+                      {"openWorldHint", false}};
+  tool.handler = [env](const json& arguments, server::ToolContext& context) {
+    auto db = env->store();
+    if (!db.ok()) {
+      return server::tool_failure(db.failure());
+    }
+    auto run = db.value()->get_run(arguments.at("run_id"));
+    if (!run.ok()) {
+      return server::tool_failure(run.failure());
+    }
+    if (!run.value()) {
+      return server::tool_error("no run '" + arguments.at("run_id").get<std::string>() +
+                                "' (list_runs shows the known runs)");
+    }
+    const std::string id = run.value()->id;
+    const bool cancelled = env->jobs().cancel(id);
+    if (cancelled) {
+      // Report once the engine has stopped (bounded), so the caller sees the final state.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      auto live = env->jobs().snapshot(id);
+      while (live && !live->finished && std::chrono::steady_clock::now() < deadline) {
+        live = env->jobs().wait(id, live->updates, std::chrono::seconds(1), context.cancel);
+      }
+    }
+    auto status = run_status(*env, id, 0, context);
+    if (!status.ok()) {
+      return server::tool_failure(status.failure());
+    }
+    json out = std::move(status).value();
+    out["cancelled"] = cancelled;
+    if (!cancelled) {
+      out["message"] = "run " + id + " is not running in this server (status " +
+                       out.value("status", std::string("unknown")) + ")";
+    }
+    return server::ToolResult{out, "", false, json::array()};
+  };
+  return tool;
+}
+
+server::ToolDef make_list_runs_tool(std::shared_ptr<ToolEnv> env) {
+  server::ToolDef tool;
+  tool.name = "list_runs";
+  tool.title = "List search runs";
+  tool.description =
+      "The most recent search runs in the store, newest first: id, status, kernel, target, "
+      "iteration, baseline and best latency, speedup.";
+  tool.input_schema = {
+      {"type", "object"},
+      {"properties", {{"limit", {{"type", "integer"}, {"minimum", 1}, {"maximum", 200}}}}},
+      {"additionalProperties", false},
+  };
+  tool.annotations = {{"readOnlyHint", true}, {"openWorldHint", false}};
+  tool.handler = [env](const json& arguments, server::ToolContext&) {
+    auto db = env->store();
+    if (!db.ok()) {
+      return server::tool_failure(db.failure());
+    }
+    auto runs = db.value()->list_runs(arguments.value("limit", 20));
+    if (!runs.ok()) {
+      return server::tool_failure(runs.failure());
+    }
+    json list = json::array();
+    for (const auto& run : runs.value()) {
+      auto item = stored_run_json(*db.value(), run.id);
+      if (item.ok()) {
+        item.value()["running_here"] =
+            env->jobs().snapshot(run.id).has_value() && !env->jobs().snapshot(run.id)->finished;
+        list.push_back(std::move(item).value());
+      }
+    }
+    return server::ToolResult{json{{"runs", std::move(list)}}, "", false, json::array()};
+  };
+  return tool;
+}
+
+core::Result<json> read_run_resource(ToolEnv& env, const std::string& uri,
+                                     const std::string& run_id) {
+  auto db = env.store();
+  if (!db.ok()) {
+    return db.failure();
+  }
+  auto summary = stored_run_json(*db.value(), run_id);
+  if (!summary.ok()) {
+    return core::make_failure(core::FailureKind::unavailable, "resource",
+                              summary.failure().message);
+  }
+  json body = std::move(summary).value();
+  const std::string id = body.at("run_id");
+  json candidates = json::array();
+  if (auto rows = db.value()->run_candidates(id); rows.ok()) {
+    for (const auto& row : rows.value()) {
+      json item = {
+          {"candidate", row.candidate_key}, {"iteration", row.iteration},
+          {"parent", row.parent_key},       {"status", std::string(store::to_string(row.status))},
+          {"correct", row.correct},         {"plan", row.plan_text},
+          {"provider", row.provider}};
+      if (row.median_us) {
+        item["median_us"] = *row.median_us;
+      }
+      candidates.push_back(std::move(item));
+    }
+  }
+  body["candidates"] = std::move(candidates);
+  json beams = json::array();
+  if (auto rows = db.value()->get_beams(id); rows.ok()) {
+    for (const auto& beam : rows.value()) {
+      beams.push_back({{"iteration", beam.iteration}, {"candidates", beam.candidate_keys}});
+    }
+  }
+  body["beams"] = std::move(beams);
+  return json::array({{{"uri", uri}, {"mimeType", "application/json"}, {"text", body.dump(2)}}});
+}
+
+}  // namespace autocomp::tools
