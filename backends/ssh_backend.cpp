@@ -635,7 +635,7 @@ class SshPool final : public Backend {
             if (run->exit_status == 127) {
               end += " (command not found: " + core::tail_text(run->stdout_text, 300) + ")";
             }
-            parsed = parse_harness_output(out_text, err.ok() ? err.value() : run->stderr_text, end);
+            parsed = parse_harness_output(out_text, err.ok() ? err.value() : run->stdout_text, end);
           }
           steps.push_back({"fetch", ms_since(start)});
           if (!out.ok() && out.failure().kind == core::FailureKind::transport_error) {

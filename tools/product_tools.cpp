@@ -4,6 +4,7 @@
 
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_tools.hpp"
+#include "tools/planning_tools.hpp"
 #include "tools/search_tools.hpp"
 #include "tools/tool_env.hpp"
 
@@ -78,6 +79,27 @@ void register_product_tools(server::Registries& registries, const ProductToolsOp
   for (ToolMaker make : k_tool_makers) {
     registries.tools.add(make(env));
   }
+  auto plan_prompts = std::make_shared<PlanPromptCache>();
+  registries.tools.add(make_propose_plan_tool(env, plan_prompts));
+
+  server::ResourceTemplateDef prompt_resource;
+  prompt_resource.uri_template = "autocomp://plan-prompts/{key}";
+  prompt_resource.name = "plan-prompt";
+  prompt_resource.title = "Planning prompt";
+  prompt_resource.description = "A full planning prompt assembled by propose_plan.";
+  prompt_resource.mime_type = "text/markdown";
+  prompt_resource.read = [plan_prompts](
+                             const std::string& uri,
+                             const std::map<std::string, std::string>& vars) -> core::Result<json> {
+    auto text = plan_prompts->get(vars.at("key"));
+    if (!text) {
+      return core::make_failure(core::FailureKind::unavailable, "resource",
+                                "no planning prompt " + vars.at("key") +
+                                    " (prompts are kept for the life of the server process)");
+    }
+    return json::array({{{"uri", uri}, {"mimeType", "text/markdown"}, {"text", *text}}});
+  };
+  registries.resources.add_template(std::move(prompt_resource));
 
   server::ResourceTemplateDef evaluations;
   evaluations.uri_template = "autocomp://evaluations/{id}";

@@ -378,6 +378,7 @@ std::vector<Candidate> SearchRun::lineage_of(const Candidate& best) const {
 
 SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   m_outcome.config = m_config;
+  m_stop.link(m_cancel);
   if (!m_services.backend || !m_services.run_log) {
     return fail(core::make_failure(core::FailureKind::invalid_argument, "search",
                                    "a search needs a backend and a run log"));

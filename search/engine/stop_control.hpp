@@ -1,6 +1,7 @@
 #pragma once
 
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "core/cancel.hpp"
@@ -24,8 +25,20 @@ class StopControl {
     }
     m_stopping = true;
   }
+  // A caller's token: once it is cancelled, the next stopping() check stops the run as
+  // "cancelled" and cancels work in flight.
+  void link(const core::CancelToken& external) {
+    std::lock_guard lock(m_mutex);
+    m_external = external;
+  }
   bool stopping() const {
     std::lock_guard lock(m_mutex);
+    if (!m_stopping && m_external && m_external->cancelled()) {
+      m_status = "cancelled";
+      m_reason = "cancelled on request";
+      m_token.cancel();
+      m_stopping = true;
+    }
     return m_stopping;
   }
   const core::CancelToken& token() const { return m_token; }
@@ -40,10 +53,11 @@ class StopControl {
 
  private:
   mutable std::mutex m_mutex;
-  bool m_stopping = false;
-  std::string m_status;
-  std::string m_reason;
+  mutable bool m_stopping = false;
+  mutable std::string m_status;
+  mutable std::string m_reason;
   core::CancelToken m_token;
+  std::optional<core::CancelToken> m_external;
 };
 
 }  // namespace autocomp::search::engine

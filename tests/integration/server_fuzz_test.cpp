@@ -183,8 +183,10 @@ TEST(ServerFuzz, HttpSurvivesMutatedMessages) {
   std::mt19937 rng(1122);
   int server_errors = 0;
   for (int i = 0; i < k_http_messages; ++i) {
-    auto response = client.Post("/mcp", headers, mutate(rng), "application/json");
-    ASSERT_TRUE(response) << "connection failed after " << i << " messages";
+    const std::string message = mutate(rng);
+    auto response = client.Post("/mcp", headers, message, "application/json");
+    ASSERT_TRUE(response) << "connection failed after " << i << " messages; last: "
+                          << message.substr(0, 300);
     server_errors += response->status >= 500 ? 1 : 0;
   }
   EXPECT_EQ(server_errors, 0);

@@ -1,0 +1,232 @@
+// propose_plan, run_beam_search, get_search_status, cancel_search, list_runs and revert_to_best by
+// run, against the real simulator, a real store, and a scripted OpenAI-compatible LLM server on
+// loopback (a test double: no real model is reachable here).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "server/tool.hpp"
+#include "support/scripted_llm_server.hpp"
+#include "tools/product_tools.hpp"
+
+namespace autocomp::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using autocomp::testing::ScriptedLlmServer;
+using autocomp::testing::ScriptedResponse;
+using nlohmann::json;
+
+constexpr const char* k_problem = R"(import numpy as np
+
+def inputs(seed):
+    rng = np.random.default_rng(seed)
+    return {"a": rng.standard_normal((128, 512), dtype=np.float32),
+            "b": rng.standard_normal((128, 512), dtype=np.float32)}
+
+def reference(a, b):
+    return a + b
+
+SEEDS = [0, 1]
+)";
+
+constexpr const char* k_fast_kernel = R"(import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    y = nl.load(b)
+    nl.store(out, value=nl.add(x, y))
+    return out
+)";
+
+constexpr const char* k_slow_kernel = R"(import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for j in nl.sequential_range(64):
+        x = nl.load(a[:, j * 8:(j + 1) * 8])
+        y = nl.load(b[:, j * 8:(j + 1) * 8])
+        nl.store(out[:, j * 8:(j + 1) * 8], value=nl.add(x, y))
+    return out
+)";
+
+class AgentToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_dir = fs::temp_directory_path() / ("agent_tools_test_" + std::to_string(::getpid()));
+    fs::create_directories(m_dir);
+    write("problem.py", k_problem);
+    write("kernel.py", k_slow_kernel);
+    ::setenv("OPENAI_BASE_URL", m_llm.openai_base_url().c_str(), 1);
+    ::setenv("OPENAI_API_KEY", "test-key-not-secret", 1);
+    ProductToolsOptions options;
+    options.db_path = (m_dir / "store.db").string();
+    register_product_tools(*m_registries, options);
+  }
+  void TearDown() override {
+    m_registries.reset();  // stops running searches before the folder goes
+    m_llm.stop();
+    fs::remove_all(m_dir);
+  }
+
+  void write(const std::string& name, const std::string& text) {
+    std::ofstream(m_dir / name, std::ios::binary | std::ios::trunc) << text;
+  }
+  std::string read(const std::string& name) {
+    std::ifstream in(m_dir / name);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+
+  server::ToolResult call(const std::string& tool, json arguments) {
+    const server::ToolDef* def = m_registries->tools.find(tool);
+    EXPECT_NE(def, nullptr) << tool;
+    server::ToolContext context;
+    context.working_dir_sink = [this] { return m_dir.string(); };
+    context.progress_sink = [this](double, std::optional<double>, const std::string& message) {
+      ++m_progress_count;
+      m_last_progress = message;
+    };
+    return def->handler(arguments, context);
+  }
+
+  // Polls get_search_status (with its bounded wait) until the run is no longer running.
+  json wait_for_end(const std::string& run_id, std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    json status;
+    do {
+      status = call("get_search_status", json{{"run_id", run_id}, {"wait_s", 5}}).structured;
+    } while (status.value("status", "") == "running" &&
+             std::chrono::steady_clock::now() < deadline);
+    return status;
+  }
+
+  ScriptedLlmServer m_llm;
+  fs::path m_dir;
+  std::unique_ptr<server::Registries> m_registries = std::make_unique<server::Registries>();
+  int m_progress_count = 0;
+  std::string m_last_progress;
+};
+
+TEST_F(AgentToolsTest, ProposePlanWithoutAnLlmReturnsTheMenuProfileAndPromptResource) {
+  auto result = call("propose_plan", json{{"kernel", "kernel.py"}, {"problem", "problem.py"}});
+  ASSERT_FALSE(result.is_error) << result.structured.dump();
+  const json& out = result.structured;
+  EXPECT_EQ(out.at("mode"), "prompt");
+  EXPECT_FALSE(out.at("menu").empty());
+  EXPECT_FALSE(out.at("bottleneck").get<std::string>().empty());
+  EXPECT_TRUE(out.at("profile").contains("total_time"));
+  const std::string uri = out.at("prompt");
+  auto match = m_registries->resources.match(uri);
+  ASSERT_TRUE(match.has_value());
+  auto prompt = match->read(uri, match->variables);
+  ASSERT_TRUE(prompt.ok());
+  const std::string text = prompt.value().at(0).at("text");
+  EXPECT_NE(text.find("def add_kernel"), std::string::npos);
+  EXPECT_EQ(m_llm.request_count(), 0u);
+}
+
+TEST_F(AgentToolsTest, ProposePlanAsksTheConfiguredLlm) {
+  m_llm.push_text("Plan: load each input once as one 128x512 tile instead of 64 slices.");
+  m_llm.push_text("Plan: hoist the loads out of the loop.");
+  auto result = call("propose_plan", json{{"kernel", "kernel.py"},
+                                          {"problem", "problem.py"},
+                                          {"count", 2},
+                                          {"llm", {"openai:scripted-model"}}});
+  ASSERT_FALSE(result.is_error) << result.structured.dump();
+  ASSERT_EQ(result.structured.at("plans").size(), 2u);
+  EXPECT_NE(result.structured.at("plans").at(0).at("plan").get<std::string>().find("128x512"),
+            std::string::npos);
+  ASSERT_EQ(m_llm.request_count(), 2u);
+  EXPECT_NE(m_llm.requests().at(0).prompt.find("def add_kernel"), std::string::npos);
+}
+
+TEST_F(AgentToolsTest, SearchRunsInTheBackgroundAndItsBestCanBeRestored) {
+  ScriptedResponse standing =
+      ScriptedResponse::reply(std::string("Load each input as a single full tile.\n\n```python\n") +
+                              k_fast_kernel + "```\n");
+  standing.repeat = true;
+  m_llm.set_fallback(standing);
+
+  const auto started_at = std::chrono::steady_clock::now();
+  auto started = call("run_beam_search", json{{"kernel", "kernel.py"},
+                                              {"problem", "problem.py"},
+                                              {"llm", {"openai:scripted-model"}},
+                                              {"beam", 1},
+                                              {"plans", 1},
+                                              {"impls", 1},
+                                              {"iterations", 2}});
+  ASSERT_FALSE(started.is_error) << started.structured.dump();
+  const std::string run_id = started.structured.at("run_id");
+  EXPECT_EQ(run_id.size(), 12u);
+  EXPECT_LT(std::chrono::steady_clock::now() - started_at, std::chrono::seconds(20));
+
+  const json status = wait_for_end(run_id, std::chrono::seconds(240));
+  ASSERT_EQ(status.at("status"), "completed") << status.dump();
+  EXPECT_GT(status.at("speedup").get<double>(), 1.5);
+  EXPECT_GT(m_progress_count, 0);
+
+  auto runs = call("list_runs", json::object());
+  ASSERT_FALSE(runs.is_error);
+  ASSERT_FALSE(runs.structured.at("runs").empty());
+  EXPECT_EQ(runs.structured.at("runs").at(0).at("run_id"), run_id);
+
+  auto resource = m_registries->resources.match("autocomp://runs/" + run_id);
+  ASSERT_TRUE(resource.has_value());
+  auto body = resource->read("autocomp://runs/" + run_id, resource->variables);
+  ASSERT_TRUE(body.ok());
+  EXPECT_GE(json::parse(body.value().at(0).at("text").get<std::string>()).at("candidates").size(),
+            2u);
+
+  auto reverted = call("revert_to_best", json{{"kernel", "kernel.py"}, {"run_id", run_id}});
+  ASSERT_FALSE(reverted.is_error) << reverted.structured.dump();
+  EXPECT_TRUE(reverted.structured.at("restored").get<bool>());
+  EXPECT_EQ(read("kernel.py"), k_fast_kernel);
+}
+
+TEST_F(AgentToolsTest, CancelStopsARunningSearchPromptly) {
+  ScriptedResponse slow = ScriptedResponse::reply("thinking");
+  slow.delay = std::chrono::seconds(60);
+  slow.repeat = true;
+  m_llm.set_fallback(slow);
+  auto started = call("run_beam_search", json{{"kernel", "kernel.py"},
+                                              {"problem", "problem.py"},
+                                              {"llm", {"openai:scripted-model"}},
+                                              {"iterations", 3}});
+  ASSERT_FALSE(started.is_error) << started.structured.dump();
+  const std::string run_id = started.structured.at("run_id");
+  // Let it reach the LLM.
+  for (int i = 0; i < 100 && m_llm.request_count() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const auto cancel_at = std::chrono::steady_clock::now();
+  auto cancelled = call("cancel_search", json{{"run_id", run_id}});
+  ASSERT_FALSE(cancelled.is_error) << cancelled.structured.dump();
+  EXPECT_TRUE(cancelled.structured.at("cancelled").get<bool>());
+  EXPECT_LT(std::chrono::steady_clock::now() - cancel_at, std::chrono::seconds(15));
+  EXPECT_EQ(cancelled.structured.at("status"), "cancelled") << cancelled.structured.dump();
+  EXPECT_FALSE(cancelled.structured.at("running_here").get<bool>());
+
+  auto again = call("cancel_search", json{{"run_id", run_id}});
+  EXPECT_FALSE(again.structured.at("cancelled").get<bool>());
+  EXPECT_TRUE(call("get_search_status", json{{"run_id", "ffffffffffff"}}).is_error);
+}
+
+TEST_F(AgentToolsTest, SearchWithoutAnLlmSaysHowToConfigureOne) {
+  auto result = call("run_beam_search", json{{"kernel", "kernel.py"}, {"problem", "problem.py"}});
+  ASSERT_TRUE(result.is_error);
+  EXPECT_NE(result.structured.at("error").get<std::string>().find("--llm"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace autocomp::tools
