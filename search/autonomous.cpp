@@ -57,17 +57,16 @@ const char* const k_usage =
     "  --report-dir DIR      where the report folder goes (default: beside the kernel)\n"
     "  --max-llm-calls N --max-tokens N --max-cost USD --max-wall-s S   budgets\n";
 
-const char* const k_no_llm_help =
-    "autocomp-mcp --autonomous: no LLM is configured, and the search needs one.\n"
-    "Configure a model with --llm, for example:\n"
+const char* const k_no_llm_note =
+    "autocomp-mcp --autonomous: no LLM is configured, so the search runs on knob autotuning\n"
+    "alone: it tries the values the kernel declares with '# autocomp: knob NAME = [v1, v2]'\n"
+    "comments (docs/knobs.md). For plan-then-implement search, configure a model with --llm:\n"
     "  export OPENAI_BASE_URL=https://api.openai.com/v1   # or a vLLM/Ollama/llama.cpp server\n"
     "  export OPENAI_API_KEY=...\n"
     "  autocomp-mcp --autonomous --kernel K.py --problem P.py --llm openai:gpt-4o\n"
     "or\n"
     "  export ANTHROPIC_API_KEY=...\n"
-    "  autocomp-mcp --autonomous --kernel K.py --problem P.py --llm anthropic:claude-sonnet-4-5\n"
-    "Without a model you can still measure kernels: use the MCP tools verify_kernel,\n"
-    "benchmark_kernel and profile_kernel (autocomp-mcp serves them over stdio).\n";
+    "  autocomp-mcp --autonomous --kernel K.py --problem P.py --llm anthropic:claude-sonnet-4-5\n";
 
 struct Options {
   std::string kernel_path;
@@ -88,7 +87,9 @@ struct Options {
 
 std::atomic<bool> g_interrupted{false};
 
-extern "C" void on_interrupt(int /*signal*/) { g_interrupted.store(true); }
+extern "C" void on_interrupt(int /*signal*/) {
+  g_interrupted.store(true);
+}
 
 core::Result<Options> parse(int argc, char** argv) {
   Options options;
@@ -269,8 +270,7 @@ int autonomous_main(int argc, char** argv) {
   }
   Options options = std::move(parsed.value());
   if (options.llm_specs.empty()) {
-    std::cerr << k_no_llm_help;
-    return k_exit_usage;
+    std::cerr << k_no_llm_note;
   }
 
   // Providers first: a bad spec or a missing key is a usage problem, reported before any work.
@@ -278,14 +278,15 @@ int autonomous_main(int argc, char** argv) {
   for (const auto& spec : options.llm_specs) {
     auto provider = llm::make_provider(spec, llm::ProviderOptions{});
     if (!provider) {
-      std::cerr << "autocomp-mcp --autonomous: --llm " << spec << ": "
-                << provider.failure().message << "\n";
+      std::cerr << "autocomp-mcp --autonomous: --llm " << spec << ": " << provider.failure().message
+                << "\n";
       return k_exit_usage;
     }
     providers.push_back(provider.value());
   }
 
-  const std::string db_path = options.db_path.empty() ? store::Store::default_path() : options.db_path;
+  const std::string db_path =
+      options.db_path.empty() ? store::Store::default_path() : options.db_path;
   auto opened = store::Store::open(db_path);
   if (!opened) {
     std::cerr << "autocomp-mcp --autonomous: cannot open the store " << db_path << ": "
@@ -306,10 +307,10 @@ int autonomous_main(int argc, char** argv) {
       return k_exit_usage;
     }
     options.resume_id = run.value()->id;
-    info.kernel_path = options.kernel_path.empty() ? run.value()->config.kernel_path
-                                                   : options.kernel_path;
-    info.problem_path = options.problem_path.empty() ? run.value()->config.problem_path
-                                                     : options.problem_path;
+    info.kernel_path =
+        options.kernel_path.empty() ? run.value()->config.kernel_path : options.kernel_path;
+    info.problem_path =
+        options.problem_path.empty() ? run.value()->config.problem_path : options.problem_path;
     if (options.backend == "sim" && !run.value()->config.backend.empty()) {
       info.backend = run.value()->config.backend;
     }
@@ -335,6 +336,9 @@ int autonomous_main(int argc, char** argv) {
     config.dropout = options.dropout.value_or(config.dropout);
     config.seed = options.seed ? *options.seed : std::random_device{}();
     config.budgets = options.budgets;
+    // Knob autotuning always adds cheap children; without a model it is the whole search.
+    config.proposers = options.llm_specs.empty() ? std::vector<std::string>{"autotune"}
+                                                 : std::vector<std::string>{"llm", "autotune"};
     if (auto status = engine::validate(config); !status) {
       std::cerr << "autocomp-mcp --autonomous: " << status.failure().message << "\n";
       return k_exit_usage;

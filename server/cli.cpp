@@ -67,7 +67,8 @@ Server options:
 
 Product options:
   --db PATH                results database
-  --backend SPEC           evaluation backend (repeatable), e.g. local-sim
+  --backend SPEC           evaluation backend (repeatable): sim (default),
+                           local?device=fake, ssh://user@host?device=neuron
   --target TARGET          Trainium target, e.g. trn1, trn2
   --llm SPEC               LLM provider for searches (repeatable), e.g. openai:MODEL
   --harness-dir DIR        evaluation harness folder

@@ -16,7 +16,9 @@ constexpr const char* k_wav_base64 =
 const nlohmann::json k_no_arguments = {
     {"type", "object"}, {"properties", nlohmann::json::object()}, {"additionalProperties", false}};
 
-nlohmann::json text_block(const std::string& text) { return {{"type", "text"}, {"text", text}}; }
+nlohmann::json text_block(const std::string& text) {
+  return {{"type", "text"}, {"text", text}};
+}
 
 ToolResult content_only(nlohmann::json blocks) {
   ToolResult result;
@@ -52,18 +54,18 @@ void add_tools(ToolRegistry& tools) {
                           return content_only(
                               {text_block("This is a simple text response for testing.")});
                         }));
-  tools.add(simple_tool("test_image_content", "Returns a 1x1 PNG image (conformance fixture).",
-                        [](const nlohmann::json&, ToolContext&) {
-                          return content_only({{{"type", "image"},
-                                                {"data", k_png_base64},
-                                                {"mimeType", "image/png"}}});
-                        }));
-  tools.add(simple_tool("test_audio_content", "Returns a short WAV clip (conformance fixture).",
-                        [](const nlohmann::json&, ToolContext&) {
-                          return content_only({{{"type", "audio"},
-                                                {"data", k_wav_base64},
-                                                {"mimeType", "audio/wav"}}});
-                        }));
+  tools.add(
+      simple_tool("test_image_content", "Returns a 1x1 PNG image (conformance fixture).",
+                  [](const nlohmann::json&, ToolContext&) {
+                    return content_only(
+                        {{{"type", "image"}, {"data", k_png_base64}, {"mimeType", "image/png"}}});
+                  }));
+  tools.add(
+      simple_tool("test_audio_content", "Returns a short WAV clip (conformance fixture).",
+                  [](const nlohmann::json&, ToolContext&) {
+                    return content_only(
+                        {{{"type", "audio"}, {"data", k_wav_base64}, {"mimeType", "audio/wav"}}});
+                  }));
   tools.add(simple_tool(
       "test_embedded_resource", "Returns an embedded text resource (conformance fixture).",
       [](const nlohmann::json&, ToolContext&) {
@@ -77,14 +79,13 @@ void add_tools(ToolRegistry& tools) {
       "test_multiple_content_types",
       "Returns text, an image and an embedded resource (conformance fixture).",
       [](const nlohmann::json&, ToolContext&) {
-        return content_only(
-            {text_block("Multiple content types test:"),
-             {{"type", "image"}, {"data", k_png_base64}, {"mimeType", "image/png"}},
-             {{"type", "resource"},
-              {"resource",
-               {{"uri", "test://mixed-content-resource"},
-                {"mimeType", "application/json"},
-                {"text", R"({"test":"data","value":123})"}}}}});
+        return content_only({text_block("Multiple content types test:"),
+                             {{"type", "image"}, {"data", k_png_base64}, {"mimeType", "image/png"}},
+                             {{"type", "resource"},
+                              {"resource",
+                               {{"uri", "test://mixed-content-resource"},
+                                {"mimeType", "application/json"},
+                                {"text", R"({"test":"data","value":123})"}}}}});
       }));
   tools.add(simple_tool("test_tool_with_logging",
                         "Sends three info log messages while running (conformance fixture).",
@@ -172,7 +173,8 @@ void add_tools(ToolRegistry& tools) {
              {"requestedSchema",
               {{"type", "object"},
                {"properties",
-                {{"name", {{"type", "string"}, {"description", "User name"}, {"default", "John Doe"}}},
+                {{"name",
+                  {{"type", "string"}, {"description", "User name"}, {"default", "John Doe"}}},
                  {"age", {{"type", "integer"}, {"description", "User age"}, {"default", 30}}},
                  {"score", {{"type", "number"}, {"description", "User score"}, {"default", 95.5}}},
                  {"status",
@@ -181,7 +183,9 @@ void add_tools(ToolRegistry& tools) {
                    {"enum", {"active", "inactive", "pending"}},
                    {"default", "active"}}},
                  {"verified",
-                  {{"type", "boolean"}, {"description", "Verification status"}, {"default", true}}}}},
+                  {{"type", "boolean"},
+                   {"description", "Verification status"},
+                   {"default", true}}}}},
                {"required", nlohmann::json::array()}}}});
         if (!answer.ok()) {
           return tool_error("Elicitation failed: " + answer.failure().message);
@@ -224,8 +228,9 @@ void add_tools(ToolRegistry& tools) {
                  {"titledMulti",
                   {{"type", "array"},
                    {"description", "Titled multi-select"},
-                   {"items", {{"anyOf", titled("value1", "value2", "value3", "First Choice",
-                                               "Second Choice", "Third Choice")}}}}}}},
+                   {"items",
+                    {{"anyOf", titled("value1", "value2", "value3", "First Choice", "Second Choice",
+                                      "Third Choice")}}}}}}},
                {"required", nlohmann::json::array()}}}});
         if (!answer.ok()) {
           return tool_error("Elicitation failed: " + answer.failure().message);
@@ -245,8 +250,9 @@ void add_tools(ToolRegistry& tools) {
   {
     ToolDef tool;
     tool.name = "json_schema_2020_12_tool";
-    tool.description = "Declares an input schema using JSON Schema 2020-12 keywords (conformance "
-                       "fixture).";
+    tool.description =
+        "Declares an input schema using JSON Schema 2020-12 keywords (conformance "
+        "fixture).";
     tool.input_schema = {
         {"$schema", "https://json-schema.org/draft/2020-12/schema"},
         {"type", "object"},
@@ -261,8 +267,7 @@ void add_tools(ToolRegistry& tools) {
           {"contactMethod", {{"type", "string"}, {"enum", {"phone", "email"}}}},
           {"phone", {{"type", "string"}}},
           {"email", {{"type", "string"}}}}},
-        {"allOf",
-         {{{"anyOf", {{{"required", {"phone"}}}, {{"required", {"email"}}}}}}}},
+        {"allOf", {{{"anyOf", {{{"required", {"phone"}}}, {{"required", {"email"}}}}}}}},
         {"if",
          {{"properties", {{"contactMethod", {{"const", "phone"}}}}},
           {"required", {"contactMethod"}}}},
@@ -279,8 +284,8 @@ void add_tools(ToolRegistry& tools) {
 void add_resources(ResourceRegistry& resources) {
   resources.add({"test://static-text", "static-text", "Static text",
                  "A fixed text resource (conformance fixture)", "text/plain",
-                 [](const std::string& uri, const std::map<std::string, std::string>&)
-                     -> core::Result<nlohmann::json> {
+                 [](const std::string& uri,
+                    const std::map<std::string, std::string>&) -> core::Result<nlohmann::json> {
                    return nlohmann::json::array(
                        {{{"uri", uri},
                          {"mimeType", "text/plain"},
@@ -288,29 +293,31 @@ void add_resources(ResourceRegistry& resources) {
                  }});
   resources.add({"test://static-binary", "static-binary", "Static binary",
                  "A fixed PNG resource (conformance fixture)", "image/png",
-                 [](const std::string& uri, const std::map<std::string, std::string>&)
-                     -> core::Result<nlohmann::json> {
+                 [](const std::string& uri,
+                    const std::map<std::string, std::string>&) -> core::Result<nlohmann::json> {
                    return nlohmann::json::array(
                        {{{"uri", uri}, {"mimeType", "image/png"}, {"blob", k_png_base64}}});
                  }});
-  resources.add({"test://watched-resource", "watched-resource", "Watched resource",
-                 "A resource clients may subscribe to (conformance fixture)", "text/plain",
-                 [](const std::string& uri, const std::map<std::string, std::string>&)
-                     -> core::Result<nlohmann::json> {
-                   return nlohmann::json::array({{{"uri", uri},
-                                                  {"mimeType", "text/plain"},
-                                                  {"text", "Watched resource content"}}});
-                 }});
+  resources.add(
+      {"test://watched-resource", "watched-resource", "Watched resource",
+       "A resource clients may subscribe to (conformance fixture)", "text/plain",
+       [](const std::string& uri,
+          const std::map<std::string, std::string>&) -> core::Result<nlohmann::json> {
+         return nlohmann::json::array(
+             {{{"uri", uri}, {"mimeType", "text/plain"}, {"text", "Watched resource content"}}});
+       }});
   ResourceTemplateDef data_template;
   data_template.uri_template = "test://template/{id}/data";
   data_template.name = "template-data";
   data_template.title = "Template data";
   data_template.description = "Data for an id (conformance fixture)";
   data_template.mime_type = "application/json";
-  data_template.read = [](const std::string& uri, const std::map<std::string, std::string>& vars)
-      -> core::Result<nlohmann::json> {
+  data_template.read =
+      [](const std::string& uri,
+         const std::map<std::string, std::string>& vars) -> core::Result<nlohmann::json> {
     const std::string id = vars.at("id");
-    const nlohmann::json data = {{"id", id}, {"templateTest", true}, {"data", "Data for ID: " + id}};
+    const nlohmann::json data = {
+        {"id", id}, {"templateTest", true}, {"data", "Data for ID: " + id}};
     return nlohmann::json::array(
         {{{"uri", uri}, {"mimeType", "application/json"}, {"text", data.dump()}}});
   };
@@ -332,13 +339,19 @@ nlohmann::json user_message(nlohmann::json content) {
 }
 
 void add_prompts(PromptRegistry& prompts) {
-  prompts.add({"test_simple_prompt", "Simple prompt", "A prompt without arguments (conformance "
-               "fixture)", {}, [](const std::map<std::string, std::string>&)
-                   -> core::Result<nlohmann::json> {
-                 return nlohmann::json{{"messages", {user_message(text_block(
-                                                        "This is a simple prompt for testing."))}}};
-               }, nullptr});
-  prompts.add({"test_prompt_with_arguments", "Prompt with arguments",
+  prompts.add(
+      {"test_simple_prompt",
+       "Simple prompt",
+       "A prompt without arguments (conformance "
+       "fixture)",
+       {},
+       [](const std::map<std::string, std::string>&) -> core::Result<nlohmann::json> {
+         return nlohmann::json{
+             {"messages", {user_message(text_block("This is a simple prompt for testing."))}}};
+       },
+       nullptr});
+  prompts.add({"test_prompt_with_arguments",
+               "Prompt with arguments",
                "A prompt with two required arguments (conformance fixture)",
                {{"arg1", "First test argument", true}, {"arg2", "Second test argument", true}},
                [](const std::map<std::string, std::string>& args) -> core::Result<nlohmann::json> {
@@ -357,7 +370,8 @@ void add_prompts(PromptRegistry& prompts) {
                  }
                  return values;
                }});
-  prompts.add({"test_prompt_with_embedded_resource", "Prompt with embedded resource",
+  prompts.add({"test_prompt_with_embedded_resource",
+               "Prompt with embedded resource",
                "A prompt embedding a resource (conformance fixture)",
                {{"resourceUri", "URI of the resource to embed", true}},
                [](const std::map<std::string, std::string>& args) -> core::Result<nlohmann::json> {
@@ -371,17 +385,18 @@ void add_prompts(PromptRegistry& prompts) {
                        user_message(text_block("Please process the embedded resource above."))}}};
                },
                nullptr});
-  prompts.add({"test_prompt_with_image", "Prompt with image",
-               "A prompt carrying an image (conformance fixture)", {},
-               [](const std::map<std::string, std::string>&) -> core::Result<nlohmann::json> {
-                 return nlohmann::json{
-                     {"messages",
-                      {user_message({{"type", "image"},
-                                     {"data", k_png_base64},
-                                     {"mimeType", "image/png"}}),
-                       user_message(text_block("Please analyze the image above."))}}};
-               },
-               nullptr});
+  prompts.add(
+      {"test_prompt_with_image",
+       "Prompt with image",
+       "A prompt carrying an image (conformance fixture)",
+       {},
+       [](const std::map<std::string, std::string>&) -> core::Result<nlohmann::json> {
+         return nlohmann::json{
+             {"messages",
+              {user_message({{"type", "image"}, {"data", k_png_base64}, {"mimeType", "image/png"}}),
+               user_message(text_block("Please analyze the image above."))}}};
+       },
+       nullptr});
 }
 
 }  // namespace

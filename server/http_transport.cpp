@@ -150,8 +150,8 @@ class EventStream : public Outbox {
       std::unique_lock lock(m_mutex);
       if (!cursor.primed) {
         cursor.primed = true;
-        prefix = "id: " + m_id + "_" + std::to_string(cursor.next - 1) + "\nretry: " +
-                 std::to_string(m_retry.count()) + "\ndata: \n\n";
+        prefix = "id: " + m_id + "_" + std::to_string(cursor.next - 1) +
+                 "\nretry: " + std::to_string(m_retry.count()) + "\ndata: \n\n";
       } else {
         m_changed.wait_for(lock, std::chrono::milliseconds(500), [&] {
           return m_shutdown || cursor.next < m_base + m_events.size() ||
@@ -177,8 +177,8 @@ class EventStream : public Outbox {
     }
     std::string text = prefix;
     for (const auto& [seq, data] : due) {
-      text += "id: " + m_id + "_" + std::to_string(seq) + "\nevent: message\ndata: " + data +
-              "\n\n";
+      text +=
+          "id: " + m_id + "_" + std::to_string(seq) + "\nevent: message\ndata: " + data + "\n\n";
     }
     const auto now = std::chrono::steady_clock::now();
     if (text.empty() && now - cursor.last_write >= keepalive) {
@@ -247,7 +247,8 @@ void set_json(httplib::Response& response, int status, const nlohmann::json& bod
   response.set_content(jsonrpc::serialize(body), "application/json");
 }
 
-nlohmann::json error_body(int code, const std::string& message, const nlohmann::json& id = nullptr) {
+nlohmann::json error_body(int code, const std::string& message,
+                          const nlohmann::json& id = nullptr) {
   return jsonrpc::make_error(id, code, message);
 }
 
@@ -364,7 +365,9 @@ struct HttpTransport::Impl {
 HttpTransport::HttpTransport(Server& server, HttpOptions options)
     : m_server(server), m_options(std::move(options)), m_impl(std::make_unique<Impl>()) {}
 
-HttpTransport::~HttpTransport() { stop(); }
+HttpTransport::~HttpTransport() {
+  stop();
+}
 
 core::Status HttpTransport::bind() {
   if (!is_loopback_host(m_options.host) && m_options.auth_token.empty()) {
@@ -426,30 +429,30 @@ core::Status HttpTransport::bind() {
 
   http.set_error_handler([limit](const httplib::Request&, httplib::Response& response) {
     if (response.status == 413) {
-      set_json(response, 413,
-               error_body(jsonrpc::k_invalid_request,
-                          "Invalid Request: message exceeds the limit of " +
-                              std::to_string(limit) + " bytes"));
+      set_json(
+          response, 413,
+          error_body(jsonrpc::k_invalid_request, "Invalid Request: message exceeds the limit of " +
+                                                     std::to_string(limit) + " bytes"));
     } else if (response.body.empty()) {
       set_json(response, response.status,
-               error_body(jsonrpc::k_invalid_request,
-                          "HTTP " + std::to_string(response.status) + " (the MCP endpoint is /mcp)"));
+               error_body(jsonrpc::k_invalid_request, "HTTP " + std::to_string(response.status) +
+                                                          " (the MCP endpoint is /mcp)"));
     }
   });
-  http.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
-        std::string message = "unknown error";
-        try {
-          if (error) {
-            std::rethrow_exception(error);
-          }
-        } catch (const std::exception& e) {
-          message = e.what();
-        } catch (...) {
-        }
-        spdlog::error("HTTP handler failed: {}", message);
-        set_json(response, 500, error_body(jsonrpc::k_internal_error, "Internal error: " + message));
-      });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& response,
+                                std::exception_ptr error) {
+    std::string message = "unknown error";
+    try {
+      if (error) {
+        std::rethrow_exception(error);
+      }
+    } catch (const std::exception& e) {
+      message = e.what();
+    } catch (...) {
+    }
+    spdlog::error("HTTP handler failed: {}", message);
+    set_json(response, 500, error_body(jsonrpc::k_internal_error, "Internal error: " + message));
+  });
 
   // --- POST: client messages -----------------------------------------------------------------
   http.Post("/mcp", [this](const httplib::Request& request, httplib::Response& response) {
@@ -585,8 +588,9 @@ core::Status HttpTransport::bind() {
       return;
     }
     if (!request.has_header("Mcp-Session-Id")) {
-      set_json(response, 400,
-               error_body(jsonrpc::k_invalid_request, "Bad Request: missing Mcp-Session-Id header"));
+      set_json(
+          response, 400,
+          error_body(jsonrpc::k_invalid_request, "Bad Request: missing Mcp-Session-Id header"));
       return;
     }
     auto http_session = impl.find_session(request.get_header_value("Mcp-Session-Id"));
@@ -654,8 +658,9 @@ core::Status HttpTransport::bind() {
   // --- DELETE: end a session -----------------------------------------------------------------
   http.Delete("/mcp", [this](const httplib::Request& request, httplib::Response& response) {
     if (!request.has_header("Mcp-Session-Id")) {
-      set_json(response, 400,
-               error_body(jsonrpc::k_invalid_request, "Bad Request: missing Mcp-Session-Id header"));
+      set_json(
+          response, 400,
+          error_body(jsonrpc::k_invalid_request, "Bad Request: missing Mcp-Session-Id header"));
       return;
     }
     auto http_session = m_impl->remove_session(request.get_header_value("Mcp-Session-Id"));
@@ -691,9 +696,9 @@ core::Status HttpTransport::bind() {
     std::error_code error;
     std::filesystem::rename(temporary, m_options.port_file, error);
     if (error) {
-      return core::make_failure(core::FailureKind::io_error, "http",
-                                "cannot write the port file " + m_options.port_file + ": " +
-                                    error.message());
+      return core::make_failure(
+          core::FailureKind::io_error, "http",
+          "cannot write the port file " + m_options.port_file + ": " + error.message());
     }
   }
   return core::ok_status();

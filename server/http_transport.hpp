@@ -18,11 +18,11 @@ namespace autocomp::server {
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
-  int port = 0;            // 0: pick a free port
-  std::string auth_token;  // non-empty: every request needs "Authorization: Bearer <token>"
-  std::string port_file;   // non-empty: the bound port is written there once listening
-  std::size_t http_threads = 64;       // connections served at once (each SSE stream holds one)
-  std::size_t max_sessions = 4096;     // least recently used sessions are dropped beyond this
+  int port = 0;                   // 0: pick a free port
+  std::string auth_token;         // non-empty: every request needs "Authorization: Bearer <token>"
+  std::string port_file;          // non-empty: the bound port is written there once listening
+  std::size_t http_threads = 64;  // connections served at once (each SSE stream holds one)
+  std::size_t max_sessions = 4096;  // least recently used sessions are dropped beyond this
   std::chrono::milliseconds keepalive{15000};  // SSE comment interval on idle streams
 };
 

@@ -4,14 +4,38 @@
 
 namespace autocomp::server {
 
-// The initialize result's `instructions`: what the model should know about this server before it
-// picks a tool. Keep it under 2 KB (clients truncate longer text).
+// The initialize result's `instructions`: the short version of CLAUDE.md, what a model should know
+// before it picks a tool. Keep it under 2 KB (clients truncate longer text).
 inline constexpr std::string_view k_server_instructions =
-    "autocomp-mcp helps optimize AWS Trainium NKI kernels. Typical loop: verify_kernel (does it "
-    "compile and match the reference?), benchmark_kernel and profile_kernel (how fast, where does "
-    "the time go?), propose_plan (what to try next), then edit and re-verify. run_beam_search "
-    "searches in the background and reports progress; revert_to_best restores the best verified "
-    "version. Paths in arguments are resolved against the client's working folder. Tool errors "
-    "come back as results with isError and a message saying what to fix.";
+    "autocomp-mcp makes AWS Trainium NKI kernels faster. Every tool takes a kernel file and "
+    "its problem file (inputs, reference, tolerances); relative paths resolve against the "
+    "client's working folder.\n"
+    "\n"
+    "Work loop, one change at a time:\n"
+    "1. verify_kernel first. Never time or profile a kernel that is not correct.\n"
+    "2. profile_kernel before planning: read `bottleneck` (compute-bound, memory-bound, "
+    "underutilized), `roofline` (compute_pct, hbm_pct, busiest_engine_pct) and the "
+    "engine/DMA percentages in `metrics`.\n"
+    "3. Plan one change that targets that bottleneck (propose_plan can suggest some), edit "
+    "the file, verify_kernel again.\n"
+    "4. benchmark_kernel after every correct edit. If `diverged` is true or the median got "
+    "worse, call revert_to_best(kernel) and try something else.\n"
+    "\n"
+    "Searches: for many variants or a long budget, call run_beam_search: with an LLM (server "
+    "--llm or the llm argument) it plans and rewrites; without one it autotunes the knobs "
+    "the kernel declares (# autocomp: knob NAME = [v1, v2]). It returns a run_id at once. "
+    "Follow it with get_search_status(run_id, wait_s<=50) in a loop, cancel_search(run_id) "
+    "to stop, then revert_to_best(kernel, run_id) to write the winner into the file. "
+    "list_runs shows past runs.\n"
+    "\n"
+    "Keep output small: quote the key numbers (correct, median latency, bottleneck), not "
+    "whole results; full details stay behind the `details` resource links such as "
+    "autocomp://evaluations/{id}, autocomp://candidates/{hash} and autocomp://runs/{id}. "
+    "Read them only when needed. Results are cached per kernel content; pass fresh=true only "
+    "to re-measure.\n"
+    "\n"
+    "A failing kernel gives correct=false and a failure (kind: compile_error, runtime_error, "
+    "mismatch, timeout, ...; message; kernel line): fix that first. Bad arguments come back "
+    "as results with isError saying what to fix.\n";
 
 }  // namespace autocomp::server

@@ -101,8 +101,8 @@ Message parse(std::string_view raw, const Limits& limits) {
   }
   if (json_depth(raw, limits.max_depth) > limits.max_depth) {
     return invalid(nullptr, k_invalid_request,
-                   "Invalid Request: JSON nesting deeper than " +
-                       std::to_string(limits.max_depth) + " levels");
+                   "Invalid Request: JSON nesting deeper than " + std::to_string(limits.max_depth) +
+                       " levels");
   }
   nlohmann::json value = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {

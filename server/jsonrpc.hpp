@@ -3,12 +3,11 @@
 // JSON-RPC 2.0 framing for MCP: checking raw bytes, classifying messages, building responses.
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
-
-#include <nlohmann/json.hpp>
 
 namespace autocomp::server::jsonrpc {
 

@@ -21,7 +21,9 @@ struct RpcError {
   nlohmann::json data = nullptr;
 };
 
-std::string id_key(const nlohmann::json& id) { return jsonrpc::serialize(id); }
+std::string id_key(const nlohmann::json& id) {
+  return jsonrpc::serialize(id);
+}
 
 const nlohmann::json& object_or_empty(const nlohmann::json& params) {
   static const nlohmann::json k_empty = nlohmann::json::object();
@@ -83,7 +85,8 @@ void put_if_not_empty(nlohmann::json& object, const char* key, const std::string
 std::string percent_decode(std::string_view text) {
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+    if (text[i] == '%' && i + 2 < text.size() &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
         std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
       out.push_back(static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16)));
       i += 2;
@@ -129,7 +132,9 @@ std::string negotiate_protocol_version(const nlohmann::json& requested) {
   return std::string(k_latest_protocol_version);
 }
 
-std::string encode_cursor(std::size_t offset) { return "page:" + std::to_string(offset); }
+std::string encode_cursor(std::size_t offset) {
+  return "page:" + std::to_string(offset);
+}
 
 std::optional<std::size_t> decode_cursor(const std::string& cursor) {
   constexpr std::string_view k_prefix = "page:";
@@ -160,7 +165,9 @@ nlohmann::json to_call_tool_result(const ToolResult& result) {
     }
   }
   nlohmann::json out = {{"content", std::move(content)}};
-  if (result.structured.is_object()) {
+  // An error result carries its message as text only: clients check structuredContent against the
+  // tool's output schema even on errors, and an error object never matches it.
+  if (result.structured.is_object() && !result.is_error) {
     out["structuredContent"] = result.structured;
   }
   if (result.is_error) {
@@ -212,7 +219,9 @@ nlohmann::json invoke_tool(const ToolDef& tool, const nlohmann::json& arguments,
 Session::Session(Server& server, std::shared_ptr<Outbox> standalone)
     : m_server(server), m_standalone(std::move(standalone)) {}
 
-Session::~Session() { close(); }
+Session::~Session() {
+  close();
+}
 
 std::string Session::protocol_version() const {
   std::lock_guard lock(m_mutex);
@@ -290,8 +299,8 @@ void Session::handle_request(jsonrpc::Request request, const std::shared_ptr<Out
     return;
   }
   if (m_closed) {
-    outbox->finish(jsonrpc::make_error(request.id, jsonrpc::k_internal_error,
-                                       "The session is closed"));
+    outbox->finish(
+        jsonrpc::make_error(request.id, jsonrpc::k_internal_error, "The session is closed"));
     return;
   }
   if (request.method == "tools/call" && m_initialized) {
@@ -319,8 +328,8 @@ nlohmann::json Session::dispatch(const jsonrpc::Request& request) {
     return initialize(params);
   }
   static const std::set<std::string> k_methods = {
-      "tools/list",     "tools/call",      "resources/list",        "resources/read",
-      "prompts/list",   "prompts/get",     "resources/templates/list", "resources/subscribe",
+      "tools/list",       "tools/call",          "resources/list",           "resources/read",
+      "prompts/list",     "prompts/get",         "resources/templates/list", "resources/subscribe",
       "logging/setLevel", "completion/complete", "resources/unsubscribe"};
   if (k_methods.count(method) == 0) {
     if (method == "server/discover") {
@@ -383,7 +392,8 @@ nlohmann::json Session::initialize(const nlohmann::json& params) {
     throw RpcError{jsonrpc::k_invalid_params, "Invalid params: \"capabilities\" must be an object"};
   }
   if (m_initialized) {
-    throw RpcError{jsonrpc::k_invalid_request, "Invalid Request: the session is already initialized"};
+    throw RpcError{jsonrpc::k_invalid_request,
+                   "Invalid Request: the session is already initialized"};
   }
   const std::string negotiated = negotiate_protocol_version(*version);
   {
@@ -396,15 +406,14 @@ nlohmann::json Session::initialize(const nlohmann::json& params) {
   const auto& options = m_server.options();
   nlohmann::json server_info = {{"name", options.name}, {"version", options.version}};
   put_if_not_empty(server_info, "title", options.title);
-  nlohmann::json result = {
-      {"protocolVersion", negotiated},
-      {"capabilities",
-       {{"tools", {{"listChanged", false}}},
-        {"resources", {{"subscribe", true}, {"listChanged", false}}},
-        {"prompts", {{"listChanged", false}}},
-        {"logging", nlohmann::json::object()},
-        {"completions", nlohmann::json::object()}}},
-      {"serverInfo", std::move(server_info)}};
+  nlohmann::json result = {{"protocolVersion", negotiated},
+                           {"capabilities",
+                            {{"tools", {{"listChanged", false}}},
+                             {"resources", {{"subscribe", true}, {"listChanged", false}}},
+                             {"prompts", {{"listChanged", false}}},
+                             {"logging", nlohmann::json::object()},
+                             {"completions", nlohmann::json::object()}}},
+                           {"serverInfo", std::move(server_info)}};
   put_if_not_empty(result, "instructions", options.instructions);
   spdlog::info("session initialized: client {} {}, protocol {}",
                m_client_info.value("name", std::string("?")),
@@ -433,8 +442,8 @@ nlohmann::json Session::list_tools(const nlohmann::json& params) const {
 }
 
 nlohmann::json Session::list_resources(const nlohmann::json& params) const {
-  return paginate(m_server.registries().resources.resources(), params,
-                  m_server.options().page_size, "resources", [](const ResourceDef& resource) {
+  return paginate(m_server.registries().resources.resources(), params, m_server.options().page_size,
+                  "resources", [](const ResourceDef& resource) {
                     nlohmann::json entry = {{"uri", resource.uri}, {"name", resource.name}};
                     put_if_not_empty(entry, "title", resource.title);
                     put_if_not_empty(entry, "description", resource.description);
@@ -444,9 +453,8 @@ nlohmann::json Session::list_resources(const nlohmann::json& params) const {
 }
 
 nlohmann::json Session::list_resource_templates(const nlohmann::json& params) const {
-  return paginate(m_server.registries().resources.templates(), params,
-                  m_server.options().page_size, "resourceTemplates",
-                  [](const ResourceTemplateDef& resource_template) {
+  return paginate(m_server.registries().resources.templates(), params, m_server.options().page_size,
+                  "resourceTemplates", [](const ResourceTemplateDef& resource_template) {
                     nlohmann::json entry = {{"uriTemplate", resource_template.uri_template},
                                             {"name", resource_template.name}};
                     put_if_not_empty(entry, "title", resource_template.title);
@@ -471,8 +479,8 @@ nlohmann::json Session::read_resource(const nlohmann::json& params) const {
                          : jsonrpc::k_internal_error;
     throw RpcError{code, failure.message, {{"uri", uri}}};
   }
-  nlohmann::json list = contents.value().is_array() ? contents.value()
-                                                    : nlohmann::json::array({contents.value()});
+  nlohmann::json list =
+      contents.value().is_array() ? contents.value() : nlohmann::json::array({contents.value()});
   return {{"contents", std::move(list)}};
 }
 
@@ -488,21 +496,21 @@ nlohmann::json Session::subscribe(const nlohmann::json& params, bool on) {
 }
 
 nlohmann::json Session::list_prompts(const nlohmann::json& params) const {
-  return paginate(m_server.registries().prompts.all(), params, m_server.options().page_size,
-                  "prompts", [](const PromptDef& prompt) {
-                    nlohmann::json entry = {{"name", prompt.name}};
-                    put_if_not_empty(entry, "title", prompt.title);
-                    put_if_not_empty(entry, "description", prompt.description);
-                    nlohmann::json arguments = nlohmann::json::array();
-                    for (const auto& argument : prompt.arguments) {
-                      nlohmann::json item = {{"name", argument.name},
-                                             {"required", argument.required}};
-                      put_if_not_empty(item, "description", argument.description);
-                      arguments.push_back(std::move(item));
-                    }
-                    entry["arguments"] = std::move(arguments);
-                    return entry;
-                  });
+  return paginate(
+      m_server.registries().prompts.all(), params, m_server.options().page_size, "prompts",
+      [](const PromptDef& prompt) {
+        nlohmann::json entry = {{"name", prompt.name}};
+        put_if_not_empty(entry, "title", prompt.title);
+        put_if_not_empty(entry, "description", prompt.description);
+        nlohmann::json arguments = nlohmann::json::array();
+        for (const auto& argument : prompt.arguments) {
+          nlohmann::json item = {{"name", argument.name}, {"required", argument.required}};
+          put_if_not_empty(item, "description", argument.description);
+          arguments.push_back(std::move(item));
+        }
+        entry["arguments"] = std::move(arguments);
+        return entry;
+      });
 }
 
 nlohmann::json Session::get_prompt(const nlohmann::json& params) const {
@@ -527,8 +535,7 @@ nlohmann::json Session::get_prompt(const nlohmann::json& params) const {
   for (const auto& argument : prompt->arguments) {
     if (argument.required && arguments.count(argument.name) == 0) {
       throw RpcError{jsonrpc::k_invalid_params, "Invalid params: prompt '" + name +
-                                                    "' needs the argument '" + argument.name +
-                                                    "'"};
+                                                    "' needs the argument '" + argument.name + "'"};
     }
   }
   auto result = prompt->get(arguments);
@@ -801,9 +808,10 @@ ToolContext Session::make_context(const jsonrpc::Request& request,
     }
     outbox->send(jsonrpc::make_notification("notifications/message", std::move(message)));
   };
-  context.request_sink = [weak, outbox](const std::string& method, const nlohmann::json& params_,
-                                        std::chrono::milliseconds timeout,
-                                        const core::CancelToken& token_) -> core::Result<nlohmann::json> {
+  context.request_sink = [weak, outbox](
+                             const std::string& method, const nlohmann::json& params_,
+                             std::chrono::milliseconds timeout,
+                             const core::CancelToken& token_) -> core::Result<nlohmann::json> {
     auto self = weak.lock();
     if (!self) {
       return core::make_failure(core::FailureKind::transport_error, "client-request",
@@ -847,9 +855,9 @@ void Session::start_tool_call(jsonrpc::Request request, const std::shared_ptr<Ou
   {
     std::lock_guard lock(m_mutex);
     if (m_in_flight.count(key) != 0) {
-      outbox->finish(jsonrpc::make_error(request.id, jsonrpc::k_invalid_request,
-                                         "Invalid Request: request id " + key +
-                                             " is already in use by a running request"));
+      outbox->finish(jsonrpc::make_error(
+          request.id, jsonrpc::k_invalid_request,
+          "Invalid Request: request id " + key + " is already in use by a running request"));
       return;
     }
     m_in_flight[key] = InFlight{cancel, false};
@@ -882,8 +890,9 @@ void Session::start_tool_call(jsonrpc::Request request, const std::shared_ptr<Ou
       std::lock_guard lock(m_mutex);
       m_in_flight.erase(key);
     }
-    outbox->finish(jsonrpc::make_error(request.id, jsonrpc::k_internal_error,
-                                       "Server busy: too many tool calls are waiting; retry later"));
+    outbox->finish(
+        jsonrpc::make_error(request.id, jsonrpc::k_internal_error,
+                            "Server busy: too many tool calls are waiting; retry later"));
   }
 }
 

@@ -11,13 +11,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "server/jsonrpc.hpp"
 #include "server/thread_pool.hpp"
@@ -135,7 +134,7 @@ class Session : public std::enable_shared_from_this<Session> {
   nlohmann::json m_client_info = nlohmann::json::object();
   std::optional<LogLevel> m_log_level;
   std::set<std::string> m_subscriptions;
-  std::map<std::string, InFlight> m_in_flight;  // by serialized request id
+  std::map<std::string, InFlight> m_in_flight;                       // by serialized request id
   std::map<std::string, std::shared_ptr<PendingRequest>> m_pending;  // by serialized id
   std::uint64_t m_next_request_id = 1;
   std::shared_ptr<Outbox> m_standalone;

@@ -139,25 +139,25 @@ std::optional<std::string> validate_at(const nlohmann::json& schema, const nlohm
   }
   if (value.is_number()) {
     const double d = value.get<double>();
-    if (auto it = schema.find("minimum"); it != schema.end() && it->is_number() &&
-                                          d < it->get<double>()) {
+    if (auto it = schema.find("minimum");
+        it != schema.end() && it->is_number() && d < it->get<double>()) {
       return path + ": must be >= " + number_text(it->get<double>()) + " (got " +
              short_json(value) + ")";
     }
-    if (auto it = schema.find("maximum"); it != schema.end() && it->is_number() &&
-                                          d > it->get<double>()) {
+    if (auto it = schema.find("maximum");
+        it != schema.end() && it->is_number() && d > it->get<double>()) {
       return path + ": must be <= " + number_text(it->get<double>()) + " (got " +
              short_json(value) + ")";
     }
     if (auto it = schema.find("exclusiveMinimum");
         it != schema.end() && it->is_number() && d <= it->get<double>()) {
-      return path + ": must be > " + number_text(it->get<double>()) + " (got " +
-             short_json(value) + ")";
+      return path + ": must be > " + number_text(it->get<double>()) + " (got " + short_json(value) +
+             ")";
     }
     if (auto it = schema.find("exclusiveMaximum");
         it != schema.end() && it->is_number() && d >= it->get<double>()) {
-      return path + ": must be < " + number_text(it->get<double>()) + " (got " +
-             short_json(value) + ")";
+      return path + ": must be < " + number_text(it->get<double>()) + " (got " + short_json(value) +
+             ")";
     }
   }
   if (value.is_string()) {
@@ -188,10 +188,11 @@ std::optional<std::string> validate_at(const nlohmann::json& schema, const nlohm
         }
       }
     }
-    if (auto it = schema.find("items"); it != schema.end() && (it->is_object() || it->is_boolean())) {
+    if (auto it = schema.find("items");
+        it != schema.end() && (it->is_object() || it->is_boolean())) {
       for (std::size_t i = 0; i < value.size(); ++i) {
-        if (auto error = validate_at(*it, value[i], path + "[" + std::to_string(i) + "]",
-                                     depth + 1)) {
+        if (auto error =
+                validate_at(*it, value[i], path + "[" + std::to_string(i) + "]", depth + 1)) {
           return error;
         }
       }

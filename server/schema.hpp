@@ -4,12 +4,12 @@
 // (string or list; "integer" accepts integral numbers), enum, const, required, properties,
 // additionalProperties (bool or schema), minimum, maximum, exclusiveMinimum, exclusiveMaximum,
 // minLength, maxLength (in code points), items (schema), minItems, maxItems, uniqueItems, anyOf,
-// oneOf, allOf, not, if/then/else. Other keywords ($ref, format, description, default, $schema, ...) are ignored.
-
-#include <optional>
-#include <string>
+// oneOf, allOf, not, if/then/else. Other keywords ($ref, format, description, default, $schema,
+// ...) are ignored.
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 namespace autocomp::server {
 

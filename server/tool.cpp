@@ -18,8 +18,8 @@ bool valid_tool_name(std::string_view name) {
     return false;
   }
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
   });
 }
 
@@ -182,8 +182,8 @@ void ResourceRegistry::add_template(ResourceTemplateDef resource_template) {
   std::lock_guard lock(m_mutex);
   for (const auto& existing : m_templates) {
     if (existing.uri_template == resource_template.uri_template) {
-      throw std::invalid_argument("duplicate resource template '" +
-                                  resource_template.uri_template + "'");
+      throw std::invalid_argument("duplicate resource template '" + resource_template.uri_template +
+                                  "'");
     }
   }
   if (resource_template.name.empty()) {

@@ -10,12 +10,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/cancel.hpp"
 #include "core/result.hpp"
@@ -59,9 +58,9 @@ struct ToolContext {
   // "roots/list") and waits for its response: the `result` object, or a Failure
   // (transport_error for a JSON-RPC error answer or a lost connection, cancelled when `cancel`
   // is set, timeout after `timeout`, unavailable when no client channel exists).
-  core::Result<nlohmann::json> request(const std::string& method, const nlohmann::json& params,
-                                       std::chrono::milliseconds timeout =
-                                           std::chrono::minutes(5)) const;
+  core::Result<nlohmann::json> request(
+      const std::string& method, const nlohmann::json& params,
+      std::chrono::milliseconds timeout = std::chrono::minutes(5)) const;
 
   // sampling/createMessage through request(); unavailable when the client did not declare
   // sampling.
@@ -90,9 +89,8 @@ struct ToolContext {
 };
 
 // What a tool handler returns. The protocol layer produces
-//   content: [ {type: text, text: `text` or structured.dump()} (when either is set) ] + extra_content
-//   structuredContent: `structured` (when it is a JSON object)
-//   isError: is_error
+//   content: [ {type: text, text: `text` or structured.dump()} (when either is set) ] +
+//   extra_content structuredContent: `structured` (when it is a JSON object) isError: is_error
 // so a plain data tool sets only `structured`; a fixture returning an image sets only
 // `extra_content`.
 struct ToolResult {
@@ -124,9 +122,9 @@ struct ToolDef {
 // Completion of one argument (prompt argument or URI-template variable): given the argument name,
 // what the user typed so far, and the already-resolved other arguments, return candidate values
 // (the protocol layer caps them at 100).
-using Completer = std::function<std::vector<std::string>(
-    const std::string& argument, const std::string& prefix,
-    const std::map<std::string, std::string>& context)>;
+using Completer =
+    std::function<std::vector<std::string>(const std::string& argument, const std::string& prefix,
+                                           const std::map<std::string, std::string>& context)>;
 
 // Tools in registration order (tools/list order is stable).
 class ToolRegistry {
@@ -199,8 +197,8 @@ class ResourceRegistry {
 };
 
 // Template matching helper (exposed for tests): variables of `uri` under `uri_template`.
-std::optional<std::map<std::string, std::string>> match_uri_template(
-    std::string_view uri_template, std::string_view uri);
+std::optional<std::map<std::string, std::string>> match_uri_template(std::string_view uri_template,
+                                                                     std::string_view uri);
 
 struct PromptArgument {
   std::string name;

@@ -28,27 +28,19 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
       "`diverged` when this version is more than 1.5x slower than that best (then call "
       "revert_to_best). An incorrect kernel is an error: fix it with verify_kernel first.";
   tool.input_schema = eval_args_schema();
-  tool.output_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"latency_us",
-         {{"type", "object"},
-          {"properties",
-           {{"min", {{"type", "number"}}},
-            {"median", {{"type", "number"}}},
-            {"max", {{"type", "number"}}},
-            {"samples", {{"type", "array"}, {"items", {{"type", "number"}}}}}}},
-          {"required", {"min", "median", "max", "samples"}}}},
-        {"kernel", {{"type", "string"}}},
-        {"candidate", {{"type", "string"}}},
-        {"best_known", {{"type", "object"}}},
-        {"diverged", {{"type", "boolean"}}},
-        {"advice", {{"type", "string"}}},
-        {"cached", {{"type", "boolean"}}},
-        {"backend", {{"type", "string"}}},
-        {"host", {{"type", "string"}}}}},
-      {"required", {"latency_us", "kernel", "candidate", "diverged", "cached", "backend"}},
-  };
+  tool.output_schema = evaluation_output_schema(
+      {{"latency_us",
+        {{"type", "object"},
+         {"properties",
+          {{"min", {{"type", "number"}}},
+           {"median", {{"type", "number"}}},
+           {"max", {{"type", "number"}}},
+           {"samples", {{"type", "array"}, {"items", {{"type", "number"}}}}}}},
+         {"required", {"min", "median", "max", "samples"}}}},
+       {"best_known", {{"type", "object"}}},
+       {"diverged", {{"type", "boolean"}}},
+       {"advice", {{"type", "string"}}}},
+      {"latency_us", "diverged"});
   tool.annotations = {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     auto outcome = evaluate_kernel_file(*env, parse_eval_args(arguments), context);
@@ -57,13 +49,8 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
     }
     const auto& result = outcome->result;
     if (result.failure || !result.latency) {
-      core::Failure failure = result.failure.value_or(core::make_failure(
-          core::FailureKind::harness_error, "benchmark", "the backend returned no latency"));
-      failure.message =
-          "cannot benchmark " + outcome->kernel.path + ": " + failure.message +
-          (failure.kind == core::FailureKind::mismatch ? " (call verify_kernel for per-seed errors)"
-                                                       : "");
-      return server::tool_failure(failure);
+      return unusable_evaluation(outcome.value(), "benchmark", "latency",
+                                 "call verify_kernel for per-seed errors");
     }
     json out = outcome_header_json(outcome.value());
     out["latency_us"] = latency_json(*result.latency, true);

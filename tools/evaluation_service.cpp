@@ -187,4 +187,28 @@ json outcome_header_json(const EvaluationOutcome& outcome) {
   return out;
 }
 
+json evaluation_output_schema(json properties, const std::vector<std::string>& required) {
+  for (const char* name : {"kernel", "candidate", "backend", "host", "device", "target"}) {
+    properties[name] = {{"type", "string"}};
+  }
+  properties["cached"] = {{"type", "boolean"}};
+  properties["evaluation_id"] = {{"type", "integer"}};
+  json all_required = {"kernel", "candidate", "cached", "backend"};
+  for (const auto& name : required) {
+    all_required.push_back(name);
+  }
+  return {{"type", "object"}, {"properties", std::move(properties)}, {"required", all_required}};
+}
+
+server::ToolResult unusable_evaluation(const EvaluationOutcome& outcome, const std::string& stage,
+                                       const std::string& missing, const std::string& hint) {
+  core::Failure failure = outcome.result.failure.value_or(core::make_failure(
+      core::FailureKind::harness_error, stage, "the backend returned no " + missing));
+  failure.message = "cannot " + stage + " " + outcome.kernel.path + ": " + failure.message;
+  if (!hint.empty() && failure.kind == core::FailureKind::mismatch) {
+    failure.message += " (" + hint + ")";
+  }
+  return server::tool_failure(failure);
+}
+
 }  // namespace autocomp::tools

@@ -60,4 +60,14 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
 // The fields every evaluation tool's structured result starts with.
 nlohmann::json outcome_header_json(const EvaluationOutcome& outcome);
 
+// An output schema: the header fields of outcome_header_json plus the tool's own `properties`;
+// `required` lists the tool's own required fields (the header's are added).
+nlohmann::json evaluation_output_schema(nlohmann::json properties,
+                                        const std::vector<std::string>& required);
+
+// The isError result for a tool that needs a section (latency, profile) the evaluation could not
+// produce: the evaluation's failure, or a harness_error naming what is missing.
+server::ToolResult unusable_evaluation(const EvaluationOutcome& outcome, const std::string& stage,
+                                       const std::string& missing, const std::string& hint = "");
+
 }  // namespace autocomp::tools

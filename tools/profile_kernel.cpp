@@ -16,20 +16,11 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
       "vs peak compute and HBM bandwidth, arithmetic intensity) and a bottleneck class "
       "(compute-bound, memory-bound, underutilized). Use it before planning an optimization.";
   tool.input_schema = eval_args_schema();
-  tool.output_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"metrics", {{"type", "object"}}},
-        {"roofline", {{"type", "object"}}},
-        {"bottleneck", {{"type", "string"}}},
-        {"latency_us", {{"type", "object"}}},
-        {"kernel", {{"type", "string"}}},
-        {"candidate", {{"type", "string"}}},
-        {"cached", {{"type", "boolean"}}},
-        {"backend", {{"type", "string"}}},
-        {"host", {{"type", "string"}}}}},
-      {"required", {"metrics", "roofline", "bottleneck", "kernel", "candidate", "cached"}},
-  };
+  tool.output_schema = evaluation_output_schema({{"metrics", {{"type", "object"}}},
+                                                 {"roofline", {{"type", "object"}}},
+                                                 {"bottleneck", {{"type", "string"}}},
+                                                 {"latency_us", {{"type", "object"}}}},
+                                                {"metrics", "roofline", "bottleneck"});
   tool.annotations = {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     auto outcome = evaluate_kernel_file(*env, parse_eval_args(arguments), context);
@@ -38,10 +29,7 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
     }
     const auto& result = outcome->result;
     if (result.failure || result.metrics.empty()) {
-      core::Failure failure = result.failure.value_or(core::make_failure(
-          core::FailureKind::harness_error, "profile", "the backend returned no profile"));
-      failure.message = "cannot profile " + outcome->kernel.path + ": " + failure.message;
-      return server::tool_failure(failure);
+      return unusable_evaluation(outcome.value(), "profile", "profile");
     }
     json out = outcome_header_json(outcome.value());
     out["metrics"] = result.metrics;

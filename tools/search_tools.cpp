@@ -222,7 +222,8 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
   tool.description =
       "Start a plan-then-implement beam search that optimizes an NKI kernel in the background "
       "and return its run_id at once. The search uses the configured LLM(s) to plan and write "
-      "candidates, checks each for correctness and speed, and keeps the fastest. Follow it with "
+      "candidates (plus knob-autotuning children; autotuning alone when no LLM is configured), "
+      "checks each for correctness and speed, and keeps the fastest. Follow it with "
       "get_search_status (wait_s to block briefly), stop it with cancel_search, and take the "
       "winner with revert_to_best(run_id=...). Can resume an interrupted run.";
   tool.input_schema = search_input_schema();
@@ -242,14 +243,6 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
     std::vector<std::string> llm_specs = env->options().llm_specs;
     if (arguments.contains("llm")) {
       llm_specs = arguments.at("llm").get<std::vector<std::string>>();
-    }
-    if (llm_specs.empty()) {
-      return server::tool_error(
-          "no LLM is configured for the search: pass llm: ['openai:MODEL'] (with OPENAI_API_KEY "
-          "and, for a local server, OPENAI_BASE_URL in the server's environment) or "
-          "['anthropic:MODEL'] (ANTHROPIC_API_KEY), or start the server with --llm SPEC. "
-          "Without an LLM, iterate yourself with verify_kernel, benchmark_kernel and "
-          "profile_kernel.");
     }
     engine::SearchServices services;
     for (const auto& spec : llm_specs) {
@@ -290,6 +283,9 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
       config.iterations = arguments.value("iterations", config.iterations);
       config.dropout = arguments.value("dropout", config.dropout);
       config.seed = arguments.value("seed", std::uint64_t{0});
+      // Knob autotuning always adds cheap children; without a model it is the whole search.
+      config.proposers = llm_specs.empty() ? std::vector<std::string>{"autotune"}
+                                           : std::vector<std::string>{"llm", "autotune"};
       info.kernel_path = kernel->path;
       info.problem_path = problem->path;
     }
@@ -321,6 +317,13 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
     json out = std::move(status).value();
     out["next"] = "get_search_status(run_id='" + started.value() +
                   "', wait_s=30) to follow it; cancel_search to stop it";
+    if (llm_specs.empty() && resume.empty()) {
+      out["note"] =
+          "No LLM is configured, so this search runs on knob autotuning alone: it tries the "
+          "values the kernel declares with '# autocomp: knob NAME = [v1, v2]' comments. For "
+          "plan-then-implement search pass llm: ['openai:MODEL'] or ['anthropic:MODEL'] (keys "
+          "in the server's environment) or start the server with --llm SPEC.";
+    }
     return server::ToolResult{out, "", false, json::array()};
   };
   return tool;

@@ -17,20 +17,11 @@ server::ToolDef make_verify_kernel_tool(std::shared_ptr<ToolEnv> env) {
       "timeout, ...), message and kernel line. Runs on the built-in simulator unless a "
       "Trainium backend is configured; equal evaluations are answered from the store.";
   tool.input_schema = eval_args_schema();
-  tool.output_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"correct", {{"type", "boolean"}}},
-        {"kernel", {{"type", "string"}}},
-        {"candidate", {{"type", "string"}}},
-        {"seeds", {{"type", "array"}}},
-        {"failure", {{"type", "object"}}},
-        {"summary", {{"type", "string"}}},
-        {"cached", {{"type", "boolean"}}},
-        {"backend", {{"type", "string"}}},
-        {"host", {{"type", "string"}}}}},
-      {"required", {"correct", "kernel", "candidate", "seeds", "cached", "backend"}},
-  };
+  tool.output_schema = evaluation_output_schema({{"correct", {{"type", "boolean"}}},
+                                                 {"seeds", {{"type", "array"}}},
+                                                 {"failure", {{"type", "object"}}},
+                                                 {"summary", {{"type", "string"}}}},
+                                                {"correct", "seeds"});
   tool.annotations = {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     auto outcome = evaluate_kernel_file(*env, parse_eval_args(arguments), context);

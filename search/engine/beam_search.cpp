@@ -272,8 +272,8 @@ void SearchRun::on_evaluated(const Proposal& proposal, const std::string& key,
   }
   record(candidate);
 
-  if (!candidate.duplicate && repairable(result) && proposal.origin.repair < m_config.repair_tries &&
-      !m_stop.stopping()) {
+  if (!candidate.duplicate && repairable(result) &&
+      proposal.origin.repair < m_config.repair_tries && !m_stop.stopping()) {
     auto it = m_proposer_by_name.find(proposal.origin.proposer);
     if (it != m_proposer_by_name.end()) {
       Proposer* proposer = it->second;
@@ -386,8 +386,9 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   if (auto status = validate(m_config); !status) {
     return fail(status.failure());
   }
-  m_prompts = m_services.prompts ? m_services.prompts
-                                 : std::shared_ptr<const PromptFactory>(make_default_prompt_factory());
+  m_prompts = m_services.prompts
+                  ? m_services.prompts
+                  : std::shared_ptr<const PromptFactory>(make_default_prompt_factory());
   if (!m_services.proposers.empty()) {
     m_proposers = m_services.proposers;
   } else {
@@ -420,7 +421,8 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
 
   m_llm = std::make_unique<LlmGateway>(m_services.providers, m_services.run_log, m_run_id,
                                        m_config.budgets, m_stop);
-  m_evaluator = std::make_unique<Evaluator>(m_services.backend, m_services.run_log, m_config, m_stop);
+  m_evaluator =
+      std::make_unique<Evaluator>(m_services.backend, m_services.run_log, m_config, m_stop);
   m_pool = std::make_unique<TaskPool>(
       static_cast<std::size_t>(std::clamp(m_llm->concurrency(), 2, k_max_pool_threads)));
   std::thread watcher([this] { watch(); });
@@ -453,9 +455,9 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   record(root);
   if (!root.correct()) {
     std::string why = root.eval.failure ? root.eval.failure->describe() : "its results are wrong";
-    return fail(core::make_failure(core::FailureKind::invalid_argument, "baseline",
-                                   "the input kernel must be correct before it can be optimized: " +
-                                       why));
+    return fail(
+        core::make_failure(core::FailureKind::invalid_argument, "baseline",
+                           "the input kernel must be correct before it can be optimized: " + why));
   }
   m_outcome.baseline = root;
   {
@@ -501,8 +503,9 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     }
     emit("iteration");
     for (const auto& proposer : m_proposers) {
-      proposer->propose(ctx, parents,
-                        [this, &ctx](Proposal proposal) { handle_proposal(std::move(proposal), ctx); });
+      proposer->propose(ctx, parents, [this, &ctx](Proposal proposal) {
+        handle_proposal(std::move(proposal), ctx);
+      });
       if (m_stop.stopping()) {
         break;
       }

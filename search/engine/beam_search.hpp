@@ -45,14 +45,14 @@ struct SearchOutcome {
   std::string run_id;
   // completed | budget_exhausted | cancelled | failed
   std::string status;
-  std::string stop_reason;  // in words; empty for completed
+  std::string stop_reason;               // in words; empty for completed
   std::optional<core::Failure> failure;  // set when status == failed
   SearchConfig config;
 
   Candidate baseline;  // the input kernel as measured
   Candidate best;      // the fastest correct kernel found (the baseline when nothing was faster)
-  std::vector<Candidate> lineage;             // input kernel first, best last
-  std::vector<IterationSummary> history;      // one entry per finished iteration, resumed ones too
+  std::vector<Candidate> lineage;         // input kernel first, best last
+  std::vector<IterationSummary> history;  // one entry per finished iteration, resumed ones too
   int iterations_done = 0;
 
   long candidates_evaluated = 0;  // children whose evaluation returned in this process

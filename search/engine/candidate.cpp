@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <tuple>
 
-
 namespace autocomp::search::engine {
 
 std::string Origin::label() const {

@@ -96,10 +96,10 @@ core::Result<llm::Completion> LlmGateway::complete(const llm::CompletionRequest&
     }
     check_spend_limits();
     if (m_budgets.max_llm_calls && m_spend.calls + m_issued >= *m_budgets.max_llm_calls) {
-      m_stop.stop("budget_exhausted",
-                  "LLM call budget reached (" + std::to_string(*m_budgets.max_llm_calls) +
-                      " calls)",
-                  false);
+      m_stop.stop(
+          "budget_exhausted",
+          "LLM call budget reached (" + std::to_string(*m_budgets.max_llm_calls) + " calls)",
+          false);
     }
     if (m_stop.stopping()) {
       return core::make_failure(core::FailureKind::budget_exhausted, "llm", m_stop.reason());

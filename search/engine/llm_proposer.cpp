@@ -24,8 +24,9 @@ class LlmProposer : public Proposer {
     const SearchConfig& config = *ctx.config;
     for (const Parent& parent : parents) {
       for (int plan = 0; plan < config.plans; ++plan) {
-        group.run(*ctx.pool,
-                  [this, &ctx, &group, &sink, parent, plan] { plan_one(ctx, group, sink, parent, plan); });
+        group.run(*ctx.pool, [this, &ctx, &group, &sink, parent, plan] {
+          plan_one(ctx, group, sink, parent, plan);
+        });
       }
     }
     group.wait();
@@ -66,12 +67,11 @@ class LlmProposer : public Proposer {
 
  private:
   static std::uint64_t seed_for(const SearchConfig& config, const Origin& origin, int kind) {
-    return derive_seed(config.seed,
-                       {static_cast<std::uint64_t>(origin.iteration),
-                        static_cast<std::uint64_t>(origin.member),
-                        static_cast<std::uint64_t>(origin.plan),
-                        static_cast<std::uint64_t>(origin.impl),
-                        static_cast<std::uint64_t>(origin.repair), static_cast<std::uint64_t>(kind)});
+    return derive_seed(
+        config.seed,
+        {static_cast<std::uint64_t>(origin.iteration), static_cast<std::uint64_t>(origin.member),
+         static_cast<std::uint64_t>(origin.plan), static_cast<std::uint64_t>(origin.impl),
+         static_cast<std::uint64_t>(origin.repair), static_cast<std::uint64_t>(kind)});
   }
   static std::size_t plan_slot(const SearchConfig& config, const Origin& origin) {
     return static_cast<std::size_t>(origin.iteration + origin.member * config.plans + origin.plan);
@@ -154,7 +154,8 @@ class LlmProposer : public Proposer {
     prompt.problem_source = config.problem_source;
     prompt.seed = seed_for(config, origin, 2);
     auto request = ctx.prompts->implementation(prompt);
-    auto answer = ctx.llm->complete(request, origin.label() + "/implement", impl_slot(config, origin));
+    auto answer =
+        ctx.llm->complete(request, origin.label() + "/implement", impl_slot(config, origin));
     if (!answer) {
       if (stopping_failure(answer.failure())) {
         return;
@@ -170,6 +171,8 @@ class LlmProposer : public Proposer {
 
 }  // namespace
 
-std::unique_ptr<Proposer> make_llm_proposer() { return std::make_unique<LlmProposer>(); }
+std::unique_ptr<Proposer> make_llm_proposer() {
+  return std::make_unique<LlmProposer>();
+}
 
 }  // namespace autocomp::search::engine

@@ -115,8 +115,7 @@ core::Result<std::string> MemoryRunLog::record_evaluation(const backends::EvalRe
   return key;
 }
 
-core::Status MemoryRunLog::record_candidate(const std::string& run_id,
-                                            const Candidate& candidate) {
+core::Status MemoryRunLog::record_candidate(const std::string& run_id, const Candidate& candidate) {
   std::lock_guard lock(m_mutex);
   auto it = m_runs.find(run_id);
   if (it == m_runs.end()) {

@@ -9,8 +9,8 @@ namespace autocomp::search::engine {
 // evaluation returns, at the end of every iteration and once when the run ends.
 struct ProgressEvent {
   std::string run_id;
-  int iteration = 0;   // 0 while measuring the input kernel
-  int iterations = 0;  // T
+  int iteration = 0;              // 0 while measuring the input kernel
+  int iterations = 0;             // T
   long candidates_evaluated = 0;  // children whose evaluation returned (cache hits included)
   long candidates_failed = 0;
   double baseline_latency_us = 0;

@@ -68,7 +68,7 @@ class Proposer {
 
 using ProposerFactory = std::function<std::unique_ptr<Proposer>()>;
 
-// The proposer table. Built in: "llm". Unknown names fail with invalid_argument listing the known.
+// The proposer table. Built in: "llm" and "autotune" (search/autotune). Unknown names fail with invalid_argument listing the known.
 core::Result<std::unique_ptr<Proposer>> make_proposer(const std::string& name);
 std::vector<std::string> proposer_names();
 // Adds or replaces a row (tests, plug-ins); not for use while a search runs.

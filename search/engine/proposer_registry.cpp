@@ -1,6 +1,7 @@
 #include <map>
 #include <mutex>
 
+#include "search/autotune/autotune_proposer.hpp"
 #include "search/engine/proposer.hpp"
 
 namespace autocomp::search::engine {
@@ -15,6 +16,7 @@ std::mutex& table_mutex() {
 std::map<std::string, ProposerFactory>& table() {
   static std::map<std::string, ProposerFactory> proposers{
       {"llm", [] { return make_llm_proposer(); }},
+      {"autotune", [] { return autotune::make_autotune_proposer(); }},
   };
   return proposers;
 }

@@ -30,7 +30,7 @@ struct LlmCallRecord {
   std::string request_hash;  // see LlmGateway: covers the child's origin and the whole request
   std::string purpose;       // plan | implement | repair
   std::string provider;
-  std::string origin;        // Origin::label() of the child it was for
+  std::string origin;  // Origin::label() of the child it was for
   std::string response;
   llm::Usage usage;
   double latency_ms = 0;

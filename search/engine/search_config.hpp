@@ -38,11 +38,11 @@ struct SearchConfig {
   int iterations = 10;   // T
   double dropout = 0.7;  // probability that a menu item is left out of one planning prompt
   std::uint64_t seed = 0;
-  int repair_tries = 2;         // repair attempts for a child that failed to compile or run
-  double early_slack = 1.1;     // a child may be this much slower than its parent ...
-  int slack_iterations = 2;     // ... during the first this-many iterations
+  int repair_tries = 2;      // repair attempts for a child that failed to compile or run
+  double early_slack = 1.1;  // a child may be this much slower than its parent ...
+  int slack_iterations = 2;  // ... during the first this-many iterations
   std::vector<std::string> proposers{"llm"};  // registered proposer names, in order
-  int recent_failures = 4;      // failures of the previous iteration shown to the planner
+  int recent_failures = 4;  // failures of the previous iteration shown to the planner
 
   // Evaluation.
   std::vector<int> eval_seeds;  // empty: the problem's SEEDS

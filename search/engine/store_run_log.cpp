@@ -165,8 +165,8 @@ LlmSpend StoreRunLog::llm_spend(const std::string& run_id) {
 
 std::optional<StoredResult> StoreRunLog::find_evaluation(const backends::EvalRequest& request,
                                                          const EvalSite& site) {
-  auto key = store::make_eval_key(request, site.backend_identity, site.device,
-                                  site.harness_version);
+  auto key =
+      store::make_eval_key(request, site.backend_identity, site.device, site.harness_version);
   auto found = m_store->find_evaluation(key);
   if (!found) {
     spdlog::warn("evaluation cache lookup failed: {}", found.failure().describe());
@@ -188,8 +188,8 @@ core::Result<std::string> StoreRunLog::record_evaluation(const backends::EvalReq
   if (auto candidate = m_store->put_candidate(request.kernel_source, "search"); !candidate) {
     return candidate.failure();
   }
-  auto key = store::make_eval_key(request, site.backend_identity, site.device,
-                                  site.harness_version);
+  auto key =
+      store::make_eval_key(request, site.backend_identity, site.device, site.harness_version);
   auto id = m_store->put_evaluation(key, result);
   if (!id) {
     return id.failure();
@@ -264,8 +264,8 @@ std::vector<Candidate> StoreRunLog::load_candidates(const std::string& run_id) {
         candidate.eval_ref = std::to_string(*row.evaluation_id);
       }
     } else {
-      candidate.eval.failure = core::make_failure(core::FailureKind::internal, "resume",
-                                                  "no stored evaluation");
+      candidate.eval.failure =
+          core::make_failure(core::FailureKind::internal, "resume", "no stored evaluation");
     }
     out.push_back(std::move(candidate));
   }
@@ -295,8 +295,8 @@ void StoreRunLog::record_progress(const std::string& run_id, int iteration, cons
   if (best.correct()) {
     best_latency = best.latency_us();
   }
-  if (auto status = m_store->set_run_progress(run_id, iteration, best.key, best_latency,
-                                              baseline_latency_us);
+  if (auto status =
+          m_store->set_run_progress(run_id, iteration, best.key, best_latency, baseline_latency_us);
       !status) {
     spdlog::warn("could not store the run's progress: {}", status.failure().describe());
   }

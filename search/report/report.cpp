@@ -40,7 +40,9 @@ std::string fixed(double value, int digits = 2) {
   return out.str();
 }
 
-std::string short_key(const std::string& key) { return key.substr(0, 12); }
+std::string short_key(const std::string& key) {
+  return key.substr(0, 12);
+}
 
 std::string status_line(const engine::SearchOutcome& outcome) {
   std::string line = outcome.status;
@@ -138,8 +140,8 @@ std::string render_latency_svg(const std::vector<std::pair<int, double>>& points
   svg << "\"/>\n";
   for (const auto& [iteration, latency] : points) {
     svg << "<circle cx=\"" << fixed(x_of(iteration), 1) << "\" cy=\"" << fixed(y_of(latency), 1)
-        << "\" r=\"3\" fill=\"#1f77b4\"><title>iteration " << iteration << ": "
-        << fixed(latency, 3) << " us</title></circle>\n";
+        << "\" r=\"3\" fill=\"#1f77b4\"><title>iteration " << iteration << ": " << fixed(latency, 3)
+        << " us</title></circle>\n";
   }
   svg << "</svg>\n";
   return svg.str();
@@ -235,15 +237,14 @@ std::string render_html(const ReportInput& input) {
   row("baseline latency", fixed(outcome.baseline.latency_us(), 3) + " us");
   row("best latency", fixed(outcome.best.latency_us(), 3) + " us");
   row("speedup", fixed(outcome.speedup(), 3) + "x");
-  row("iterations", std::to_string(outcome.iterations_done) + " of " +
-                        std::to_string(outcome.config.iterations));
+  row("iterations",
+      std::to_string(outcome.iterations_done) + " of " + std::to_string(outcome.config.iterations));
   row("candidates", std::to_string(outcome.candidates_evaluated) + " evaluated, " +
                         std::to_string(outcome.candidates_failed) + " failed, " +
                         std::to_string(outcome.duplicates) + " duplicates, " +
                         std::to_string(outcome.repairs) + " repairs");
-  row("LLM spend", std::to_string(outcome.llm_calls) + " calls, " +
-                       std::to_string(outcome.tokens) + " tokens, $" +
-                       fixed(outcome.cost_usd, 4));
+  row("LLM spend", std::to_string(outcome.llm_calls) + " calls, " + std::to_string(outcome.tokens) +
+                       " tokens, $" + fixed(outcome.cost_usd, 4));
   if (!input.best_path.empty()) {
     row("best kernel", input.best_path);
   }
@@ -252,9 +253,9 @@ std::string render_html(const ReportInput& input) {
   html << "<h2>Lineage of the winner</h2>\n<ol start=\"0\">\n";
   for (std::size_t i = 0; i < outcome.lineage.size(); ++i) {
     const auto& step = outcome.lineage[i];
-    html << "<li><strong>" << html_escape(step_title(step, i)) << "</strong>: "
-         << fixed(step.latency_us(), 3) << " us, kernel <code>" << short_key(step.key)
-         << "</code>";
+    html << "<li><strong>" << html_escape(step_title(step, i))
+         << "</strong>: " << fixed(step.latency_us(), 3) << " us, kernel <code>"
+         << short_key(step.key) << "</code>";
     if (i > 0) {
       html << "<blockquote class=\"plan\">" << html_escape(plan_or_none(step)) << "</blockquote>";
     }

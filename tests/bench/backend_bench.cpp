@@ -3,7 +3,7 @@
 //     (the simulator, a small seed kernel, warm sessions and an uploaded bundle);
 //  2. throughput with 1, 2 and 4 slots across two hosts with the fake device, whose device work
 //     is a timed wait (so the figure measures the scheduler, not this machine's cores).
-// Usage: bench_backend_bench [overhead_runs=7] [throughput_batch=8] [fake_ms=200]
+// Usage: bench_backend_bench [overhead_runs=7] [throughput_batch=8 (0: skip)] [fake_ms=200]
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 const char* k_problem = R"(import numpy as np
 
+SHAPE = (@SHAPE@)
 KERNEL = "transpose_kernel"
 RTOL = 0.0
 ATOL = 0.0
@@ -37,7 +38,7 @@ SEEDS = [0, 1]
 
 def inputs(seed):
     rng = np.random.default_rng(seed)
-    return {"x": rng.standard_normal((1, 128, 256), dtype=np.float32)}
+    return {"x": rng.standard_normal(SHAPE, dtype=np.float32)}
 
 
 def reference(x):
@@ -56,8 +57,12 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// Both backends run the same copy of the harness bundle, so that neither pays for edits made to
+// the source tree meanwhile (stale bytecode caches).
+autocomp::backends::BackendOptions g_options;
+
 std::shared_ptr<Backend> make(const std::string& spec) {
-  auto backend = autocomp::backends::make_backend(spec, {});
+  auto backend = autocomp::backends::make_backend(spec, g_options);
   if (!backend.ok()) {
     std::fprintf(stderr, "cannot make %s: %s\n", spec.c_str(),
                  backend.failure().describe().c_str());
@@ -93,6 +98,15 @@ int main(int argc, char** argv) {
   int fake_ms = argc > 3 ? std::atoi(argv[3]) : 200;
 
   autocomp::testing::TempDir tmp("autocomp-backend-bench");
+  // Remote sessions do not inherit it; without bytecode caches every local run would recompile
+  // the harness and the simulator, which is not what a user's machine does.
+  ::unsetenv("PYTHONDONTWRITEBYTECODE");
+  fs::create_directories(tmp.path() / "bundle");
+  for (const char* part : {"harness", "nkisim"}) {
+    fs::copy(fs::path(AUTOCOMP_SOURCE_DIR) / "backends" / part, tmp.path() / "bundle" / part,
+             fs::copy_options::recursive);
+  }
+  g_options.harness_dir = (tmp.path() / "bundle").string();
   fs::path key = tmp.path() / "user_key";
   autocomp::testing::generate_key(key);
   autocomp::testing::LoopbackSshd a(tmp.path() / "a", key.string() + ".pub");
@@ -109,39 +123,45 @@ int main(int argc, char** argv) {
   EvalRequest request;
   request.kernel_source = autocomp::testing::read_text(fs::path(AUTOCOMP_SOURCE_DIR) / "seeds" /
                                                        "transpose" / "naive.py");
-  request.problem_source = k_problem;
   request.iters = 5;
   auto local = make("sim");
   auto remote = make(spec(a, "device=sim"));
-  timed_evaluate(*local, request, nullptr);   // warm: version query, page cache
-  timed_evaluate(*remote, request, nullptr);  // warm: session, bundle upload
-  std::vector<double> local_ms, remote_ms;
-  std::map<std::string, std::vector<double>> local_steps, remote_steps;
-  for (int i = 0; i < overhead_runs; ++i) {  // interleaved, so load changes hit both alike
-    local_ms.push_back(timed_evaluate(*local, request, &local_steps));
-    remote_ms.push_back(timed_evaluate(*remote, request, &remote_steps));
+  for (const char* shape : {"1, 128, 256", "4, 512, 256"}) {
+    request.problem_source = k_problem;
+    request.problem_source.replace(request.problem_source.find("@SHAPE@"), 7, shape);
+    timed_evaluate(*local, request, nullptr);   // warm: version query, page cache
+    timed_evaluate(*remote, request, nullptr);  // warm: session, bundle upload
+    std::vector<double> local_ms, remote_ms;
+    std::map<std::string, std::vector<double>> local_steps, remote_steps;
+    for (int i = 0; i < overhead_runs; ++i) {  // interleaved, so load changes hit both alike
+      local_ms.push_back(timed_evaluate(*local, request, &local_steps));
+      remote_ms.push_back(timed_evaluate(*remote, request, &remote_steps));
+    }
+    double local_median = median(local_ms);
+    double remote_median = median(remote_ms);
+    double overhead = remote_median - local_median;
+    std::printf("== SSH overhead (sim, seeds/transpose/naive.py, input shape (%s), %d runs)\n",
+                shape, overhead_runs);
+    std::printf("local backend evaluation   median %8.1f ms\n", local_median);
+    std::printf("ssh backend evaluation     median %8.1f ms\n", remote_median);
+    std::printf("overhead                          %8.1f ms  (%.1f%% of the local evaluation)\n",
+                overhead, 100.0 * overhead / local_median);
+    std::printf("ssh steps (median ms):");
+    for (const char* step : {"connect", "upload", "run", "fetch", "cleanup"}) {
+      std::printf(" %s %.1f", step, median(remote_steps[step]));
+    }
+    std::printf("\nlocal steps (median ms):");
+    for (const char* step : {"write", "run", "parse", "cleanup"}) {
+      std::printf(" %s %.1f", step, median(local_steps[step]));
+    }
+    double ssh_outside_run = median(remote_steps["connect"]) + median(remote_steps["upload"]) +
+                             median(remote_steps["fetch"]) + median(remote_steps["cleanup"]);
+    std::printf("\nssh steps outside the remote run: %.1f ms\n\n", ssh_outside_run);
   }
-  double local_median = median(local_ms);
-  double remote_median = median(remote_ms);
-  double overhead = remote_median - local_median;
-  std::printf("== SSH overhead (sim, seeds/transpose/naive.py on a 1x128x256 input, %d runs)\n",
-              overhead_runs);
-  std::printf("local backend evaluation   median %8.1f ms\n", local_median);
-  std::printf("ssh backend evaluation     median %8.1f ms\n", remote_median);
-  std::printf("overhead                          %8.1f ms  (%.1f%% of the local evaluation)\n",
-              overhead, 100.0 * overhead / local_median);
-  std::printf("ssh steps (median ms):");
-  for (const char* step : {"connect", "upload", "run", "fetch", "cleanup"}) {
-    std::printf(" %s %.1f", step, median(remote_steps[step]));
-  }
-  std::printf("\nlocal steps (median ms):");
-  for (const char* step : {"write", "run", "parse", "cleanup"}) {
-    std::printf(" %s %.1f", step, median(local_steps[step]));
-  }
-  double ssh_outside_run = median(remote_steps["connect"]) + median(remote_steps["upload"]) +
-                           median(remote_steps["fetch"]) + median(remote_steps["cleanup"]);
-  std::printf("\nssh steps outside the remote run: %.1f ms\n\n", ssh_outside_run);
 
+  if (batch_size <= 0) {
+    return 0;
+  }
   // 2. Throughput with the fake device.
   std::printf("== Throughput, fake device (fake_ms=%d, default seeds/warmup/iters), batch of %d\n",
               fake_ms, batch_size);

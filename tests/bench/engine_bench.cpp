@@ -19,8 +19,8 @@ using namespace autocomp::search::engine;
 
 int main(int argc, char** argv) {
   int iterations = argc > 1 ? std::atoi(argv[1]) : 5;
-  auto dir = std::filesystem::temp_directory_path() /
-             ("engine_bench_" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("engine_bench_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto opened = search::store::Store::open((dir / "bench.db").string());
   if (!opened) {
@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
 
   SearchServices services;
   services.backend = std::make_shared<testing::FakeBackend>(8);
-  services.run_log = std::make_shared<StoreRunLog>(db, StoreRunInfo{"bench.py", "problem.py",
-                                                                    "fake", {"fake"}});
+  services.run_log =
+      std::make_shared<StoreRunLog>(db, StoreRunInfo{"bench.py", "problem.py", "fake", {"fake"}});
   services.providers = {provider};
   services.prompts = std::shared_ptr<const PromptFactory>(make_default_prompt_factory());
 
@@ -69,8 +69,9 @@ int main(int argc, char** argv) {
       double ms = (event.elapsed_s - last) * 1000;
       last = event.elapsed_s;
       per_iteration.push_back(ms);
-      std::printf("iteration %d: %.1f ms engine overhead, %ld children evaluated so far, best %.0f us\n",
-                  event.iteration, ms, event.candidates_evaluated, event.best_latency_us);
+      std::printf(
+          "iteration %d: %.1f ms engine overhead, %ld children evaluated so far, best %.0f us\n",
+          event.iteration, ms, event.candidates_evaluated, event.best_latency_us);
     }
   };
   auto outcome = run_search(config, services, {}, hooks);
@@ -78,11 +79,12 @@ int main(int argc, char** argv) {
   for (double ms : per_iteration) {
     total += ms;
   }
-  std::printf("B=%d N=%d K=%d: %zu iterations, mean %.1f ms per iteration (%ld LLM calls, %ld "
-              "backend evaluations, status %s)\n",
-              config.beam, config.plans, config.impls, per_iteration.size(),
-              per_iteration.empty() ? 0.0 : total / per_iteration.size(), outcome.llm_calls,
-              outcome.backend_evaluations, outcome.status.c_str());
+  std::printf(
+      "B=%d N=%d K=%d: %zu iterations, mean %.1f ms per iteration (%ld LLM calls, %ld "
+      "backend evaluations, status %s)\n",
+      config.beam, config.plans, config.impls, per_iteration.size(),
+      per_iteration.empty() ? 0.0 : total / per_iteration.size(), outcome.llm_calls,
+      outcome.backend_evaluations, outcome.status.c_str());
   std::filesystem::remove_all(dir);
   return outcome.status == "completed" ? 0 : 1;
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "server/tool.hpp"
+#include "support/add_workload.hpp"
 #include "support/scripted_llm_server.hpp"
 #include "tools/product_tools.hpp"
 
@@ -23,51 +24,13 @@ using autocomp::testing::ScriptedLlmServer;
 using autocomp::testing::ScriptedResponse;
 using nlohmann::json;
 
-constexpr const char* k_problem = R"(import numpy as np
-
-def inputs(seed):
-    rng = np.random.default_rng(seed)
-    return {"a": rng.standard_normal((128, 512), dtype=np.float32),
-            "b": rng.standard_normal((128, 512), dtype=np.float32)}
-
-def reference(a, b):
-    return a + b
-
-SEEDS = [0, 1]
-)";
-
-constexpr const char* k_fast_kernel = R"(import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
-
-@nki.jit
-def add_kernel(a, b):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    x = nl.load(a)
-    y = nl.load(b)
-    nl.store(out, value=nl.add(x, y))
-    return out
-)";
-
-constexpr const char* k_slow_kernel = R"(import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
-
-@nki.jit
-def add_kernel(a, b):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    for j in nl.sequential_range(64):
-        x = nl.load(a[:, j * 8:(j + 1) * 8])
-        y = nl.load(b[:, j * 8:(j + 1) * 8])
-        nl.store(out[:, j * 8:(j + 1) * 8], value=nl.add(x, y))
-    return out
-)";
-
 class AgentToolsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     m_dir = fs::temp_directory_path() / ("agent_tools_test_" + std::to_string(::getpid()));
     fs::create_directories(m_dir);
-    write("problem.py", k_problem);
-    write("kernel.py", k_slow_kernel);
+    write("problem.py", testing::k_add_problem);
+    write("kernel.py", testing::k_add_slow_kernel);
     ::setenv("OPENAI_BASE_URL", m_llm.openai_base_url().c_str(), 1);
     ::setenv("OPENAI_API_KEY", "test-key-not-secret", 1);
     ProductToolsOptions options;
@@ -154,7 +117,7 @@ TEST_F(AgentToolsTest, ProposePlanAsksTheConfiguredLlm) {
 TEST_F(AgentToolsTest, SearchRunsInTheBackgroundAndItsBestCanBeRestored) {
   ScriptedResponse standing =
       ScriptedResponse::reply(std::string("Load each input as a single full tile.\n\n```python\n") +
-                              k_fast_kernel + "```\n");
+                              testing::k_add_fast_kernel + "```\n");
   standing.repeat = true;
   m_llm.set_fallback(standing);
 
@@ -191,7 +154,7 @@ TEST_F(AgentToolsTest, SearchRunsInTheBackgroundAndItsBestCanBeRestored) {
   auto reverted = call("revert_to_best", json{{"kernel", "kernel.py"}, {"run_id", run_id}});
   ASSERT_FALSE(reverted.is_error) << reverted.structured.dump();
   EXPECT_TRUE(reverted.structured.at("restored").get<bool>());
-  EXPECT_EQ(read("kernel.py"), k_fast_kernel);
+  EXPECT_EQ(read("kernel.py"), testing::k_add_fast_kernel);
 }
 
 TEST_F(AgentToolsTest, CancelStopsARunningSearchPromptly) {
@@ -222,10 +185,14 @@ TEST_F(AgentToolsTest, CancelStopsARunningSearchPromptly) {
   EXPECT_TRUE(call("get_search_status", json{{"run_id", "ffffffffffff"}}).is_error);
 }
 
-TEST_F(AgentToolsTest, SearchWithoutAnLlmSaysHowToConfigureOne) {
-  auto result = call("run_beam_search", json{{"kernel", "kernel.py"}, {"problem", "problem.py"}});
-  ASSERT_TRUE(result.is_error);
-  EXPECT_NE(result.structured.at("error").get<std::string>().find("--llm"), std::string::npos);
+TEST_F(AgentToolsTest, SearchWithoutAnLlmRunsOnKnobAutotuningAlone) {
+  auto started = call("run_beam_search",
+                      json{{"kernel", "kernel.py"}, {"problem", "problem.py"}, {"iterations", 1}});
+  ASSERT_FALSE(started.is_error) << started.structured.dump();
+  EXPECT_NE(started.structured.at("note").get<std::string>().find("autotuning"), std::string::npos);
+  const json status = wait_for_end(started.structured.at("run_id"), std::chrono::seconds(120));
+  EXPECT_EQ(status.at("status"), "completed") << status.dump();
+  EXPECT_EQ(m_llm.request_count(), 0u);
 }
 
 }  // namespace

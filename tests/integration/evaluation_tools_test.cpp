@@ -8,6 +8,7 @@
 #include <string>
 
 #include "server/tool.hpp"
+#include "support/add_workload.hpp"
 #include "tools/product_tools.hpp"
 
 namespace autocomp::tools {
@@ -15,45 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-constexpr const char* k_problem = R"(import numpy as np
-
-def inputs(seed):
-    rng = np.random.default_rng(seed)
-    return {"a": rng.standard_normal((128, 512), dtype=np.float32),
-            "b": rng.standard_normal((128, 512), dtype=np.float32)}
-
-def reference(a, b):
-    return a + b
-
-SEEDS = [0, 1]
-)";
-
-constexpr const char* k_good_kernel = R"(import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
-
-@nki.jit
-def add_kernel(a, b):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    x = nl.load(a)
-    y = nl.load(b)
-    nl.store(out, value=nl.add(x, y))
-    return out
-)";
-
-// The same sum, one 128x64 slice at a time: correct but many more, smaller DMAs.
-constexpr const char* k_slow_kernel = R"(import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
-
-@nki.jit
-def add_kernel(a, b):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    for j in nl.sequential_range(64):
-        x = nl.load(a[:, j * 8:(j + 1) * 8])
-        y = nl.load(b[:, j * 8:(j + 1) * 8])
-        nl.store(out[:, j * 8:(j + 1) * 8], value=nl.add(x, y))
-    return out
-)";
 
 constexpr const char* k_wrong_kernel = R"(import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
@@ -81,7 +43,7 @@ class EvaluationToolsTest : public ::testing::Test {
   void SetUp() override {
     m_dir = fs::temp_directory_path() / ("evaluation_tools_test_" + std::to_string(::getpid()));
     fs::create_directories(m_dir);
-    write("problem.py", k_problem);
+    write("problem.py", testing::k_add_problem);
     ProductToolsOptions options;
     options.db_path = (m_dir / "store.db").string();
     register_product_tools(m_registries, options);
@@ -125,7 +87,7 @@ TEST_F(EvaluationToolsTest, ProductToolsAreRegisteredWithDescriptionsAndSchemas)
 }
 
 TEST_F(EvaluationToolsTest, VerifyThenBenchmarkAndProfileComeFromOneEvaluation) {
-  write("add.py", k_good_kernel);
+  write("add.py", testing::k_add_fast_kernel);
   auto verified = call("verify_kernel", kernel_args("add.py"));
   ASSERT_FALSE(verified.is_error) << verified.structured.dump();
   EXPECT_TRUE(verified.structured.at("correct").get<bool>());
@@ -180,10 +142,10 @@ TEST_F(EvaluationToolsTest, WrongAndBrokenKernelsAreReportedWithKindAndLine) {
 }
 
 TEST_F(EvaluationToolsTest, RegressionAgainstTheBestVersionOfAFileIsFlaggedAsDiverged) {
-  write("kernel.py", k_good_kernel);
+  write("kernel.py", testing::k_add_fast_kernel);
   auto good = call("benchmark_kernel", kernel_args("kernel.py"));
   ASSERT_FALSE(good.is_error) << good.structured.dump();
-  write("kernel.py", k_slow_kernel);
+  write("kernel.py", testing::k_add_slow_kernel);
   auto slow = call("benchmark_kernel", kernel_args("kernel.py"));
   ASSERT_FALSE(slow.is_error) << slow.structured.dump();
   EXPECT_GT(slow.structured.at("latency_us").at("median").get<double>(),
@@ -199,7 +161,7 @@ TEST_F(EvaluationToolsTest, BadPathsAndBackendsGiveActionableErrors) {
   EXPECT_TRUE(missing.is_error);
   EXPECT_NE(missing.structured.at("error").get<std::string>().find("no such file"),
             std::string::npos);
-  write("add.py", k_good_kernel);
+  write("add.py", testing::k_add_fast_kernel);
   auto bad_backend =
       call("verify_kernel",
            json{{"kernel", "add.py"}, {"problem", "problem.py"}, {"backend", "warp://x"}});
@@ -209,7 +171,7 @@ TEST_F(EvaluationToolsTest, BadPathsAndBackendsGiveActionableErrors) {
 }
 
 TEST_F(EvaluationToolsTest, EvaluationAndCandidateResourcesServeTheFullRecord) {
-  write("add.py", k_good_kernel);
+  write("add.py", testing::k_add_fast_kernel);
   auto verified = call("verify_kernel", kernel_args("add.py"));
   ASSERT_FALSE(verified.is_error);
   const std::string uri = verified.structured.at("details");
@@ -244,9 +206,9 @@ namespace autocomp::tools {
 namespace {
 
 TEST_F(EvaluationToolsTest, RevertToBestRestoresTheFastestCorrectVersionAndKeepsABackup) {
-  write("kernel.py", k_good_kernel);
+  write("kernel.py", testing::k_add_fast_kernel);
   ASSERT_FALSE(call("benchmark_kernel", kernel_args("kernel.py")).is_error);
-  write("kernel.py", k_slow_kernel);
+  write("kernel.py", testing::k_add_slow_kernel);
   ASSERT_FALSE(call("benchmark_kernel", kernel_args("kernel.py")).is_error);
   write("kernel.py", k_wrong_kernel);  // the agent's latest edit, never evaluated
 
@@ -259,7 +221,7 @@ TEST_F(EvaluationToolsTest, RevertToBestRestoresTheFastestCorrectVersionAndKeeps
   EXPECT_TRUE(reverted.structured.at("restored").get<bool>());
   std::ifstream restored(m_dir / "kernel.py");
   const std::string text((std::istreambuf_iterator<char>(restored)), {});
-  EXPECT_EQ(text, k_good_kernel);
+  EXPECT_EQ(text, testing::k_add_fast_kernel);
   std::ifstream backup(reverted.structured.at("backup").get<std::string>());
   const std::string saved((std::istreambuf_iterator<char>(backup)), {});
   EXPECT_EQ(saved, k_wrong_kernel);

@@ -1,9 +1,8 @@
 // Sends thousands of mutated JSON-RPC messages (seeded, reproducible) to the real binary over
 // stdio and over HTTP, then checks that it still answers ping.
 
-#include <httplib.h>
-
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <atomic>
 #include <random>
@@ -28,15 +27,27 @@ const std::vector<std::string> k_seeds = {
     R"({"jsonrpc":"2.0","id":10,"method":"resources/subscribe","params":{"uri":"test://watched-resource"}})",
 };
 
-const std::vector<std::string> k_replacements = {
-    "null", "true", "[]", "{}", "\"\"", "-1", "0", "1e999999", "-1e400",
-    "123456789012345678901234567890", "3.14159", "\"\\u0000\"", "\"\\ud800\"",
-    "[[[[[[[[[[]]]]]]]]]]", "{\"a\":{\"b\":{\"c\":[1,2,{}]}}}"};
+const std::vector<std::string> k_replacements = {"null",
+                                                 "true",
+                                                 "[]",
+                                                 "{}",
+                                                 "\"\"",
+                                                 "-1",
+                                                 "0",
+                                                 "1e999999",
+                                                 "-1e400",
+                                                 "123456789012345678901234567890",
+                                                 "3.14159",
+                                                 "\"\\u0000\"",
+                                                 "\"\\ud800\"",
+                                                 "[[[[[[[[[[]]]]]]]]]]",
+                                                 "{\"a\":{\"b\":{\"c\":[1,2,{}]}}}"};
 
 std::string random_unicode(std::mt19937& rng) {
   static const std::vector<std::string> k_pieces = {
       "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xED\xA0\x80", "\xC0\xAF", "\xFF",
-      "\xE2\x82", "\\u00e9", "\\uDEAD", "\x7F", "\t", "\\", "\""};
+      "\xE2\x82", "\\u00e9",      "\\uDEAD",          "\x7F",         "\t",       "\\",
+      "\""};
   std::string out;
   const int count = 1 + static_cast<int>(rng() % 6);
   for (int i = 0; i < count; ++i) {
@@ -73,9 +84,8 @@ std::string mutate(std::mt19937& rng) {
       };
       collect(json);
       if (!slots.empty()) {
-        *slots[rng() % slots.size()] =
-            nlohmann::json::parse(k_replacements[rng() % k_replacements.size()], nullptr, false,
-                                  true);
+        *slots[rng() % slots.size()] = nlohmann::json::parse(
+            k_replacements[rng() % k_replacements.size()], nullptr, false, true);
       }
       text = json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       break;
@@ -171,10 +181,12 @@ TEST(ServerFuzz, HttpSurvivesMutatedMessages) {
   httplib::Client client("127.0.0.1", server.port());
   client.set_read_timeout(10, 0);
   client.set_keep_alive(true);
+  client.set_tcp_nodelay(true);
   const httplib::Headers base = {{"Accept", "application/json"}};
-  auto init = client.Post("/mcp", base,
-                          R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}})",
-                          "application/json");
+  auto init = client.Post(
+      "/mcp", base,
+      R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}})",
+      "application/json");
   ASSERT_TRUE(init);
   const std::string session = init->get_header_value("Mcp-Session-Id");
   ASSERT_FALSE(session.empty());
@@ -182,14 +194,20 @@ TEST(ServerFuzz, HttpSurvivesMutatedMessages) {
   headers.emplace("Mcp-Session-Id", session);
   std::mt19937 rng(1122);
   int server_errors = 0;
+  int answered = 0;
+  int rejected = 0;
   for (int i = 0; i < k_http_messages; ++i) {
     const std::string message = mutate(rng);
     auto response = client.Post("/mcp", headers, message, "application/json");
-    ASSERT_TRUE(response) << "connection failed after " << i << " messages; last: "
-                          << message.substr(0, 300);
+    ASSERT_TRUE(response) << "connection failed after " << i
+                          << " messages; last: " << message.substr(0, 300);
     server_errors += response->status >= 500 ? 1 : 0;
+    answered += response->status == 200 ? 1 : 0;
+    rejected += response->status == 400 ? 1 : 0;
   }
   EXPECT_EQ(server_errors, 0);
+  EXPECT_GT(answered, k_http_messages / 20);  // the mix really exercised both paths
+  EXPECT_GT(rejected, k_http_messages / 10);
   auto pong = client.Post("/mcp", headers, R"({"jsonrpc":"2.0","id":"final","method":"ping"})",
                           "application/json");
   ASSERT_TRUE(pong);

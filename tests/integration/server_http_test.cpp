@@ -1,23 +1,23 @@
 // The real binary over Streamable HTTP on 127.0.0.1: sessions, status codes, Origin/Host checks,
 // bearer token, SSE for calls that stream, bad input.
 
-#include <httplib.h>
-
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include "integration/server_test_support.hpp"
 
 namespace autocomp::test {
 namespace {
 
-const std::string k_initialize = nlohmann::json{
-    {"jsonrpc", "2.0"},
-    {"id", 1},
-    {"method", "initialize"},
-    {"params",
-     {{"protocolVersion", "2025-11-25"},
-      {"capabilities", nlohmann::json::object()},
-      {"clientInfo", {{"name", "http-test"}, {"version", "1"}}}}}}.dump();
+const std::string k_initialize =
+    nlohmann::json{{"jsonrpc", "2.0"},
+                   {"id", 1},
+                   {"method", "initialize"},
+                   {"params",
+                    {{"protocolVersion", "2025-11-25"},
+                     {"capabilities", nlohmann::json::object()},
+                     {"clientInfo", {{"name", "http-test"}, {"version", "1"}}}}}}
+        .dump();
 
 httplib::Headers json_headers(const std::string& session = {}) {
   httplib::Headers headers = {{"Accept", "application/json, text/event-stream"},
@@ -41,6 +41,7 @@ class ServerHttp : public ::testing::Test {
     ASSERT_GT(m_server->port(), 0) << "server did not write its port file";
     m_client = std::make_unique<httplib::Client>("127.0.0.1", m_server->port());
     m_client->set_read_timeout(10, 0);
+    m_client->set_tcp_nodelay(true);
   }
 
   std::string start_session() {
@@ -52,9 +53,9 @@ class ServerHttp : public ::testing::Test {
     EXPECT_EQ(response->status, 200);
     const std::string session = response->get_header_value("Mcp-Session-Id");
     EXPECT_FALSE(session.empty());
-    auto initialized = m_client->Post(
-        "/mcp", json_headers(session),
-        R"({"jsonrpc":"2.0","method":"notifications/initialized"})", "application/json");
+    auto initialized = m_client->Post("/mcp", json_headers(session),
+                                      R"({"jsonrpc":"2.0","method":"notifications/initialized"})",
+                                      "application/json");
     EXPECT_EQ(initialized->status, 202);
     EXPECT_TRUE(initialized->body.empty());
     return session;
@@ -69,7 +70,8 @@ TEST_F(ServerHttp, SessionLifecycle) {
   for (char c : session) {
     EXPECT_TRUE(c >= 0x21 && c <= 0x7E);
   }
-  auto tools = m_client->Post("/mcp", json_headers(session), rpc(2, "tools/list"), "application/json");
+  auto tools =
+      m_client->Post("/mcp", json_headers(session), rpc(2, "tools/list"), "application/json");
   ASSERT_TRUE(tools);
   EXPECT_EQ(tools->status, 200);
   EXPECT_NE(tools->get_header_value("Content-Type").find("application/json"), std::string::npos);
@@ -78,8 +80,8 @@ TEST_F(ServerHttp, SessionLifecycle) {
 
   auto missing = m_client->Post("/mcp", json_headers(), rpc(3, "tools/list"), "application/json");
   EXPECT_EQ(missing->status, 400);
-  auto unknown =
-      m_client->Post("/mcp", json_headers("not-a-session"), rpc(4, "tools/list"), "application/json");
+  auto unknown = m_client->Post("/mcp", json_headers("not-a-session"), rpc(4, "tools/list"),
+                                "application/json");
   EXPECT_EQ(unknown->status, 404);
 
   auto ended = m_client->Delete("/mcp", json_headers(session));
@@ -92,9 +94,9 @@ TEST_F(ServerHttp, SessionLifecycle) {
 
 TEST_F(ServerHttp, ClientResponsesAndNotificationsGet202) {
   const std::string session = start_session();
-  auto response = m_client->Post("/mcp", json_headers(session),
-                                 R"({"jsonrpc":"2.0","id":"unknown","result":{}})",
-                                 "application/json");
+  auto response =
+      m_client->Post("/mcp", json_headers(session),
+                     R"({"jsonrpc":"2.0","id":"unknown","result":{}})", "application/json");
   EXPECT_EQ(response->status, 202);
 }
 
@@ -135,8 +137,8 @@ TEST_F(ServerHttp, ProgressCallsStreamServerSentEvents) {
   std::size_t start = 0;
   while ((start = response->body.find("data: ", start)) != std::string::npos) {
     const auto end = response->body.find('\n', start);
-    auto data = nlohmann::json::parse(response->body.substr(start + 6, end - start - 6), nullptr,
-                                      false);
+    auto data =
+        nlohmann::json::parse(response->body.substr(start + 6, end - start - 6), nullptr, false);
     if (!data.is_discarded()) {
       events.push_back(data);
     }
@@ -154,8 +156,8 @@ TEST_F(ServerHttp, BadInputGetsErrorsAndServingContinues) {
   auto malformed = m_client->Post("/mcp", json_headers(session), "{oops", "application/json");
   EXPECT_EQ(malformed->status, 400);
   EXPECT_EQ(nlohmann::json::parse(malformed->body)["error"]["code"], -32700);
-  auto batch = m_client->Post("/mcp", json_headers(session), "[" + rpc(2, "ping") + "]",
-                              "application/json");
+  auto batch =
+      m_client->Post("/mcp", json_headers(session), "[" + rpc(2, "ping") + "]", "application/json");
   EXPECT_EQ(batch->status, 400);
   EXPECT_EQ(nlohmann::json::parse(batch->body)["error"]["code"], -32600);
   auto utf8 = m_client->Post("/mcp", json_headers(session),

@@ -20,8 +20,8 @@ void expect_still_serving(Child& server, int id) {
 
 TEST(ServerStdio, LifecycleAndVersionNegotiation) {
   Child server({"--conformance-fixtures"});
-  auto discover = server.request("server-discover-probe-1", "server/discover",
-                                 nlohmann::json::object());
+  auto discover =
+      server.request("server-discover-probe-1", "server/discover", nlohmann::json::object());
   EXPECT_EQ(error_code(discover), -32601);
   EXPECT_EQ(error_code(server.request(1, "tools/list")), -32600);
   expect_still_serving(server, 2);
@@ -101,8 +101,8 @@ TEST(ServerStdio, EveryBadInputGetsItsErrorAndTheServerKeepsServing) {
   expect_still_serving(server, 106);
 
   // Wrong argument types are a tool error naming the field, not a protocol error.
-  auto bad_args = server.request(9, "tools/call",
-                                 {{"name", "test_sampling"}, {"arguments", {{"prompt", 5}}}});
+  auto bad_args =
+      server.request(9, "tools/call", {{"name", "test_sampling"}, {"arguments", {{"prompt", 5}}}});
   ASSERT_TRUE(bad_args.contains("result"));
   EXPECT_EQ(bad_args["result"]["isError"], true);
   EXPECT_NE(bad_args["result"]["content"][0]["text"].get<std::string>().find("prompt"),
@@ -157,10 +157,11 @@ TEST(ServerStdio, SamplingRoundTripThroughTheClient) {
                  {{"protocolVersion", "2025-11-25"},
                   {"capabilities", {{"sampling", nlohmann::json::object()}}},
                   {"clientInfo", {{"name", "t"}, {"version", "1"}}}});
-  server.send(nlohmann::json{{"jsonrpc", "2.0"},
-                             {"id", 1},
-                             {"method", "tools/call"},
-                             {"params", {{"name", "test_sampling"}, {"arguments", {{"prompt", "2+2?"}}}}}});
+  server.send(
+      nlohmann::json{{"jsonrpc", "2.0"},
+                     {"id", 1},
+                     {"method", "tools/call"},
+                     {"params", {{"name", "test_sampling"}, {"arguments", {{"prompt", "2+2?"}}}}}});
   auto request_line = server.read_line();
   ASSERT_TRUE(request_line);
   auto request = nlohmann::json::parse(*request_line);

@@ -94,6 +94,20 @@ TEST(AutotuneKnobs, MalformedDeclarationsAreIgnoredWithoutFailing) {
   }
 }
 
+TEST(AutotuneKnobs, EveryPrefixOfADeclarationIsReadWithoutFailing) {
+  const std::string source =
+      "# autocomp: knob M = [\"a, b]\", 'c\\'', 1.5e3, -2, True]\nM = 'c\\''  # x\n";
+  for (std::size_t n = 0; n <= source.size(); ++n) {
+    auto knobs = parse_knobs(source.substr(0, n));
+    if (!knobs.empty()) {
+      EXPECT_EQ(knobs[0].values.size(), 5u);
+    }
+  }
+  auto knobs = parse_knobs(source);
+  ASSERT_EQ(knobs.size(), 1u);
+  EXPECT_EQ(knobs[0].current_index, 1u);
+}
+
 TEST(AutotuneKnobs, DeclarationNotFollowedByItsAssignmentIsIgnored) {
   const char* sources[] = {
       "# autocomp: knob N = [1, 2]\nM = 1\n",             // another name

@@ -83,8 +83,9 @@ TEST(AutotuneProposer, AfterTheNeighboursComeTwoKnobCombinationsThenFartherValue
   auto proposer = make_autotune_proposer();
   Candidate parent = candidate(k_three_knobs);
   auto children = run(*proposer, config_with(6, 2), 1, {{0, &parent}});
-  // 4 neighbours + 4 pairs (of 5 possible) + TILE 1024 (distance 2) = 9, under the cap of 12.
-  ASSERT_EQ(children.size(), 9u);
+  // 4 neighbours + 4 pairs (of 5 possible) + TILE 1024 and BUFS 3 (distance 2) = 10, under the
+  // cap of 12.
+  ASSERT_EQ(children.size(), 10u);
   for (std::size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(children[i].plan.find(", "), std::string::npos) << children[i].plan;
   }
@@ -92,6 +93,7 @@ TEST(AutotuneProposer, AfterTheNeighboursComeTwoKnobCombinationsThenFartherValue
     EXPECT_NE(children[i].plan.find(", "), std::string::npos) << children[i].plan;
   }
   EXPECT_EQ(children[8].plan, "autotune: TILE 256 -> 1024");
+  EXPECT_EQ(children[9].plan, "autotune: BUFS 1 -> 3");
   std::set<std::string> labels;
   std::set<std::string> keys;
   for (const auto& child : children) {
@@ -192,28 +194,76 @@ TEST(AutotuneProposer, StopsProposingOnceTheRunIsStopping) {
   EXPECT_EQ(children, 0);
 }
 
-// The whole engine with autotune as its only proposer: a knob decides the fake backend's latency,
-// and the search finds the fastest value without a single LLM call.
+// Evaluates a kernel as the fake backend evaluates one marked "# latency: <SPEED>", SPEED being
+// the kernel's knob: the knob alone decides how fast the kernel is.
+class KnobLatencyBackend : public backends::Backend {
+ public:
+  std::string identity() const override { return "knob-latency"; }
+  std::string device() const override { return m_inner.device(); }
+  std::string harness_version() const override { return m_inner.harness_version(); }
+  int slots() const override { return m_inner.slots(); }
+  std::vector<backends::EvalResult> evaluate(const std::vector<backends::EvalRequest>& batch,
+                                             const core::CancelToken& cancel,
+                                             const backends::ProgressFn& progress) override {
+    std::vector<backends::EvalRequest> marked = batch;
+    for (auto& request : marked) {
+      std::string latency = "none";
+      for (const auto& knob : parse_knobs(request.kernel_source)) {
+        if (knob.name == "SPEED") {
+          latency = knob.current;
+        }
+      }
+      request.kernel_source = engine::testing::kernel("kernel", "latency: " + latency);
+    }
+    return m_inner.evaluate(marked, cancel, progress);
+  }
+
+ private:
+  engine::testing::FakeBackend m_inner;
+};
+
+// The whole engine with autotune as its only proposer finds the fastest declared value, two steps
+// away from the start, without a single LLM call.
 TEST(AutotuneProposer, AutotuningAloneImprovesAKernelWithoutCallingTheLlm) {
   const std::string root =
       "def kernel(x):\n"
-      "    # autocomp: knob SPEED = ['# latency: 90', '# latency: 70', '# latency: 50', "
-      "'# latency: 60']\n"
-      "    SPEED = '# latency: 90'\n"
+      "    # autocomp: knob SPEED = [90, 70, 50, 60]\n"
+      "    SPEED = 90\n"
       "    return x\n";
   engine::testing::Rig rig;
   engine::SearchServices services = rig.services();
+  services.backend = std::make_shared<KnobLatencyBackend>();
   services.proposers = {std::shared_ptr<engine::Proposer>(make_autotune_proposer())};
   engine::SearchConfig config = engine::testing::small_config(root);
   config.proposers = {"autotune"};
-  config.plans = 2;
+  config.plans = 1;
   config.impls = 1;
   config.iterations = 3;
   auto outcome = engine::run_search(config, services, {});
   EXPECT_EQ(outcome.status, "completed");
   EXPECT_DOUBLE_EQ(outcome.best.latency_us(), 50.0);
-  EXPECT_NE(outcome.best.source.find("SPEED = '# latency: 50'"), std::string::npos);
+  EXPECT_NE(outcome.best.source.find("    SPEED = 50\n"), std::string::npos);
+  EXPECT_EQ(outcome.best.plan, "autotune: SPEED 70 -> 50");
   EXPECT_EQ(rig.provider->call_count(), 0u);
+}
+
+TEST(AutotuneProposer, AutotuningRunsWithNoLlmProviderAtAll) {
+  const std::string root =
+      "# autocomp: knob SPEED = [90, 70, 50]\n"
+      "SPEED = 90\n"
+      "def kernel(x):\n"
+      "    return x\n";
+  engine::testing::Rig rig;
+  engine::SearchServices services = rig.services();
+  services.providers.clear();
+  services.backend = std::make_shared<KnobLatencyBackend>();
+  services.proposers = {std::shared_ptr<engine::Proposer>(make_autotune_proposer())};
+  engine::SearchConfig config = engine::testing::small_config(root);
+  config.proposers = {"autotune"};
+  config.iterations = 2;
+  auto outcome = engine::run_search(config, services, {});
+  EXPECT_EQ(outcome.status, "completed");
+  EXPECT_DOUBLE_EQ(outcome.best.latency_us(), 50.0);
 }
 
 }  // namespace

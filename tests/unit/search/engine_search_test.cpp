@@ -62,7 +62,8 @@ TEST(EngineSearch, SlowerChildIsRejectedOnceTheSlackIsOver) {
   auto outcome = run_search(config, rig.services(), {});
   EXPECT_EQ(outcome.best.key, core::source_key(k_root));
   EXPECT_EQ(rig.backend->evaluations_of(child), 1);
-  EXPECT_EQ(beam_of(*rig.log, outcome.run_id, 1), std::vector<std::string>{core::source_key(k_root)});
+  EXPECT_EQ(beam_of(*rig.log, outcome.run_id, 1),
+            std::vector<std::string>{core::source_key(k_root)});
   bool rejected = false;
   for (const auto& candidate : rig.log->load_candidates(outcome.run_id)) {
     rejected |= candidate.key == core::source_key(child) && candidate.verdict == "rejected";
@@ -93,7 +94,8 @@ TEST(EngineSearch, TieKeepsTheOldMember) {
   rig.provider->set_responder(script.responder());
 
   auto outcome = run_search(small_config(k_root), rig.services(), {});
-  EXPECT_EQ(beam_of(*rig.log, outcome.run_id, 1), std::vector<std::string>{core::source_key(k_root)});
+  EXPECT_EQ(beam_of(*rig.log, outcome.run_id, 1),
+            std::vector<std::string>{core::source_key(k_root)});
 }
 
 TEST(EngineSearch, CompileErrorIsSentBackAndTheRepairIsKept) {
@@ -354,8 +356,8 @@ llm::FakeProvider::Responder hashing_responder() {
       completion.text = "plan " + digest.substr(0, 8);
     } else {
       int latency = 50 + static_cast<int>(std::stoul(digest.substr(0, 4), nullptr, 16) % 60);
-      completion.text = testing::fenced(kernel("k" + digest.substr(0, 6),
-                                               "latency: " + std::to_string(latency)));
+      completion.text =
+          testing::fenced(kernel("k" + digest.substr(0, 6), "latency: " + std::to_string(latency)));
     }
     return completion;
   };

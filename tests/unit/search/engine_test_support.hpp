@@ -73,8 +73,8 @@ class FakeBackend : public backends::Backend {
         result.failure = core::Failure{core::FailureKind::compile_error, "verify",
                                        "tile exceeds 128 partitions", 3};
       } else if (source.find("# runtime_error") != std::string::npos) {
-        result.failure = core::Failure{core::FailureKind::runtime_error, "verify",
-                                       "index out of bounds", 2};
+        result.failure =
+            core::Failure{core::FailureKind::runtime_error, "verify", "index out of bounds", 2};
       } else if (source.find("# wrong") != std::string::npos) {
         result.verified = true;
         result.failure =
@@ -133,7 +133,9 @@ inline std::string kernel_in(const llm::CompletionRequest& request) {
   return text.substr(open, close - open);
 }
 
-inline std::string fenced(const std::string& source) { return "```python\n" + source + "```\n"; }
+inline std::string fenced(const std::string& source) {
+  return "```python\n" + source + "```\n";
+}
 
 // A responder for FakeProvider: plans are "speed it up"; the implementation of a parent and the
 // repair of a failed kernel come from tables keyed by source (a missing entry answers with text

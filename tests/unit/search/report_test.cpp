@@ -1,10 +1,10 @@
+#include "search/report/report.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include "search/report/report.hpp"
 
 namespace autocomp::search::report {
 namespace {
@@ -46,7 +46,8 @@ TEST(Report, ChartHasOnePointPerIterationIncludingTheInput) {
   std::string svg = render_latency_svg(points);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   std::size_t circles = 0;
-  for (auto pos = svg.find("<circle"); pos != std::string::npos; pos = svg.find("<circle", pos + 1)) {
+  for (auto pos = svg.find("<circle"); pos != std::string::npos;
+       pos = svg.find("<circle", pos + 1)) {
     ++circles;
   }
   EXPECT_EQ(circles, 3u);

@@ -31,7 +31,8 @@ TEST(JsonRpcParse, MalformedJsonIsParseError) {
 }
 
 TEST(JsonRpcParse, InvalidUtf8IsParseError) {
-  const std::string bad = std::string(R"({"jsonrpc":"2.0","id":1,"method":"p)") + "\xC3\x28" + "\"}";
+  const std::string bad =
+      std::string(R"({"jsonrpc":"2.0","id":1,"method":"p)") + "\xC3\x28" + "\"}";
   EXPECT_EQ(error_code(parse(bad, Limits{})), k_parse_error);
 }
 
@@ -72,11 +73,11 @@ TEST(JsonRpcParse, OversizeAndDeepMessagesAreRejected) {
 
 TEST(JsonRpcUtf8, ValidatesSequences) {
   EXPECT_TRUE(valid_utf8("plain"));
-  EXPECT_TRUE(valid_utf8("\xE2\x82\xAC"));       // euro sign
-  EXPECT_TRUE(valid_utf8("\xF0\x9F\x98\x80"));   // emoji
-  EXPECT_FALSE(valid_utf8("\xC0\xAF"));          // overlong
-  EXPECT_FALSE(valid_utf8("\xED\xA0\x80"));      // surrogate
-  EXPECT_FALSE(valid_utf8("\xE2\x82"));          // truncated
+  EXPECT_TRUE(valid_utf8("\xE2\x82\xAC"));      // euro sign
+  EXPECT_TRUE(valid_utf8("\xF0\x9F\x98\x80"));  // emoji
+  EXPECT_FALSE(valid_utf8("\xC0\xAF"));         // overlong
+  EXPECT_FALSE(valid_utf8("\xED\xA0\x80"));     // surrogate
+  EXPECT_FALSE(valid_utf8("\xE2\x82"));         // truncated
   EXPECT_FALSE(valid_utf8("\xFF"));
 }
 

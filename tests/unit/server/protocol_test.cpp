@@ -57,13 +57,15 @@ class RecordingOutbox : public Outbox {
 class ProtocolTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    add_tool("echo", [](const nlohmann::json& args, ToolContext&) {
-      ToolResult result;
-      result.structured = {{"echo", args.value("text", std::string())}};
-      return result;
-    }, {{"type", "object"},
-        {"properties", {{"text", {{"type", "string"}}}, {"count", {{"type", "integer"}}}}},
-        {"additionalProperties", false}});
+    add_tool("echo",
+             [](const nlohmann::json& args, ToolContext&) {
+               ToolResult result;
+               result.structured = {{"echo", args.value("text", std::string())}};
+               return result;
+             },
+             {{"type", "object"},
+              {"properties", {{"text", {{"type", "string"}}}, {"count", {{"type", "integer"}}}}},
+              {"additionalProperties", false}});
     add_tool("throws", [](const nlohmann::json&, ToolContext&) -> ToolResult {
       throw std::runtime_error("boom");
     });
@@ -101,29 +103,33 @@ class ProtocolTest : public ::testing::Test {
       return ToolResult{{{"other", 1}}, "", false};
     };
     m_registries.tools.add(typed);
-    m_registries.resources.add({"test://a", "a", "", "resource a", "text/plain",
-                                [](const std::string& uri, const auto&) -> core::Result<nlohmann::json> {
-                                  return nlohmann::json::array({{{"uri", uri}, {"text", "A"}}});
-                                }});
+    m_registries.resources.add(
+        {"test://a", "a", "", "resource a", "text/plain",
+         [](const std::string& uri, const auto&) -> core::Result<nlohmann::json> {
+           return nlohmann::json::array({{{"uri", uri}, {"text", "A"}}});
+         }});
     ResourceTemplateDef item;
     item.uri_template = "test://items/{id}";
-    item.read = [](const std::string& uri, const std::map<std::string, std::string>& vars)
-        -> core::Result<nlohmann::json> {
+    item.read = [](const std::string& uri,
+                   const std::map<std::string, std::string>& vars) -> core::Result<nlohmann::json> {
       return nlohmann::json::array({{{"uri", uri}, {"text", "item " + vars.at("id")}}});
     };
     item.complete = [](const std::string&, const std::string& prefix, const auto&) {
       return std::vector<std::string>{prefix + "1", prefix + "2"};
     };
     m_registries.resources.add_template(item);
-    m_registries.prompts.add({"greet", "", "says hello", {{"name", "who", true}},
-                              [](const std::map<std::string, std::string>& args)
-                                  -> core::Result<nlohmann::json> {
-                                return nlohmann::json{
-                                    {"messages",
-                                     {{{"role", "user"},
-                                       {"content", {{"type", "text"}, {"text", "hi " + args.at("name")}}}}}}};
-                              },
-                              nullptr});
+    m_registries.prompts.add(
+        {"greet",
+         "",
+         "says hello",
+         {{"name", "who", true}},
+         [](const std::map<std::string, std::string>& args) -> core::Result<nlohmann::json> {
+           return nlohmann::json{
+               {"messages",
+                {{{"role", "user"},
+                  {"content", {{"type", "text"}, {"text", "hi " + args.at("name")}}}}}}};
+         },
+         nullptr});
     ServerOptions options;
     options.page_size = 3;
     options.worker_threads = 4;
@@ -188,9 +194,10 @@ TEST(Cursor, RoundTripsAndRejectsForeignText) {
 }
 
 TEST_F(ProtocolTest, InitializeEchoesVersionAndDeclaresCapabilities) {
-  auto result = call(1, "initialize", {{"protocolVersion", "2025-06-18"},
-                                       {"capabilities", nlohmann::json::object()},
-                                       {"clientInfo", {{"name", "t"}, {"version", "1"}}}});
+  auto result = call(1, "initialize",
+                     {{"protocolVersion", "2025-06-18"},
+                      {"capabilities", nlohmann::json::object()},
+                      {"clientInfo", {{"name", "t"}, {"version", "1"}}}});
   ASSERT_TRUE(result.contains("result")) << result.dump();
   EXPECT_EQ(result["result"]["protocolVersion"], "2025-06-18");
   for (const char* capability : {"tools", "resources", "prompts", "logging", "completions"}) {
@@ -204,16 +211,15 @@ TEST_F(ProtocolTest, InitializeEchoesVersionAndDeclaresCapabilities) {
 TEST_F(ProtocolTest, InitializeWithWrongParamTypesIsInvalidParams) {
   EXPECT_EQ(call(1, "initialize", {{"protocolVersion", 5}})["error"]["code"],
             jsonrpc::k_invalid_params);
-  EXPECT_EQ(call(2, "initialize", {{"protocolVersion", "2025-11-25"}, {"capabilities", "x"}})
-                ["error"]["code"],
+  EXPECT_EQ(call(2, "initialize",
+                 {{"protocolVersion", "2025-11-25"}, {"capabilities", "x"}})["error"]["code"],
             jsonrpc::k_invalid_params);
 }
 
 TEST_F(ProtocolTest, BeforeInitializeOnlyPingIsServed) {
   EXPECT_TRUE(call(1, "ping")["result"].empty());
   EXPECT_EQ(call(2, "tools/list")["error"]["code"], jsonrpc::k_invalid_request);
-  EXPECT_EQ(call(3, "tools/call", {{"name", "echo"}})["error"]["code"],
-            jsonrpc::k_invalid_request);
+  EXPECT_EQ(call(3, "tools/call", {{"name", "echo"}})["error"]["code"], jsonrpc::k_invalid_request);
   EXPECT_EQ(call("probe", "server/discover")["error"]["code"], jsonrpc::k_method_not_found);
 }
 
@@ -247,7 +253,8 @@ TEST_F(ProtocolTest, ToolsListPaginatesWithOpaqueCursors) {
 
 TEST_F(ProtocolTest, ToolResultsCarryStructuredContentAndTextMirror) {
   initialize();
-  auto result = call(1, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "hi"}}}})["result"];
+  auto result =
+      call(1, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "hi"}}}})["result"];
   EXPECT_EQ(result["structuredContent"]["echo"], "hi");
   ASSERT_EQ(result["content"].size(), 1u);
   EXPECT_EQ(result["content"][0]["type"], "text");
@@ -290,9 +297,10 @@ TEST_F(ProtocolTest, OutputViolatingTheDeclaredSchemaIsReportedAsError) {
 TEST_F(ProtocolTest, ProgressIsSentOnlyWithATokenAndOnlyWhenIncreasing) {
   initialize();
   auto outbox = std::make_shared<RecordingOutbox>();
-  m_session->handle(jsonrpc::Request{1, "tools/call",
-                                     {{"name", "progress"}, {"_meta", {{"progressToken", "tok"}}}}},
-                    outbox);
+  m_session->handle(
+      jsonrpc::Request{
+          1, "tools/call", {{"name", "progress"}, {"_meta", {{"progressToken", "tok"}}}}},
+      outbox);
   ASSERT_TRUE(outbox->wait());
   auto sent = outbox->sent();
   ASSERT_EQ(sent.size(), 2u);
@@ -330,13 +338,15 @@ TEST_F(ProtocolTest, SlowCallDoesNotBlockPingOrOtherCalls) {
   m_session->handle(jsonrpc::Request{100, "tools/call", {{"name", "slow"}}}, slow);
   const auto started = std::chrono::steady_clock::now();
   EXPECT_TRUE(call(101, "ping")["result"].empty());
-  EXPECT_EQ(call(102, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "x"}}}})
-                ["result"]["structuredContent"]["echo"],
+  EXPECT_EQ(call(102, "tools/call",
+                 {{"name", "echo"},
+                  {"arguments", {{"text", "x"}}}})["result"]["structuredContent"]["echo"],
             "x");
   EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
   EXPECT_FALSE(slow->finished());
   m_session->handle_raw(
-      R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":100}})", nullptr);
+      R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":100}})",
+      nullptr);
   slow->wait();
 }
 
@@ -400,8 +410,9 @@ TEST_F(ProtocolTest, ResourcesReadTemplatesAndNotFound) {
   EXPECT_EQ(call(1, "resources/list")["result"]["resources"][0]["uri"], "test://a");
   EXPECT_EQ(call(2, "resources/templates/list")["result"]["resourceTemplates"][0]["uriTemplate"],
             "test://items/{id}");
-  EXPECT_EQ(call(3, "resources/read", {{"uri", "test://items/42"}})["result"]["contents"][0]["text"],
-            "item 42");
+  EXPECT_EQ(
+      call(3, "resources/read", {{"uri", "test://items/42"}})["result"]["contents"][0]["text"],
+      "item 42");
   EXPECT_EQ(call(4, "resources/read", {{"uri", "test://missing"}})["error"]["code"],
             jsonrpc::k_resource_not_found);
   EXPECT_EQ(call(5, "resources/read", {{"uri", 3}})["error"]["code"], jsonrpc::k_invalid_params);
@@ -422,10 +433,12 @@ TEST_F(ProtocolTest, SubscribedResourceUpdatesReachTheStandaloneStream) {
 TEST_F(ProtocolTest, PromptsRequireTheirArguments) {
   initialize();
   EXPECT_EQ(call(1, "prompts/list")["result"]["prompts"][0]["arguments"][0]["name"], "name");
-  EXPECT_EQ(call(2, "prompts/get", {{"name", "greet"}, {"arguments", {{"name", "Ann"}}}})
-                ["result"]["messages"][0]["content"]["text"],
+  EXPECT_EQ(call(2, "prompts/get",
+                 {{"name", "greet"},
+                  {"arguments", {{"name", "Ann"}}}})["result"]["messages"][0]["content"]["text"],
             "hi Ann");
-  EXPECT_EQ(call(3, "prompts/get", {{"name", "greet"}})["error"]["code"], jsonrpc::k_invalid_params);
+  EXPECT_EQ(call(3, "prompts/get", {{"name", "greet"}})["error"]["code"],
+            jsonrpc::k_invalid_params);
   EXPECT_EQ(call(4, "prompts/get", {{"name", "nope"}})["error"]["code"], jsonrpc::k_invalid_params);
 }
 
