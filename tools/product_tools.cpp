@@ -4,6 +4,7 @@
 
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_tools.hpp"
+#include "tools/memory_tools.hpp"
 #include "tools/planning_tools.hpp"
 #include "tools/search_tools.hpp"
 #include "tools/tool_env.hpp"
@@ -17,11 +18,20 @@ namespace {
 using ToolMaker = server::ToolDef (*)(std::shared_ptr<ToolEnv>);
 
 // The product's tools, in tools/list order. Adding a tool: its file, its declaration, this row.
+// clang-format off
 constexpr ToolMaker k_tool_makers[] = {
-    &make_verify_kernel_tool,  &make_benchmark_kernel_tool, &make_profile_kernel_tool,
-    &make_revert_to_best_tool, &make_run_beam_search_tool,  &make_get_search_status_tool,
-    &make_cancel_search_tool,  &make_list_runs_tool,
+    &make_verify_kernel_tool,
+    &make_benchmark_kernel_tool,
+    &make_profile_kernel_tool,
+    &make_revert_to_best_tool,
+    &make_run_beam_search_tool,
+    &make_get_search_status_tool,
+    &make_cancel_search_tool,
+    &make_list_runs_tool,
+    &make_list_lessons_tool,
+    &make_clear_lessons_tool,
 };
+// clang-format on
 
 core::Result<json> read_evaluation(ToolEnv& env, const std::string& uri, const std::string& id) {
   std::int64_t number = 0;

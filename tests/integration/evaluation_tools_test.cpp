@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "search/store/store.hpp"
 #include "server/tool.hpp"
 #include "support/add_workload.hpp"
 #include "tools/product_tools.hpp"
@@ -234,6 +235,42 @@ TEST_F(EvaluationToolsTest, RevertToBestRestoresTheFastestCorrectVersionAndKeeps
   EXPECT_TRUE(unknown.is_error);
   EXPECT_NE(unknown.structured.at("error").get<std::string>().find("verify_kernel"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace autocomp::tools
+
+namespace autocomp::tools {
+namespace {
+
+TEST_F(EvaluationToolsTest, LessonsCanBeListedAndClearedPerTarget) {
+  {
+    auto store = search::store::Store::open((m_dir / "store.db").string());
+    ASSERT_TRUE(store.ok());
+    search::store::Lesson lesson;
+    lesson.target = "trn2";
+    lesson.text = "Load whole 128-row tiles: one large DMA beats many narrow ones.";
+    lesson.kind = "improvement";
+    lesson.speedup = 1.8;
+    ASSERT_TRUE(store.value()->add_lesson(lesson).ok());
+    lesson.target = "trn1";
+    lesson.text = "Keep the weight in SBUF across the row loop.";
+    ASSERT_TRUE(store.value()->add_lesson(lesson).ok());
+  }
+  auto all = call("list_lessons", json::object());
+  ASSERT_FALSE(all.is_error);
+  EXPECT_EQ(all.structured.at("lessons").size(), 2u);
+  auto trn2 = call("list_lessons", json{{"target", "trn2"}});
+  ASSERT_EQ(trn2.structured.at("lessons").size(), 1u);
+  EXPECT_EQ(trn2.structured.at("lessons").at(0).at("speedup"), 1.8);
+
+  EXPECT_TRUE(call("clear_lessons", json{{"confirm", false}}).is_error);
+  auto cleared = call("clear_lessons", json{{"target", "trn2"}, {"confirm", true}});
+  ASSERT_FALSE(cleared.is_error);
+  EXPECT_EQ(cleared.structured.at("removed"), 1);
+  auto left = call("list_lessons", json::object());
+  ASSERT_EQ(left.structured.at("lessons").size(), 1u);
+  EXPECT_EQ(left.structured.at("lessons").at(0).at("target"), "trn1");
 }
 
 }  // namespace
