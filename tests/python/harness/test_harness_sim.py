@@ -36,7 +36,6 @@ def reference(a, b):
 """
 
 
-@unittest.skipUnless(util.sim_available(), "nkisim not importable")
 class SimContract(unittest.TestCase):
     def setUp(self):
         self._td = util.TempDir()
@@ -306,7 +305,6 @@ def other_kernel(a, c):
         self.assertIn("no function", out["failure"]["message"])
 
 
-@unittest.skipUnless(util.sim_available(), "nkisim not importable")
 class StdoutContract(unittest.TestCase):
     def test_only_json_on_stdout_even_when_kernel_prints(self):
         with util.TempDir() as d:

@@ -10,8 +10,6 @@ from tests.python.harness.util import autocomp_harness
 
 # Seeds blocked by a simulator feature listed in seeds/SIM_GAPS.md: a failure there is
 # reported as a skip naming the gap; once the simulator supports it the test passes normally.
-KNOWN_SIM_GAPS = {}
-
 SEED_NAMES = sorted(os.path.basename(os.path.dirname(p))
                     for p in glob.glob(os.path.join(util.SEEDS_DIR, "*", "problem.py")))
 
@@ -60,13 +58,9 @@ class SeedLayout(unittest.TestCase):
         self.assertTrue(any("\nimport nki\n" in t for t in texts))
 
 
-@unittest.skipUnless(util.sim_available(), "nkisim not importable")
 class SeedKernelsVerify(unittest.TestCase):
     def _check(self, seed, kernel):
         out = harness("verify", seed, kernel, ["--seeds", "0"])
-        if out["status"] != "ok" and seed in KNOWN_SIM_GAPS:
-            self.skipTest("%s/%s: %s (%s)" % (seed, kernel, KNOWN_SIM_GAPS[seed],
-                                              out["failure"]["message"][:200]))
         self.assertEqual(out["status"], "ok", "%s/%s: %s" % (seed, kernel, out.get("failure")))
         self.assertTrue(out["verify"]["correct"])
 
@@ -85,7 +79,6 @@ def _add_verify_tests():
 _add_verify_tests()
 
 
-@unittest.skipUnless(util.sim_available(), "nkisim not importable")
 class OptimizedIsFaster(unittest.TestCase):
     def test_optimized_beats_naive(self):
         for name in SEED_NAMES:
@@ -119,7 +112,6 @@ MUTATIONS = [
 ]
 
 
-@unittest.skipUnless(util.sim_available(), "nkisim not importable")
 class MutantsAreCaught(unittest.TestCase):
     def test_mutants_fail_verification(self):
         for name, kernel, old, new in MUTATIONS:
