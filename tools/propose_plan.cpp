@@ -9,6 +9,7 @@
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_service.hpp"
 #include "tools/planning_tools.hpp"
+#include "tools/sampling_provider.hpp"
 
 namespace autocomp::tools {
 
@@ -75,8 +76,9 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
   tool.description =
       "Plans for making an NKI kernel faster, guided by its profile (bottleneck, engine and DMA "
       "activity), the target's optimization menu (sampled with dropout), lessons remembered from "
-      "earlier attempts and recent reflexions. With an LLM configured (server --llm or the llm "
-      "argument) it returns `plans` in words; without one it returns the sampled menu, the "
+      "earlier attempts and recent reflexions. With an LLM (server --llm, the llm argument, or "
+      "the client's own model when it offers sampling) it returns `plans` in words; without one "
+      "it returns the sampled menu, the "
       "profile summary and lessons so you can plan yourself, and the full planning prompt as a "
       "resource. Implement one plan at a time, then verify and benchmark.";
   json schema = eval_args_schema();
@@ -161,7 +163,9 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
     out["roofline"] = result.roofline;
     out["lessons"] = input.lessons;
 
-    if (llm_specs.empty()) {
+    // With no configured model, the client's own model plans when it offers sampling.
+    const bool use_sampling = llm_specs.empty() && context.client_supports_sampling;
+    if (llm_specs.empty() && !use_sampling) {
       input.seed = seed;
       auto prompt = builder->plan(input);
       if (!prompt.ok()) {
@@ -190,6 +194,9 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
     }
 
     std::vector<std::shared_ptr<search::llm::Provider>> providers;
+    if (use_sampling) {
+      providers.push_back(make_sampling_provider(context));
+    }
     for (const auto& spec : llm_specs) {
       auto provider = search::llm::make_provider(spec, search::llm::ProviderOptions{});
       if (!provider.ok()) {

@@ -197,3 +197,46 @@ TEST_F(AgentToolsTest, SearchWithoutAnLlmRunsOnKnobAutotuningAlone) {
 
 }  // namespace
 }  // namespace autocomp::tools
+
+namespace autocomp::tools {
+namespace {
+
+TEST_F(AgentToolsTest, ProposePlanUsesTheClientsModelThroughSampling) {
+  const server::ToolDef* tool = m_registries->tools.find("propose_plan");
+  ASSERT_NE(tool, nullptr);
+  server::ToolContext context;
+  context.working_dir_sink = [this] { return m_dir.string(); };
+  context.client_supports_sampling = true;
+  std::vector<json> asked;
+  context.request_sink = [&asked](const std::string& method, const json& params,
+                                  std::chrono::milliseconds,
+                                  const core::CancelToken&) -> core::Result<json> {
+    EXPECT_EQ(method, "sampling/createMessage");
+    asked.push_back(params);
+    return json{{"role", "assistant"},
+                {"model", "client-model"},
+                {"content", {{"type", "text"}, {"text", "Plan: load each input as one tile."}}}};
+  };
+  auto result = tool->handler(
+      json{{"kernel", "kernel.py"}, {"problem", "problem.py"}, {"count", 2}}, context);
+  ASSERT_FALSE(result.is_error) << result.structured.dump();
+  EXPECT_EQ(result.structured.at("mode"), "llm");
+  ASSERT_EQ(result.structured.at("plans").size(), 2u);
+  EXPECT_EQ(result.structured.at("plans").at(0).at("provider"), "sampling");
+  EXPECT_NE(result.structured.at("plans").at(0).at("plan").get<std::string>().find("one tile"),
+            std::string::npos);
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_NE(asked.at(0)
+                .at("messages")
+                .at(0)
+                .at("content")
+                .at("text")
+                .get<std::string>()
+                .find("def add_kernel"),
+            std::string::npos);
+  EXPECT_TRUE(asked.at(0).contains("systemPrompt"));
+  EXPECT_EQ(m_llm.request_count(), 0u);
+}
+
+}  // namespace
+}  // namespace autocomp::tools
