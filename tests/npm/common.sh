@@ -135,3 +135,32 @@ show_server_logs() {
     tail -n 15 "$f"
   done
 }
+
+# Prepares an offline Claude Code CLI in a throw-away HOME: sets CLAUDE (the pinned binary) and
+# PROJECT (an empty working folder, made the current directory), clears provider credentials and
+# points every proxy at a closed local port, so nothing can leave the machine.
+claude_offline_sandbox() {
+  CLAUDE="$NPM_BIN/claude"
+  export HOME="$WORK_DIR/home"
+  PROJECT="$WORK_DIR/project"
+  mkdir -p "$HOME" "$PROJECT"
+  unset CLAUDE_CONFIG_DIR ANTHROPIC_API_KEY ANTHROPIC_AUTH_TOKEN ANTHROPIC_BASE_URL CLAUDECODE
+  export DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1
+  export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
+  export HTTPS_PROXY=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9 ALL_PROXY=http://127.0.0.1:9
+  export https_proxy="$HTTPS_PROXY" http_proxy="$HTTP_PROXY" all_proxy="$ALL_PROXY"
+  export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
+  cd "$PROJECT"
+}
+
+# claude_cmd OUTFILE ARGS...: a bounded run of the sandboxed CLI, combined output to OUTFILE.
+claude_cmd() {
+  local out="$1"
+  shift
+  local rc=0
+  timeout 120 "$CLAUDE" "$@" </dev/null >"$out" 2>&1 || rc=$?
+  return "$rc"
+}
+
+# show FILE: the last lines of a command's output, indented, for failure messages.
+show() { sed 's/^/    /' "$1" | tail -n 15; }
