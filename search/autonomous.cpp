@@ -51,6 +51,9 @@ const char* const k_usage =
     "  --beam N --plans N --impls N --iterations N   search shape (6, 6, 2, 10)\n"
     "  --dropout P           probability of leaving out each menu item (0.7)\n"
     "  --seed N              random seed (default: a fresh one, printed)\n"
+    "  --no-memory           neither write nor read the target's optimization lessons\n"
+    "  --reflexions N        with --beam 1: reflect on each plan, show the last N (3; 0: off)\n"
+    "  --divergence X        members X times slower than the best leave the beam (1.5)\n"
     "  --db PATH             the store (default: the user's autocomp store)\n"
     "  --resume RUN_ID       continue a stopped or killed run\n"
     "  --in-place            also overwrite KERNEL with the best version\n"
@@ -77,6 +80,9 @@ struct Options {
   std::optional<int> beam, plans, impls, iterations;
   std::optional<double> dropout;
   std::optional<std::uint64_t> seed;
+  bool no_memory = false;
+  std::optional<int> reflexions;
+  std::optional<double> divergence;
   std::string db_path;
   std::string resume_id;
   bool in_place = false;
@@ -114,6 +120,10 @@ core::Result<Options> parse(int argc, char** argv) {
         options.in_place = true;
         continue;
       }
+      if (arg == "--no-memory") {
+        options.no_memory = true;
+        continue;
+      }
       if (!value(text)) {
         return bad(arg == "--help" || arg == "-h" ? "" : "unknown option or missing value: " + arg);
       }
@@ -137,6 +147,10 @@ core::Result<Options> parse(int argc, char** argv) {
         options.iterations = std::stoi(text);
       } else if (arg == "--dropout") {
         options.dropout = std::stod(text);
+      } else if (arg == "--reflexions") {
+        options.reflexions = std::stoi(text);
+      } else if (arg == "--divergence") {
+        options.divergence = std::stod(text);
       } else if (arg == "--seed") {
         options.seed = std::stoull(text);
       } else if (arg == "--db") {
@@ -334,6 +348,9 @@ int autonomous_main(int argc, char** argv) {
     config.impls = options.impls.value_or(config.impls);
     config.iterations = options.iterations.value_or(config.iterations);
     config.dropout = options.dropout.value_or(config.dropout);
+    config.memory = !options.no_memory;
+    config.reflexions = options.reflexions.value_or(config.reflexions);
+    config.divergence = options.divergence.value_or(config.divergence);
     config.seed = options.seed ? *options.seed : std::random_device{}();
     config.budgets = options.budgets;
     // Knob autotuning always adds cheap children; without a model it is the whole search.

@@ -88,6 +88,12 @@ class EventStream : public Outbox {
     m_changed.notify_all();
   }
 
+  // A standalone stream reaches the client only while a GET stream is attached to it.
+  bool connected() const override {
+    std::lock_guard lock(m_mutex);
+    return !m_shutdown && (!m_standalone || m_attached);
+  }
+
   void shutdown() {
     std::lock_guard lock(m_mutex);
     m_shutdown = true;

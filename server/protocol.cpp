@@ -732,6 +732,36 @@ core::Result<nlohmann::json> Session::client_request(const std::string& method,
   return response.result.value_or(nlohmann::json::object());
 }
 
+core::Result<nlohmann::json> Session::session_request(const std::string& method,
+                                                      const nlohmann::json& params,
+                                                      std::chrono::milliseconds timeout,
+                                                      const core::CancelToken& cancel) {
+  std::shared_ptr<Outbox> standalone;
+  {
+    std::lock_guard lock(m_mutex);
+    if (m_closed) {
+      return core::make_failure(core::FailureKind::unavailable, "client-request",
+                                "the MCP session has ended, so " + method +
+                                    " cannot reach the client; start the work again from a "
+                                    "connected session");
+    }
+    standalone = m_standalone;
+  }
+  if (!standalone || !standalone->connected()) {
+    return core::make_failure(
+        core::FailureKind::unavailable, "client-request",
+        "no stream to the client is open for " + method +
+            ": over Streamable HTTP the client must keep the session's GET /mcp event stream "
+            "open (open the GET stream) to receive requests that belong to no tool call");
+  }
+  auto answer = client_request(method, params, standalone, timeout, cancel);
+  if (!answer.ok() && answer.failure().kind == core::FailureKind::transport_error && m_closed) {
+    return core::make_failure(core::FailureKind::unavailable, "client-request",
+                              "the MCP session ended before the client answered " + method);
+  }
+  return answer;
+}
+
 std::string Session::working_dir(const std::shared_ptr<Outbox>& outbox) {
   {
     std::lock_guard lock(m_mutex);
@@ -818,6 +848,18 @@ ToolContext Session::make_context(const jsonrpc::Request& request,
                                 "the client session has ended");
     }
     return self->client_request(method, params_, outbox, timeout, token_);
+  };
+  context.session_request_sink =
+      [weak](const std::string& method, const nlohmann::json& params_,
+             std::chrono::milliseconds timeout,
+             const core::CancelToken& token_) -> core::Result<nlohmann::json> {
+    auto self = weak.lock();
+    if (!self) {
+      return core::make_failure(
+          core::FailureKind::unavailable, "client-request",
+          "the MCP session has ended, so " + method + " cannot reach the client");
+    }
+    return self->session_request(method, params_, timeout, token_);
   };
   context.working_dir_sink = [weak, outbox]() -> std::string {
     auto self = weak.lock();

@@ -54,6 +54,9 @@ class Outbox {
   virtual void finish(std::optional<nlohmann::json> response) = 0;
   // HTTP SSE only: end the current connection, the client resumes with Last-Event-ID.
   virtual void close_connection(std::chrono::milliseconds /*retry*/) {}
+  // Whether a message sent now can reach the client: false for an HTTP standalone stream while
+  // no GET stream is open, and for a closed stdout.
+  virtual bool connected() const { return true; }
 };
 
 class Server;
@@ -83,6 +86,15 @@ class Session : public std::enable_shared_from_this<Session> {
   void send_standalone(const nlohmann::json& message);
   // notifications/resources/updated when subscribed to `uri`.
   void resource_updated(const std::string& uri);
+  // A server→client request that belongs to no client request, sent on the standalone stream
+  // (stdio: stdout; HTTP: the GET stream) and answered like the requests of a tool call. Fails at
+  // once with unavailable when the session is closed or no stream to the client is open; also
+  // unavailable when the session closes before the answer, cancelled when `cancel` is set,
+  // timeout after `timeout`, transport_error for an error answer.
+  core::Result<nlohmann::json> session_request(const std::string& method,
+                                               const nlohmann::json& params,
+                                               std::chrono::milliseconds timeout,
+                                               const core::CancelToken& cancel);
   std::size_t running_calls() const;
 
  private:

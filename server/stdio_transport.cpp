@@ -38,9 +38,14 @@ class LineWriter {
     }
   }
 
+  bool broken() const {
+    std::lock_guard lock(m_mutex);
+    return m_broken;
+  }
+
  private:
   int m_fd;
-  std::mutex m_mutex;
+  mutable std::mutex m_mutex;
   bool m_broken = false;
 };
 
@@ -55,6 +60,7 @@ class StdioOutbox : public Outbox {
       m_writer->write_line(jsonrpc::serialize(*response));
     }
   }
+  bool connected() const override { return !m_writer->broken(); }
 
  private:
   std::shared_ptr<LineWriter> m_writer;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
 namespace autocomp::server {
 
@@ -95,6 +96,40 @@ core::Result<nlohmann::json> ToolContext::elicit(const nlohmann::json& params) c
                               "the MCP client did not declare the elicitation capability");
   }
   return request("elicitation/create", params);
+}
+
+ClientChannel ToolContext::session_channel() const {
+  return ClientChannel(session_request_sink, client_capabilities);
+}
+
+ClientChannel::ClientChannel(Sink sink, nlohmann::json client_capabilities)
+    : m_sink(std::move(sink)),
+      m_capabilities(client_capabilities.is_object() ? std::move(client_capabilities)
+                                                     : nlohmann::json::object()) {}
+
+core::Result<nlohmann::json> ClientChannel::request(const std::string& method,
+                                                    const nlohmann::json& params,
+                                                    std::chrono::milliseconds timeout,
+                                                    const core::CancelToken& cancel) const {
+  if (!m_sink) {
+    return core::make_failure(core::FailureKind::unavailable, "client-request",
+                              "no MCP session can carry " + method + " to a client");
+  }
+  if (cancel.cancelled()) {
+    return core::make_failure(core::FailureKind::cancelled, "client-request",
+                              method + " was cancelled");
+  }
+  return m_sink(method, params, timeout, cancel);
+}
+
+core::Result<nlohmann::json> ClientChannel::create_message(const nlohmann::json& params,
+                                                           std::chrono::milliseconds timeout,
+                                                           const core::CancelToken& cancel) const {
+  if (!supports_sampling()) {
+    return core::make_failure(core::FailureKind::unavailable, "sampling",
+                              "the MCP client did not declare the sampling capability");
+  }
+  return request("sampling/createMessage", params, timeout, cancel);
 }
 
 void ToolContext::close_sse_stream(std::chrono::milliseconds retry) const {

@@ -26,6 +26,42 @@ enum class LogLevel { debug, info, notice, warning, error, critical, alert, emer
 std::string_view to_string(LogLevel level);
 std::optional<LogLevel> log_level_from_string(std::string_view name);
 
+// Server→client requests of one MCP session that belong to no tool call, for work that outlives
+// the call that started it (a background search). Copyable and thread-safe. It holds the session
+// weakly: once the session has ended every request fails with unavailable. Requests travel on the
+// session's standalone stream (stdio: stdout; Streamable HTTP: the GET event stream, which the
+// client must keep open) and their answers are matched like those of a tool call's requests.
+class ClientChannel {
+ public:
+  using Sink = std::function<core::Result<nlohmann::json>(const std::string&, const nlohmann::json&,
+                                                          std::chrono::milliseconds,
+                                                          const core::CancelToken&)>;
+
+  ClientChannel() = default;  // no client: every request fails with unavailable
+  ClientChannel(Sink sink, nlohmann::json client_capabilities);
+
+  // The client's declared capabilities (the `capabilities` object of initialize).
+  const nlohmann::json& client_capabilities() const { return m_capabilities; }
+  bool supports_sampling() const { return m_capabilities.contains("sampling"); }
+
+  // Sends `method` and waits for the answer: the `result` object, or a Failure (unavailable when
+  // there is no session or no open stream to the client, or the session ended meanwhile;
+  // cancelled when `cancel` is set; timeout after `timeout`; transport_error for a JSON-RPC error
+  // answer). Never waits beyond `timeout`.
+  core::Result<nlohmann::json> request(const std::string& method, const nlohmann::json& params,
+                                       std::chrono::milliseconds timeout,
+                                       const core::CancelToken& cancel) const;
+  // sampling/createMessage through request(); unavailable when the client did not declare
+  // sampling.
+  core::Result<nlohmann::json> create_message(const nlohmann::json& params,
+                                              std::chrono::milliseconds timeout,
+                                              const core::CancelToken& cancel) const;
+
+ private:
+  Sink m_sink;
+  nlohmann::json m_capabilities = nlohmann::json::object();
+};
+
 // Given to a handler for one call. Copyable; every member is safe to use from the handler's thread
 // (and from threads it starts) until the handler returns. The *_sink members are wired by the
 // protocol layer; tests may set them directly to observe a handler.
@@ -69,6 +105,10 @@ struct ToolContext {
   // elicitation.
   core::Result<nlohmann::json> elicit(const nlohmann::json& params) const;
 
+  // A channel to this call's client that stays usable after the handler returns, for as long as
+  // the session lives (see ClientChannel). Unconnected when the call runs outside a session.
+  ClientChannel session_channel() const;
+
   // HTTP only: ends the current SSE connection of this request (after telling the client to
   // reconnect after `retry`); later messages are delivered when the client resumes with
   // Last-Event-ID. A no-op elsewhere. Used by the conformance fixture test_reconnection.
@@ -82,6 +122,7 @@ struct ToolContext {
   std::function<core::Result<nlohmann::json>(const std::string&, const nlohmann::json&,
                                              std::chrono::milliseconds, const core::CancelToken&)>
       request_sink;
+  ClientChannel::Sink session_request_sink;  // requests on the session's standalone stream
 
   // For `progress` monotonicity; shared between copies of one context.
   std::shared_ptr<std::pair<std::mutex, std::optional<double>>> progress_state =

@@ -3,6 +3,7 @@
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_service.hpp"
 #include "tools/evaluation_tools.hpp"
+#include "tools/memory_tools.hpp"
 
 namespace autocomp::tools {
 
@@ -26,7 +27,9 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
       "Measure an NKI kernel's latency (after checking it is correct): `latency_us` with min, "
       "median, max and raw samples, the best correct version recorded for the same file, and "
       "`diverged` when this version is more than 1.5x slower than that best (then call "
-      "revert_to_best). An incorrect kernel is an error: fix it with verify_kernel first.";
+      "revert_to_best), and `previous_version`: how this version compares with the file's "
+      "version before it (then record what the change taught with record_reflexion). An "
+      "incorrect kernel is an error: fix it with verify_kernel first.";
   tool.input_schema = eval_args_schema();
   tool.output_schema = evaluation_output_schema(
       {{"latency_us",
@@ -39,6 +42,7 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
          {"required", {"min", "median", "max", "samples"}}}},
        {"best_known", {{"type", "object"}}},
        {"diverged", {{"type", "boolean"}}},
+       {"previous_version", {{"type", "object"}}},
        {"advice", {{"type", "string"}}}},
       {"latency_us", "diverged"});
   tool.annotations = {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
@@ -70,6 +74,16 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
       }
     }
     out["diverged"] = diverged;
+    if (auto db = env->store(); db.ok()) {
+      if (auto attempt = last_attempt(*db.value(), outcome->kernel.path, outcome->candidate_key)) {
+        json previous = {{"candidate", attempt->previous_key}, {"change", attempt->describe()}};
+        if (attempt->previous_us) {
+          previous["median_us"] = *attempt->previous_us;
+          previous["speedup"] = *attempt->previous_us / result.latency->median_us;
+        }
+        out["previous_version"] = std::move(previous);
+      }
+    }
     server::ToolResult tool_result;
     tool_result.structured = std::move(out);
     return tool_result;

@@ -1,10 +1,63 @@
 #include "tools/memory_tools.hpp"
 
+#include <cstdio>
+#include <filesystem>
+
+#include "core/hash.hpp"
+#include "tools/kernel_files.hpp"
+
 namespace autocomp::tools {
 
 using nlohmann::json;
 
 namespace {
+
+constexpr int k_reflexions_shown = 3;
+
+std::optional<double> measured_us(search::store::Store& db, const std::string& key) {
+  auto evaluations = db.evaluations_for_candidate(key, 20);
+  if (!evaluations.ok()) {
+    return std::nullopt;
+  }
+  for (const auto& stored : evaluations.value()) {
+    const auto& result = stored.result;
+    if (!result.failure && result.correct && result.latency) {
+      return result.latency->median_us;
+    }
+  }
+  return std::nullopt;
+}
+
+search::prompts::ReflexionRecord to_record(const search::store::Reflexion& stored) {
+  search::prompts::ReflexionRecord record;
+  record.diagnosis_right = stored.diagnosis_right;
+  record.fix_worked = stored.fix_worked;
+  record.expected = stored.expected;
+  record.actual = stored.actual;
+  record.lessons = stored.lessons;
+  record.avoid = stored.avoid;
+  record.try_next = stored.try_next;
+  record.raw_text = stored.raw_text;
+  return record;
+}
+
+json reflexion_json(const search::store::Reflexion& r) {
+  json item = {{"id", r.id},
+               {"candidate", r.candidate_key},
+               {"expected", r.expected},
+               {"actual", r.actual},
+               {"lessons", r.lessons},
+               {"avoid", r.avoid},
+               {"try_next", r.try_next},
+               {"created_at_ms", r.created_at_ms}};
+  if (r.diagnosis_right) {
+    item["diagnosis_right"] = *r.diagnosis_right;
+  }
+  if (r.fix_worked) {
+    item["fix_worked"] = *r.fix_worked;
+  }
+  return item;
+}
 
 json target_property() {
   return {{"type", "string"},
@@ -92,6 +145,140 @@ server::ToolDef make_clear_lessons_tool(std::shared_ptr<ToolEnv> env) {
     return server::ToolResult{
         json{{"removed", removed.value()}, {"target", target.empty() ? "all" : target}}, "", false,
         json::array()};
+  };
+  return tool;
+}
+
+std::string FileAttempt::describe() const {
+  if (!current_us) {
+    return "the new version has no correct measurement";
+  }
+  if (!previous_us) {
+    return "correct, " + std::to_string(*current_us) + " us (no measurement of the version before)";
+  }
+  const double ratio = *previous_us / *current_us;
+  char text[160];
+  std::snprintf(text, sizeof text, "correct, %.2fx %s (%.1f us -> %.1f us)",
+                ratio >= 1 ? ratio : 1 / ratio, ratio >= 1 ? "faster" : "slower", *previous_us,
+                *current_us);
+  return text;
+}
+
+std::optional<FileAttempt> last_attempt(search::store::Store& db, const std::string& abs_path,
+                                        const std::string& current_key) {
+  auto versions = db.file_versions(abs_path, 20);
+  if (!versions.ok()) {
+    return std::nullopt;
+  }
+  for (const auto& version : versions.value()) {
+    if (version.candidate_key != current_key) {
+      FileAttempt attempt;
+      attempt.previous_key = version.candidate_key;
+      attempt.previous_us = measured_us(db, version.candidate_key);
+      attempt.current_us = measured_us(db, current_key);
+      return attempt;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> reflexion_lines(search::store::Store& db, const std::string& abs_path,
+                                         int limit) {
+  std::vector<std::string> lines;
+  auto recent = db.recent_reflexions(abs_path, limit);
+  if (!recent.ok()) {
+    return lines;
+  }
+  for (auto it = recent->rbegin(); it != recent->rend(); ++it) {
+    if (auto line = search::prompts::describe_reflexion(to_record(*it)); !line.empty()) {
+      lines.push_back(std::move(line));
+    }
+  }
+  return lines;
+}
+
+server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
+  server::ToolDef tool;
+  tool.name = "record_reflexion";
+  tool.title = "Record what an attempt taught";
+  tool.description =
+      "After benchmarking a change to a kernel file, record a short structured reflection: was "
+      "your diagnosis of the bottleneck right, did the fix work, what you expected and what "
+      "happened, the lesson, what to avoid and what to try next. propose_plan shows the last "
+      "few for the file to the next plan. fix_worked and actual default to what the store "
+      "measured for the file's last change.";
+  auto text = [](const char* description) {
+    return json{{"type", "string"}, {"maxLength", 2000}, {"description", description}};
+  };
+  tool.input_schema = {
+      {"type", "object"},
+      {"properties",
+       {{"kernel", {{"type", "string"}, {"description", "The kernel file the attempt changed."}}},
+        {"diagnosis_right", {{"type", "boolean"}}},
+        {"fix_worked", {{"type", "boolean"}}},
+        {"expected", text("What the change was expected to gain.")},
+        {"actual", text("What happened (default: the measured change).")},
+        {"lessons", text("What this teaches about the kernel.")},
+        {"avoid", text("What not to try again.")},
+        {"try_next", text("The most promising next step.")}}},
+      {"required", {"kernel"}},
+      {"additionalProperties", false},
+  };
+  tool.annotations = {{"readOnlyHint", false}, {"openWorldHint", false}};
+  tool.handler = [env](const json& arguments, server::ToolContext& context) {
+    auto kernel = read_source_file("kernel", arguments.at("kernel"), context.working_dir());
+    if (!kernel.ok()) {
+      return server::tool_failure(kernel.failure());
+    }
+    auto db = env->store();
+    if (!db.ok()) {
+      return server::tool_failure(db.failure());
+    }
+    search::store::Reflexion reflexion;
+    reflexion.scope = kernel->path;
+    reflexion.candidate_key = core::source_key(kernel->text);
+    reflexion.expected = arguments.value("expected", "");
+    reflexion.actual = arguments.value("actual", "");
+    reflexion.lessons = arguments.value("lessons", "");
+    reflexion.avoid = arguments.value("avoid", "");
+    reflexion.try_next = arguments.value("try_next", "");
+    if (arguments.contains("diagnosis_right")) {
+      reflexion.diagnosis_right = arguments.at("diagnosis_right").get<bool>();
+    }
+    if (arguments.contains("fix_worked")) {
+      reflexion.fix_worked = arguments.at("fix_worked").get<bool>();
+    }
+    auto attempt = last_attempt(*db.value(), kernel->path, reflexion.candidate_key);
+    if (attempt) {
+      if (reflexion.actual.empty()) {
+        reflexion.actual = attempt->describe();
+      }
+      if (!reflexion.fix_worked && attempt->previous_us && attempt->current_us) {
+        reflexion.fix_worked = *attempt->current_us < *attempt->previous_us;
+      }
+    }
+    if (!search::prompts::describe_reflexion(to_record(reflexion)).size()) {
+      return server::tool_error(
+          "nothing recorded: give at least one of diagnosis_right, fix_worked, expected, actual, "
+          "lessons, avoid, try_next (or benchmark the changed file first so the measured change "
+          "can be filled in)");
+    }
+    auto id = db.value()->add_reflexion(reflexion);
+    if (!id.ok()) {
+      return server::tool_failure(id.failure());
+    }
+    reflexion.id = id.value();
+    json recent = json::array();
+    if (auto stored = db.value()->recent_reflexions(kernel->path, k_reflexions_shown);
+        stored.ok()) {
+      for (const auto& item : stored.value()) {
+        recent.push_back(reflexion_json(item));
+      }
+    }
+    return server::ToolResult{json{{"recorded", reflexion_json(reflexion)},
+                                   {"kernel", kernel->path},
+                                   {"recent", std::move(recent)}},
+                              "", false, json::array()};
   };
   return tool;
 }

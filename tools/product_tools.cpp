@@ -30,6 +30,7 @@ constexpr ToolMaker k_tool_makers[] = {
     &make_list_runs_tool,
     &make_list_lessons_tool,
     &make_clear_lessons_tool,
+    &make_record_reflexion_tool,
 };
 // clang-format on
 

@@ -8,6 +8,7 @@
 #include "search/prompts/prompt_builder.hpp"
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_service.hpp"
+#include "tools/memory_tools.hpp"
 #include "tools/planning_tools.hpp"
 #include "tools/sampling_provider.hpp"
 
@@ -123,20 +124,7 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
         input.lessons.push_back(lesson.text);
       }
     }
-    if (auto reflexions = db.value()->recent_reflexions(outcome->kernel.path, 3); reflexions.ok()) {
-      for (const auto& r : reflexions.value()) {
-        std::string line = r.lessons;
-        if (!r.avoid.empty()) {
-          line += (line.empty() ? "" : " ") + std::string("Avoid: ") + r.avoid + ".";
-        }
-        if (!r.try_next.empty()) {
-          line += (line.empty() ? "" : " ") + std::string("Try: ") + r.try_next + ".";
-        }
-        if (!line.empty()) {
-          input.reflexions.push_back(line);
-        }
-      }
-    }
+    input.reflexions = reflexion_lines(*db.value(), outcome->kernel.path, 3);
     input.iteration = 1;
     input.total_iterations = 1;
     input.dropout = arguments.value("dropout", 0.7);
@@ -162,6 +150,7 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
     out["profile"] = std::move(profile);
     out["roofline"] = result.roofline;
     out["lessons"] = input.lessons;
+    out["reflexions"] = input.reflexions;
 
     // With no configured model, the client's own model plans when it offers sampling.
     const bool use_sampling = llm_specs.empty() && context.client_supports_sampling;

@@ -33,7 +33,7 @@ int SearchJobs::running() const {
 
 core::Result<std::string> SearchJobs::start(const engine::SearchConfig& config,
                                             engine::SearchServices services,
-                                            const std::string& resume_run_id) {
+                                            const std::string& resume_run_id, JobModel model) {
   if (running() >= m_max_running) {
     return core::make_failure(core::FailureKind::unavailable, "search",
                               std::to_string(m_max_running) +
@@ -41,6 +41,7 @@ core::Result<std::string> SearchJobs::start(const engine::SearchConfig& config,
                                   "or cancel one (cancel_search)");
   }
   auto job = std::make_shared<Job>();
+  job->snapshot.model = std::move(model);
   // The engine reports the run id through `started`; until then the starter waits here.
   struct Handshake {
     std::mutex mutex;

@@ -14,8 +14,17 @@
 #include "core/result.hpp"
 #include "search/engine/beam_search.hpp"
 #include "search/engine/store_run_log.hpp"
+#include "tools/sampling_provider.hpp"
 
 namespace autocomp::tools {
+
+// Where a job's LLM calls go, for status reports.
+struct JobModel {
+  // "server": the models of --llm or the llm argument; "client": the MCP client's own model
+  // through sampling; "none": no model (knob autotuning only).
+  std::string source = "none";
+  std::shared_ptr<const SessionSamplingProvider> client;  // set when source is "client"
+};
 
 // A search running in this server process. Its truth is the store; the job adds the live
 // progress snapshot and the cancel switch.
@@ -25,6 +34,7 @@ struct JobSnapshot {
   search::engine::ProgressEvent progress;
   std::optional<search::engine::SearchOutcome> outcome;  // set once finished
   long updates = 0;  // increases with every progress event (for waiting callers)
+  JobModel model;
 };
 
 // Runs searches as background jobs, each on its own thread, at most `max_running` at once.
@@ -40,7 +50,7 @@ class SearchJobs {
   // created or claimed the run; a search that fails before that returns its failure.
   core::Result<std::string> start(const search::engine::SearchConfig& config,
                                   search::engine::SearchServices services,
-                                  const std::string& resume_run_id = "");
+                                  const std::string& resume_run_id = "", JobModel model = {});
 
   std::optional<JobSnapshot> snapshot(const std::string& run_id) const;
   // Waits until the job sends an update newer than `after_update`, finishes, `timeout` passes or

@@ -1,5 +1,6 @@
 #include "tools/search_tools.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -8,6 +9,7 @@
 #include "search/engine/store_run_log.hpp"
 #include "search/llm/provider.hpp"
 #include "tools/kernel_files.hpp"
+#include "tools/sampling_provider.hpp"
 
 namespace autocomp::tools {
 
@@ -46,6 +48,25 @@ json progress_json(const engine::ProgressEvent& event) {
           {"cost_usd", event.cost_usd},
           {"elapsed_s", event.elapsed_s},
           {"phase", event.phase}};
+}
+
+// The model source a stored run was started with, from its llm_specs.
+std::string model_source_of(const std::vector<std::string>& llm_specs) {
+  if (llm_specs.empty()) {
+    return "none";
+  }
+  const bool client = std::all_of(llm_specs.begin(), llm_specs.end(), [](const std::string& spec) {
+    return spec == k_client_model_spec;
+  });
+  return client ? "client" : "server";
+}
+
+json client_model_json(const SamplingStats& stats) {
+  json out = {{"requests", stats.requests}, {"answered", stats.answered}, {"failed", stats.failed}};
+  if (!stats.last_failure.empty()) {
+    out["last_failure"] = stats.last_failure;
+  }
+  return out;
 }
 
 json outcome_json(const engine::SearchOutcome& outcome) {
@@ -89,7 +110,8 @@ core::Result<json> stored_run_json(store::Store& db, const std::string& run_id) 
               {"target", r.config.target},
               {"iteration", r.iteration},
               {"iterations", r.config.iterations},
-              {"created_at_ms", r.created_at_ms}};
+              {"created_at_ms", r.created_at_ms},
+              {"model_source", model_source_of(r.config.llm_specs)}};
   if (!r.status_message.empty()) {
     out["message"] = r.status_message;
   }
@@ -154,6 +176,10 @@ core::Result<json> run_status(ToolEnv& env, const std::string& run_id, double wa
   }
   json out = std::move(stored).value();
   if (live) {
+    out["model_source"] = live->model.source;
+    if (live->model.client) {
+      out["client_model"] = client_model_json(live->model.client->stats());
+    }
     out["live"] = progress_json(live->progress);
     out["running_here"] = !live->finished;
     if (live->outcome) {
@@ -192,12 +218,34 @@ json search_input_schema() {
           {"description",
            "LLM specs such as 'openai:MODEL' or 'anthropic:MODEL' (default: the "
            "server's --llm)."}}},
+        {"use_client_model",
+         {{"type", "boolean"},
+          {"description",
+           "When no LLM is configured (no llm argument, no server --llm) and the MCP client "
+           "offers sampling, plan and write candidates with the client's own model through "
+           "sampling/createMessage requests sent while the search runs (default true). false: "
+           "knob autotuning only."}}},
         {"beam", integer(1, 64, "Beam width B (default 6).")},
         {"plans", integer(1, 64, "Plans per beam member N (default 6).")},
         {"impls", integer(1, 16, "Implementations per plan K (default 2).")},
         {"iterations", integer(1, 1000, "Iterations T (default 10).")},
         {"dropout", {{"type", "number"}, {"minimum", 0}, {"maximum", 1}}},
         {"seed", {{"type", "integer"}, {"minimum", 0}}},
+        {"memory",
+         {{"type", "boolean"},
+          {"description",
+           "Optimization memory (default true): after each iteration the model summarizes clear "
+           "wins and losses into lessons for this target (see list_lessons), and planning prompts "
+           "show them."}}},
+        {"reflexions", integer(0, 20,
+                               "With beam 1: reflect on each plan's outcome and show the last N "
+                               "reflexions to the next plans (default 3; 0: off).")},
+        {"divergence",
+         {{"type", "number"},
+          {"exclusiveMinimum", 1},
+          {"description",
+           "Divergence guard: beam members more than this many times slower than the best "
+           "leave the beam so the next step works from the best (default 1.5)."}}},
         {"max_llm_calls", {{"type", "integer"}, {"minimum", 1}}},
         {"max_tokens", {{"type", "integer"}, {"minimum", 1}}},
         {"max_cost_usd", {{"type", "number"}, {"minimum", 0}}},
@@ -222,8 +270,11 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
   tool.description =
       "Start a plan-then-implement beam search that optimizes an NKI kernel in the background "
       "and return its run_id at once. The search uses the configured LLM(s) to plan and write "
-      "candidates (plus knob-autotuning children; autotuning alone when no LLM is configured), "
-      "checks each for correctness and speed, and keeps the fastest. Follow it with "
+      "candidates, or, when none is configured and the client offers sampling, the client's own "
+      "model through sampling requests sent while the search runs (use_client_model: false to "
+      "opt out), plus knob-autotuning children (autotuning alone with no model); model_source "
+      "in the result says which. It checks each candidate for correctness and speed, and keeps "
+      "the fastest. Follow it with "
       "get_search_status (wait_s to block briefly), stop it with cancel_search, and take the "
       "winner with revert_to_best(run_id=...). Can resume an interrupted run.";
   tool.input_schema = search_input_schema();
@@ -244,7 +295,26 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
     if (arguments.contains("llm")) {
       llm_specs = arguments.at("llm").get<std::vector<std::string>>();
     }
+    // With no configured model the client's own model plans and writes candidates when it offers
+    // sampling. A resumed run that never used a model stays on autotuning.
+    bool use_client_model = llm_specs.empty() && context.client_supports_sampling &&
+                            arguments.value("use_client_model", true);
+    if (use_client_model && !resume.empty()) {
+      auto stored = db.value()->get_run(resume);
+      if (stored.ok() && stored.value() && stored.value()->config.llm_specs.empty()) {
+        use_client_model = false;
+      }
+    }
     engine::SearchServices services;
+    JobModel model;
+    if (!llm_specs.empty()) {
+      model.source = "server";
+    } else if (use_client_model) {
+      auto client = make_session_sampling_provider(context.session_channel());
+      services.providers.push_back(client);
+      model.source = "client";
+      model.client = client;
+    }
     for (const auto& spec : llm_specs) {
       auto provider = search::llm::make_provider(spec, search::llm::ProviderOptions{});
       if (!provider.ok()) {
@@ -261,7 +331,8 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
     engine::SearchConfig config;
     engine::StoreRunInfo info;
     info.backend = backend.value()->identity();
-    info.llm_specs = llm_specs;
+    info.llm_specs =
+        use_client_model ? std::vector<std::string>{std::string(k_client_model_spec)} : llm_specs;
     if (resume.empty()) {
       const std::string working_dir = context.working_dir();
       auto kernel = read_source_file("kernel", arguments.at("kernel"), working_dir);
@@ -283,9 +354,12 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
       config.iterations = arguments.value("iterations", config.iterations);
       config.dropout = arguments.value("dropout", config.dropout);
       config.seed = arguments.value("seed", std::uint64_t{0});
+      config.memory = arguments.value("memory", config.memory);
+      config.reflexions = arguments.value("reflexions", config.reflexions);
+      config.divergence = arguments.value("divergence", config.divergence);
       // Knob autotuning always adds cheap children; without a model it is the whole search.
-      config.proposers = llm_specs.empty() ? std::vector<std::string>{"autotune"}
-                                           : std::vector<std::string>{"llm", "autotune"};
+      config.proposers = services.providers.empty() ? std::vector<std::string>{"autotune"}
+                                                    : std::vector<std::string>{"llm", "autotune"};
       info.kernel_path = kernel->path;
       info.problem_path = problem->path;
     }
@@ -306,7 +380,7 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
     }
     services.run_log = std::make_shared<engine::StoreRunLog>(db.value(), info);
 
-    auto started = env->jobs().start(config, services, resume);
+    auto started = env->jobs().start(config, services, resume, model);
     if (!started.ok()) {
       return server::tool_failure(started.failure());
     }
@@ -317,12 +391,28 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
     json out = std::move(status).value();
     out["next"] = "get_search_status(run_id='" + started.value() +
                   "', wait_s=30) to follow it; cancel_search to stop it";
-    if (llm_specs.empty() && resume.empty()) {
+    if (use_client_model) {
       out["note"] =
-          "No LLM is configured, so this search runs on knob autotuning alone: it tries the "
-          "values the kernel declares with '# autocomp: knob NAME = [v1, v2]' comments. For "
-          "plan-then-implement search pass llm: ['openai:MODEL'] or ['anthropic:MODEL'] (keys "
-          "in the server's environment) or start the server with --llm SPEC.";
+          "No LLM is configured on the server, so this search plans and writes candidates with "
+          "your own model: it sends sampling/createMessage requests while it runs in the "
+          "background (over Streamable HTTP they travel on the session's GET event stream, "
+          "which must stay open). If they fail it keeps going on knob autotuning; client_model "
+          "in get_search_status counts the requests and failures.";
+    } else if (llm_specs.empty() && resume.empty()) {
+      out["note"] =
+          std::string(
+              "No LLM is used, so this search runs on knob autotuning alone: it tries the "
+              "values the kernel declares with '# autocomp: knob NAME = [v1, v2]' "
+              "comments. ") +
+          (context.client_supports_sampling
+               ? "use_client_model: true (the default) lets your own model plan and write "
+                 "candidates through sampling. "
+               : "") +
+          "For plan-then-implement search pass llm: ['openai:MODEL'] or ['anthropic:MODEL'] "
+          "(keys in the server's environment) or start the server with --llm SPEC" +
+          (context.client_supports_sampling ? "."
+                                            : ", or connect with a client that offers "
+                                              "sampling.");
     }
     return server::ToolResult{out, "", false, json::array()};
   };
@@ -336,7 +426,8 @@ server::ToolDef make_get_search_status_tool(std::shared_ptr<ToolEnv> env) {
   tool.description =
       "Progress of a search run: status (running, completed, cancelled, failed, interrupted), "
       "iteration, candidates evaluated, baseline and best latency, speedup and LLM spend. With "
-      "wait_s it waits (at most 50 s) for the next progress, sending progress notifications.";
+      "wait_s it waits until the run ends or wait_s (at most 50 s) passes, sending a progress "
+      "notification for every step meanwhile.";
   tool.input_schema = {
       {"type", "object"},
       {"properties",

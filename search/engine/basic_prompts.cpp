@@ -1,6 +1,7 @@
 #include <sstream>
 
 #include "search/engine/prompts.hpp"
+#include "search/prompts/prompt_builder.hpp"
 
 namespace autocomp::search::engine {
 
@@ -50,6 +51,18 @@ class BasicPromptFactory : public PromptFactory {
       user << "Recent failures:\n";
       for (const auto& failure : input.recent_failures) {
         user << "- " << failure << "\n";
+      }
+    }
+    if (!input.lessons.empty()) {
+      user << "Lessons from earlier attempts on this target:\n";
+      for (const auto& lesson : input.lessons) {
+        user << "- " << lesson << "\n";
+      }
+    }
+    if (!input.reflexions.empty()) {
+      user << "Reflections on recent attempts:\n";
+      for (const auto& reflexion : input.reflexions) {
+        user << "- " << reflexion << "\n";
       }
     }
     user << "Propose one optimization plan for this kernel, in words. Variation " << input.seed
@@ -124,6 +137,56 @@ class BasicPromptFactory : public PromptFactory {
 };
 
 }  // namespace
+
+llm::CompletionRequest PromptFactory::summarize(const SummarizePromptInput& input) const {
+  std::ostringstream user;
+  user << "Target: " << input.target << ". Attempts of the last search iteration:\n";
+  for (const auto& attempt : input.attempts) {
+    user << "- plan: " << attempt.plan << "\n  parent " << attempt.parent_latency_us << " us";
+    if (attempt.latency_us) {
+      user << ", child " << *attempt.latency_us << " us";
+    }
+    user << ", outcome: " << attempt.outcome << "\n";
+  }
+  if (!input.existing_lessons.empty()) {
+    user << "Lessons already known:\n";
+    for (const auto& lesson : input.existing_lessons) {
+      user << "- " << lesson << "\n";
+    }
+  }
+  user << "Write at most 8 new short, general lessons, one per line, each starting with \"- \".\n";
+  llm::CompletionRequest request;
+  request.system = "You are an expert NKI performance engineer.";
+  request.messages.push_back({"user", user.str()});
+  request.purpose = "summarize";
+  return request;
+}
+
+llm::CompletionRequest PromptFactory::reflect(const ReflectPromptInput& input) const {
+  std::ostringstream user;
+  user << "Target: " << input.target
+       << ". An optimization attempt on an NKI kernel.\nPlan: " << input.plan << "\nBefore:\n"
+       << input.parent_source << "\n";
+  if (!input.child_source.empty()) {
+    user << "After:\n" << input.child_source << "\n";
+  }
+  user << "Outcome: " << input.outcome << "\n"
+       << "Answer with seven lines: diagnosis_right: yes|no, fix_worked: yes|no, expected: ..., "
+          "actual: ..., lessons: ..., avoid: ..., try_next: ...\n";
+  llm::CompletionRequest request;
+  request.system = "You are an expert NKI performance engineer.";
+  request.messages.push_back({"user", user.str()});
+  request.purpose = "reflect";
+  return request;
+}
+
+prompts::ReflexionRecord PromptFactory::parse_reflexion(const std::string& response) const {
+  return prompts::parse_reflexion(response);
+}
+
+std::vector<std::string> PromptFactory::parse_lessons(const std::string& response) const {
+  return prompts::parse_lessons(response);
+}
 
 std::unique_ptr<PromptFactory> make_basic_prompt_factory() {
   return std::make_unique<BasicPromptFactory>();

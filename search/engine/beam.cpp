@@ -23,7 +23,8 @@ bool accepts(const Candidate& child, double parent_latency_us, int iteration,
 }
 
 std::vector<Candidate> select_next_beam(const std::vector<Candidate>& old_beam,
-                                        const std::vector<Candidate>& accepted, int beam_size) {
+                                        const std::vector<Candidate>& accepted, int beam_size,
+                                        double divergence, int* diverged) {
   struct Entry {
     const Candidate* candidate;
     int rank;  // 0: old member, 1: child
@@ -53,6 +54,7 @@ std::vector<Candidate> select_next_beam(const std::vector<Candidate>& old_beam,
   });
   std::vector<Candidate> next;
   std::set<std::string> keys;
+  int left_out = 0;
   for (const auto& entry : pool) {
     if (static_cast<int>(next.size()) >= beam_size) {
       break;
@@ -60,7 +62,15 @@ std::vector<Candidate> select_next_beam(const std::vector<Candidate>& old_beam,
     if (!keys.insert(entry.candidate->key).second) {
       continue;
     }
+    if (divergence > 1 && !next.empty() &&
+        entry.candidate->latency_us() > next.front().latency_us() * divergence) {
+      ++left_out;  // sorted by latency: the best is next.front()
+      continue;
+    }
     next.push_back(*entry.candidate);
+  }
+  if (diverged != nullptr) {
+    *diverged = left_out;
   }
   return next;
 }

@@ -18,7 +18,10 @@ bool accepts(const Candidate& child, double parent_latency_us, int iteration,
 
 // The next beam: the best `beam_size` of the old beam plus the accepted children, by latency.
 // Ties keep the old member (and among children, the earlier origin). A key appears at most once.
+// Divergence guard: when `divergence` > 1, a kernel more than `divergence` times slower than the
+// best is left out, so the next step works from the best instead (counted in `*diverged`).
 std::vector<Candidate> select_next_beam(const std::vector<Candidate>& old_beam,
-                                        const std::vector<Candidate>& accepted, int beam_size);
+                                        const std::vector<Candidate>& accepted, int beam_size,
+                                        double divergence = 0, int* diverged = nullptr);
 
 }  // namespace autocomp::search::engine

@@ -54,6 +54,9 @@ std::string failure_text(const Candidate& candidate) {
   return text;
 }
 
+constexpr double k_lesson_speedup = 1.04;       // a child this much faster than its parent
+constexpr double k_regression_slowdown = 1.25;  // a correct child this much slower
+
 // Failures of one iteration in origin order, at most `limit`, for the next planning prompts.
 std::vector<std::string> failures_of(std::vector<Candidate> candidates, int iteration, int limit) {
   std::sort(candidates.begin(), candidates.end(),
@@ -90,6 +93,12 @@ class SearchRun {
   void record(const Candidate& candidate);
   void emit(const std::string& phase, bool finished = false);
   void restore(int& start_iteration);
+  void summarize_lessons(int iteration, const std::vector<Candidate>& beam,
+                         const std::vector<Candidate>& children,
+                         const std::vector<std::string>& lessons);
+  void reflect_on(int iteration, const std::vector<Candidate>& beam,
+                  const std::vector<Candidate>& children);
+  std::vector<std::string> reflexions_for_prompts();
   std::vector<Candidate> lineage_of(const Candidate& best) const;
   double elapsed_s() const {
     return std::chrono::duration<double>(Clock::now() - m_started).count();
@@ -305,6 +314,178 @@ SearchOutcome SearchRun::fail(core::Failure failure) {
   return m_outcome;
 }
 
+void SearchRun::summarize_lessons(int iteration, const std::vector<Candidate>& beam,
+                                  const std::vector<Candidate>& children,
+                                  const std::vector<std::string>& lessons) {
+  if (!m_config.memory || !m_llm->has_providers() || m_stop.stopping()) {
+    return;
+  }
+  SummarizePromptInput input;
+  input.target = m_config.target;
+  input.existing_lessons = lessons;
+  double best_speedup = 0;
+  double worst_speedup = 0;
+  for (const auto& child : children) {
+    const auto member = static_cast<std::size_t>(child.origin.member);
+    if (child.key.empty() || child.duplicate || child.plan.empty() || member >= beam.size()) {
+      continue;
+    }
+    const double parent_us = beam[member].latency_us();
+    LessonAttempt attempt{child.plan, parent_us, std::nullopt, ""};
+    if (child.correct() && parent_us > 0 && child.latency_us() > 0) {
+      const double speedup = parent_us / child.latency_us();
+      if (speedup >= k_lesson_speedup) {
+        attempt.outcome = "faster";
+        best_speedup = std::max(best_speedup, speedup);
+      } else if (speedup <= 1.0 / k_regression_slowdown) {
+        attempt.outcome = "slower";
+        worst_speedup = worst_speedup == 0 ? speedup : std::min(worst_speedup, speedup);
+      } else {
+        continue;
+      }
+      attempt.latency_us = child.latency_us();
+    } else if (!child.correct()) {
+      attempt.outcome = child.eval.failure ? child.eval.failure->describe() : "incorrect result";
+    } else {
+      continue;
+    }
+    input.attempts.push_back(std::move(attempt));
+  }
+  if (input.attempts.empty()) {
+    return;
+  }
+  auto request = m_prompts->summarize(input);
+  const std::string call_id = "i" + std::to_string(iteration) + "/summarize";
+  auto answer = m_llm->complete(request, call_id, static_cast<std::size_t>(iteration));
+  if (!answer) {
+    spdlog::warn("lesson summary of iteration {} failed: {}", iteration,
+                 answer.failure().describe());
+    return;
+  }
+  auto parsed = m_prompts->parse_lessons(answer->text);
+  if (parsed.empty()) {
+    spdlog::warn("lesson summary of iteration {} held no lessons", iteration);
+    return;
+  }
+  const std::string kind = best_speedup > 0 ? "improvement" : "regression";
+  const double evidence = best_speedup > 0 ? best_speedup : worst_speedup;
+  for (const auto& text : parsed) {
+    if (auto status =
+            m_services.run_log->record_lesson(m_config.target, text, kind, m_run_id, evidence);
+        !status) {
+      spdlog::warn("could not store a lesson: {}", status.failure().describe());
+    }
+  }
+}
+
+namespace {
+
+// The measured outcome of a child against its parent, in words.
+std::string outcome_text(const Candidate& child, double parent_us) {
+  if (!child.correct()) {
+    return child.eval.failure ? child.eval.failure->describe()
+                              : std::string("incorrect result (outputs differ from the reference)");
+  }
+  char text[160];
+  const double child_us = child.latency_us();
+  if (child_us <= 0 || parent_us <= 0) {
+    return "correct";
+  }
+  const double ratio = parent_us / child_us;
+  std::snprintf(text, sizeof text, "correct, %.2fx %s (%.1f us -> %.1f us)",
+                ratio >= 1 ? ratio : 1 / ratio, ratio >= 1 ? "faster" : "slower", parent_us,
+                child_us);
+  return text;
+}
+
+// How good an attempt's result is, to pick one child per plan: faster correct ones first.
+bool better_attempt(const Candidate& a, const Candidate& b) {
+  if (a.correct() != b.correct()) {
+    return a.correct();
+  }
+  if (a.correct()) {
+    return a.latency_us() < b.latency_us();
+  }
+  return b.origin < a.origin;  // among failures, the last repair says most
+}
+
+}  // namespace
+
+void SearchRun::reflect_on(int iteration, const std::vector<Candidate>& beam,
+                           const std::vector<Candidate>& children) {
+  if (m_config.beam != 1 || m_config.reflexions == 0 || !m_llm->has_providers() ||
+      m_stop.stopping()) {
+    return;
+  }
+  // One reflexion per plan: its best implementation (or its last failure), in plan order.
+  std::map<std::pair<int, int>, const Candidate*> per_plan;
+  for (const auto& child : children) {
+    if (child.key.empty() || child.duplicate || child.plan.empty() ||
+        child.origin.proposer != "llm" || was_cancelled(child.eval)) {
+      continue;
+    }
+    auto& slot = per_plan[{child.origin.member, child.origin.plan}];
+    if (slot == nullptr || better_attempt(child, *slot)) {
+      slot = &child;
+    }
+  }
+  for (const auto& [where, child] : per_plan) {
+    if (m_stop.stopping()) {
+      return;
+    }
+    const auto member = static_cast<std::size_t>(where.first);
+    if (member >= beam.size()) {
+      continue;
+    }
+    const Candidate& parent = beam[member];
+    ReflectPromptInput input;
+    input.target = m_config.target;
+    input.plan = child->plan;
+    input.parent_source = parent.source;
+    input.parent_evaluation = &parent.eval;
+    input.child_source = child->source;
+    input.child_evaluation = &child->eval;
+    input.outcome = outcome_text(*child, parent.latency_us());
+    const std::string call_id =
+        "i" + std::to_string(iteration) + "/reflect/" + child->origin.label();
+    auto answer =
+        m_llm->complete(m_prompts->reflect(input), call_id, static_cast<std::size_t>(where.second));
+    prompts::ReflexionRecord record;
+    if (answer) {
+      record = m_prompts->parse_reflexion(answer->text);
+      if (!record.structured()) {
+        spdlog::warn("the reflection on {} had none of the expected fields; kept as raw text",
+                     child->origin.label());
+      }
+    } else {
+      spdlog::warn("reflection on {} failed: {}", child->origin.label(),
+                   answer.failure().describe());
+    }
+    // What was measured is a fact, whatever the model said.
+    record.fix_worked = child->correct() && child->latency_us() < parent.latency_us();
+    record.actual = input.outcome + (record.actual.empty() ? "" : "; " + record.actual);
+    if (record.expected.empty()) {
+      record.expected = "plan: " + child->plan.substr(0, 200);
+    }
+    if (auto status = m_services.run_log->record_reflexion(m_run_id, child->key, record); !status) {
+      spdlog::warn("could not store a reflexion: {}", status.failure().describe());
+    }
+  }
+}
+
+std::vector<std::string> SearchRun::reflexions_for_prompts() {
+  std::vector<std::string> out;
+  if (m_config.beam != 1 || m_config.reflexions == 0) {
+    return out;
+  }
+  for (const auto& record : m_services.run_log->load_reflexions(m_run_id, m_config.reflexions)) {
+    if (auto line = prompts::describe_reflexion(record); !line.empty()) {
+      out.push_back(std::move(line));
+    }
+  }
+  return out;
+}
+
 void SearchRun::restore(int& start_iteration) {
   auto stored = m_services.run_log->load_candidates(m_run_id);
   auto beams = m_services.run_log->load_beams(m_run_id);
@@ -497,6 +678,10 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     ctx.pool = m_pool.get();
     ctx.stop = &m_stop;
     ctx.recent_failures = m_previous_failures;
+    if (m_config.memory && m_config.lesson_limit > 0) {
+      ctx.lessons = m_services.run_log->load_lessons(m_config.target, m_config.lesson_limit);
+    }
+    ctx.reflexions = reflexions_for_prompts();
     std::vector<Parent> parents;
     for (std::size_t i = 0; i < beam.size(); ++i) {
       parents.push_back(Parent{static_cast<int>(i), &beam[i]});
@@ -542,7 +727,14 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
       }
     }
     summary.accepted = static_cast<long>(accepted.size());
-    auto next = select_next_beam(beam, accepted, m_config.beam);
+    int diverged = 0;
+    auto next = select_next_beam(beam, accepted, m_config.beam, m_config.divergence, &diverged);
+    summary.diverged = diverged;
+    if (diverged > 0) {
+      spdlog::info(
+          "iteration {}: {} member(s) more than {:.2f}x slower than the best left the beam",
+          iteration, diverged, m_config.divergence);
+    }
     const bool partial = m_stop.stopping();
     std::set<std::string> next_keys;
     for (const auto& member : next) {
@@ -568,6 +760,8 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     if (partial) {
       break;  // an unfinished iteration is not stored: a resume runs it again from the store
     }
+    summarize_lessons(iteration, beam, children, ctx.lessons);
+    reflect_on(iteration, beam, children);
     BeamRecord record_of_beam{iteration, {}};
     for (const auto& member : next) {
       record_of_beam.members.push_back(member.key);

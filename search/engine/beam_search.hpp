@@ -39,6 +39,7 @@ struct IterationSummary {
   double best_latency_us = 0;
   long evaluated = 0;  // children of the iteration whose evaluation returned
   long accepted = 0;   // children that passed the gate
+  long diverged = 0;   // members left out for being far slower than the best (divergence guard)
 };
 
 struct SearchOutcome {

@@ -35,6 +35,8 @@ class TemplatePromptFactory : public PromptFactory {
     in.target = input.target;
     in.kernel = snapshot(input.kernel_source, input.evaluation);
     in.recent_failures = input.recent_failures;
+    in.lessons = input.lessons;
+    in.reflexions = input.reflexions;
     in.iteration = input.iteration;
     in.total_iterations = input.iterations;
     in.dropout = input.dropout;
@@ -76,6 +78,41 @@ class TemplatePromptFactory : public PromptFactory {
                    request.failure().describe());
       return m_basic->repair(input);
     }
+    return request.value();
+  }
+
+  llm::CompletionRequest summarize(const SummarizePromptInput& input) const override {
+    prompts::SummarizeLessonsInput in;
+    in.target = input.target;
+    in.existing_lessons = input.existing_lessons;
+    for (const auto& attempt : input.attempts) {
+      in.attempts.push_back(prompts::AttemptRecord{attempt.plan, attempt.parent_latency_us,
+                                                   attempt.latency_us, attempt.outcome});
+    }
+    auto request = m_builder.summarize_lessons(in);
+    if (!request) {
+      spdlog::warn("lesson template failed ({}); using the basic prompt",
+                   request.failure().describe());
+      return PromptFactory::summarize(input);
+    }
+    request->purpose = "summarize";
+    return request.value();
+  }
+
+  llm::CompletionRequest reflect(const ReflectPromptInput& input) const override {
+    prompts::ReflectInput in;
+    in.target = input.target;
+    in.plan = input.plan;
+    in.parent = snapshot(input.parent_source, input.parent_evaluation);
+    in.child = snapshot(input.child_source, input.child_evaluation);
+    in.outcome = input.outcome;
+    auto request = m_builder.reflect(in);
+    if (!request) {
+      spdlog::warn("reflection template failed ({}); using the basic prompt",
+                   request.failure().describe());
+      return PromptFactory::reflect(input);
+    }
+    request->purpose = "reflect";
     return request.value();
   }
 

@@ -105,6 +105,8 @@ class LlmProposer : public Proposer {
     prompt.evaluation = &parent.candidate->eval;
     prompt.problem_source = config.problem_source;
     prompt.recent_failures = ctx.recent_failures;
+    prompt.lessons = ctx.lessons;
+    prompt.reflexions = ctx.reflexions;
     prompt.iteration = ctx.iteration;
     prompt.iterations = config.iterations;
     prompt.dropout = config.dropout;

@@ -1,5 +1,7 @@
 #include "search/engine/memory_run_log.hpp"
 
+#include <algorithm>
+
 #include "core/hash.hpp"
 #include "search/engine/evaluator.hpp"
 
@@ -155,6 +157,66 @@ std::vector<BeamRecord> MemoryRunLog::load_beams(const std::string& run_id) {
     for (const auto& [iteration, beam] : it->second.beams) {
       out.push_back(beam);
     }
+  }
+  return out;
+}
+
+core::Status MemoryRunLog::record_lesson(const std::string& target, const std::string& text,
+                                         const std::string& /*kind*/, const std::string& /*run_id*/,
+                                         double /*speedup*/) {
+  constexpr std::size_t k_lesson_limit = 16;
+  std::lock_guard lock(m_mutex);
+  auto& lessons = m_lessons[target];
+  if (std::find(lessons.begin(), lessons.end(), text) != lessons.end()) {
+    return core::ok_status();
+  }
+  lessons.push_back(text);
+  if (lessons.size() > k_lesson_limit) {
+    lessons.erase(lessons.begin());
+  }
+  return core::ok_status();
+}
+
+std::vector<std::string> MemoryRunLog::load_lessons(const std::string& target, int limit) {
+  std::lock_guard lock(m_mutex);
+  auto it = m_lessons.find(target);
+  if (it == m_lessons.end()) {
+    return {};
+  }
+  std::vector<std::string> out = it->second;
+  if (limit >= 0 && out.size() > static_cast<std::size_t>(limit)) {
+    out.erase(out.begin(), out.end() - limit);
+  }
+  return out;
+}
+
+core::Status MemoryRunLog::record_reflexion(const std::string& run_id,
+                                            const std::string& candidate_key,
+                                            const prompts::ReflexionRecord& record) {
+  std::lock_guard lock(m_mutex);
+  auto& list = m_reflexions[run_id];
+  for (const auto& [key, stored] : list) {
+    if (!candidate_key.empty() && key == candidate_key) {
+      return core::ok_status();  // one reflexion per attempt, also when an iteration is replayed
+    }
+  }
+  list.emplace_back(candidate_key, record);
+  return core::ok_status();
+}
+
+std::vector<prompts::ReflexionRecord> MemoryRunLog::load_reflexions(const std::string& run_id,
+                                                                    int limit) {
+  std::lock_guard lock(m_mutex);
+  std::vector<prompts::ReflexionRecord> out;
+  auto it = m_reflexions.find(run_id);
+  if (it == m_reflexions.end()) {
+    return out;
+  }
+  for (const auto& entry : it->second) {
+    out.push_back(entry.second);
+  }
+  if (limit >= 0 && out.size() > static_cast<std::size_t>(limit)) {
+    out.erase(out.begin(), out.end() - limit);
   }
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "search/engine/run_log.hpp"
 
@@ -28,6 +29,14 @@ class MemoryRunLog : public RunLog {
   std::vector<Candidate> load_candidates(const std::string& run_id) override;
   core::Status record_beam(const std::string& run_id, const BeamRecord& beam) override;
   std::vector<BeamRecord> load_beams(const std::string& run_id) override;
+  core::Status record_lesson(const std::string& target, const std::string& text,
+                             const std::string& kind, const std::string& run_id,
+                             double speedup) override;
+  std::vector<std::string> load_lessons(const std::string& target, int limit) override;
+  core::Status record_reflexion(const std::string& run_id, const std::string& candidate_key,
+                                const prompts::ReflexionRecord& record) override;
+  std::vector<prompts::ReflexionRecord> load_reflexions(const std::string& run_id,
+                                                        int limit) override;
 
   std::size_t llm_call_count(const std::string& run_id) const;
   std::size_t evaluation_count() const;  // evaluations recorded, cacheable or not
@@ -46,6 +55,9 @@ class MemoryRunLog : public RunLog {
   mutable std::mutex m_mutex;
   std::map<std::string, Run> m_runs;
   std::map<std::string, backends::EvalResult> m_evaluations;  // cacheable, by key text
+  std::map<std::string, std::vector<std::string>> m_lessons;  // by target, oldest first
+  std::map<std::string, std::vector<std::pair<std::string, prompts::ReflexionRecord>>>
+      m_reflexions;  // by run, oldest first, with the candidate key
   std::size_t m_recorded_evaluations = 0;
   int m_next_id = 1;
 };

@@ -27,6 +27,10 @@ struct ProposeContext {
   const StopControl* stop = nullptr;
   // Failures of the previous iteration, in origin order (fixed before the iteration starts).
   std::vector<std::string> recent_failures;
+  // Optimization memory of the target (fixed before the iteration starts).
+  std::vector<std::string> lessons;
+  // Single path: what the run's last attempts taught (fixed before the iteration starts).
+  std::vector<std::string> reflexions;
 };
 
 // A beam member offered for expansion.
@@ -68,7 +72,8 @@ class Proposer {
 
 using ProposerFactory = std::function<std::unique_ptr<Proposer>()>;
 
-// The proposer table. Built in: "llm" and "autotune" (search/autotune). Unknown names fail with invalid_argument listing the known.
+// The proposer table. Built in: "llm" and "autotune" (search/autotune). Unknown names fail with
+// invalid_argument listing the known.
 core::Result<std::unique_ptr<Proposer>> make_proposer(const std::string& name);
 std::vector<std::string> proposer_names();
 // Adds or replaces a row (tests, plug-ins); not for use while a search runs.

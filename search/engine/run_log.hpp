@@ -8,6 +8,7 @@
 #include "core/result.hpp"
 #include "search/engine/candidate.hpp"
 #include "search/llm/provider.hpp"
+#include "search/prompts/prompt_builder.hpp"
 
 namespace autocomp::search::engine {
 
@@ -88,6 +89,28 @@ class RunLog {
 
   virtual core::Status record_beam(const std::string& run_id, const BeamRecord& beam) = 0;
   virtual std::vector<BeamRecord> load_beams(const std::string& run_id) = 0;  // by iteration
+
+  // Optimization memory: short lessons per target, shared by every run on it (bounded by the
+  // implementation). Defaults keep nothing.
+  virtual core::Status record_lesson(const std::string& /*target*/, const std::string& /*text*/,
+                                     const std::string& /*kind*/, const std::string& /*run_id*/,
+                                     double /*speedup*/) {
+    return core::ok_status();
+  }
+  virtual std::vector<std::string> load_lessons(const std::string& /*target*/, int /*limit*/) {
+    return {};
+  }
+
+  // Reflexions of a run (single-path search), oldest first when loaded; `limit` newest.
+  virtual core::Status record_reflexion(const std::string& /*run_id*/,
+                                        const std::string& /*candidate_key*/,
+                                        const prompts::ReflexionRecord& /*record*/) {
+    return core::ok_status();
+  }
+  virtual std::vector<prompts::ReflexionRecord> load_reflexions(const std::string& /*run_id*/,
+                                                                int /*limit*/) {
+    return {};
+  }
 
   // Where the run stands, for listings (after every iteration).
   virtual void record_progress(const std::string& /*run_id*/, int /*iteration*/,

@@ -98,6 +98,13 @@ core::Status validate(const SearchConfig& config) {
   if (config.early_slack < 1) {
     return bad("the early slack must be at least 1");
   }
+  if (config.lesson_limit < 0 || config.reflexions < 0) {
+    return bad("lesson_limit and reflexions must not be negative");
+  }
+  if (!(config.divergence > 1)) {
+    return bad(
+        "divergence must be greater than 1 (1.5 sends members 50% slower than the best back)");
+  }
   if (config.target != "trn1" && config.target != "trn2") {
     return bad("target must be trn1 or trn2, not '" + config.target + "'");
   }
@@ -131,6 +138,10 @@ std::string config_to_text(const SearchConfig& c) {
   line("slack_iterations", std::to_string(c.slack_iterations));
   line("proposers", join(c.proposers));
   line("recent_failures", std::to_string(c.recent_failures));
+  line("memory", c.memory ? "1" : "0");
+  line("lesson_limit", std::to_string(c.lesson_limit));
+  line("reflexions", std::to_string(c.reflexions));
+  line("divergence", number(c.divergence));
   line("eval_seeds", join(c.eval_seeds));
   line("warmup", std::to_string(c.warmup));
   line("iters", std::to_string(c.iters));
@@ -184,6 +195,19 @@ core::Result<SearchConfig> config_from_text(const std::string& text) {
     c.slack_iterations = std::stoi(fields["slack_iterations"]);
     c.proposers = split(fields["proposers"]);
     c.recent_failures = std::stoi(fields["recent_failures"]);
+    // Fields added later keep their defaults in configs stored before them.
+    if (fields.count("memory")) {
+      c.memory = fields["memory"] == "1";
+    }
+    if (fields.count("lesson_limit")) {
+      c.lesson_limit = std::stoi(fields["lesson_limit"]);
+    }
+    if (fields.count("reflexions")) {
+      c.reflexions = std::stoi(fields["reflexions"]);
+    }
+    if (fields.count("divergence")) {
+      c.divergence = std::stod(fields["divergence"]);
+    }
     c.eval_seeds.clear();
     for (const auto& seed : split(fields["eval_seeds"])) {
       c.eval_seeds.push_back(std::stoi(seed));

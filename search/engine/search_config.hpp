@@ -44,6 +44,12 @@ struct SearchConfig {
   std::vector<std::string> proposers{"llm"};  // registered proposer names, in order
   int recent_failures = 4;  // failures of the previous iteration shown to the planner
 
+  // The learning loop (docs/search.md). Both need LLM providers and are skipped without them.
+  bool memory = true;     // summarize each iteration's clear wins and losses into target lessons
+  int lesson_limit = 16;  // lessons shown to planning prompts
+  int reflexions = 3;     // single path (beam 1): reflect on each attempt, show the last this-many
+  double divergence = 1.5;  // a member this much slower than the best goes back to the best
+
   // Evaluation.
   std::vector<int> eval_seeds;  // empty: the problem's SEEDS
   int warmup = 2;

@@ -289,6 +289,92 @@ std::vector<BeamRecord> StoreRunLog::load_beams(const std::string& run_id) {
   return out;
 }
 
+core::Status StoreRunLog::record_lesson(const std::string& target, const std::string& text,
+                                        const std::string& kind, const std::string& run_id,
+                                        double speedup) {
+  store::Lesson lesson;
+  lesson.target = target;
+  lesson.text = text;
+  lesson.kind = kind;
+  lesson.source_run = run_id;
+  lesson.speedup = speedup;
+  auto id = m_store->add_lesson(lesson);
+  if (!id) {
+    return id.failure();
+  }
+  return core::ok_status();
+}
+
+std::vector<std::string> StoreRunLog::load_lessons(const std::string& target, int limit) {
+  std::vector<std::string> out;
+  auto lessons = m_store->lessons(target, limit);
+  if (!lessons) {
+    spdlog::warn("could not load lessons: {}", lessons.failure().describe());
+    return out;
+  }
+  for (const auto& lesson : lessons.value()) {
+    out.push_back(lesson.text);
+  }
+  return out;
+}
+
+core::Status StoreRunLog::record_reflexion(const std::string& run_id,
+                                           const std::string& candidate_key,
+                                           const prompts::ReflexionRecord& record) {
+  if (!candidate_key.empty()) {
+    // One reflexion per attempt, also when a resumed run replays an iteration.
+    auto recent = m_store->recent_reflexions(run_id, 1000);
+    if (recent) {
+      for (const auto& stored : recent.value()) {
+        if (stored.candidate_key == candidate_key) {
+          return core::ok_status();
+        }
+      }
+    }
+  }
+  store::Reflexion reflexion;
+  reflexion.scope = run_id;
+  reflexion.candidate_key = candidate_key;
+  reflexion.diagnosis_right = record.diagnosis_right;
+  reflexion.fix_worked = record.fix_worked;
+  reflexion.expected = record.expected;
+  reflexion.actual = record.actual;
+  reflexion.lessons = record.lessons;
+  reflexion.avoid = record.avoid;
+  reflexion.try_next = record.try_next;
+  reflexion.raw_text = record.raw_text;
+  auto id = m_store->add_reflexion(reflexion);
+  if (!id) {
+    return id.failure();
+  }
+  return core::ok_status();
+}
+
+std::vector<prompts::ReflexionRecord> StoreRunLog::load_reflexions(const std::string& run_id,
+                                                                   int limit) {
+  std::vector<prompts::ReflexionRecord> out;
+  auto recent = m_store->recent_reflexions(run_id, limit);
+  if (!recent) {
+    spdlog::warn("could not load reflexions: {}", recent.failure().describe());
+    return out;
+  }
+  const auto& newest_first = recent.value();
+  for (auto it = newest_first.rbegin(); it != newest_first.rend(); ++it) {
+    const store::Reflexion& stored = *it;
+    prompts::ReflexionRecord record;
+    record.diagnosis_right = stored.diagnosis_right;
+    record.fix_worked = stored.fix_worked;
+    record.expected = stored.expected;
+    record.actual = stored.actual;
+    record.lessons = stored.lessons;
+    record.avoid = stored.avoid;
+    record.try_next = stored.try_next;
+    record.raw_text = stored.raw_text;
+    out.push_back(std::move(record));
+  }
+  return out;
+}
+
 void StoreRunLog::record_progress(const std::string& run_id, int iteration, const Candidate& best,
                                   double baseline_latency_us) {
   std::optional<double> best_latency;

@@ -41,6 +41,14 @@ class StoreRunLog : public RunLog {
   std::vector<Candidate> load_candidates(const std::string& run_id) override;
   core::Status record_beam(const std::string& run_id, const BeamRecord& beam) override;
   std::vector<BeamRecord> load_beams(const std::string& run_id) override;
+  core::Status record_lesson(const std::string& target, const std::string& text,
+                             const std::string& kind, const std::string& run_id,
+                             double speedup) override;
+  std::vector<std::string> load_lessons(const std::string& target, int limit) override;
+  core::Status record_reflexion(const std::string& run_id, const std::string& candidate_key,
+                                const prompts::ReflexionRecord& record) override;
+  std::vector<prompts::ReflexionRecord> load_reflexions(const std::string& run_id,
+                                                        int limit) override;
   void record_progress(const std::string& run_id, int iteration, const Candidate& best,
                        double baseline_latency_us) override;
 

@@ -1,6 +1,7 @@
 #include "search/prompts/prompt_builder.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <set>
 
@@ -494,6 +495,133 @@ std::vector<std::string> parse_lessons(std::string_view reply, std::size_t max_l
     }
   }
   return lessons;
+}
+
+bool ReflexionRecord::structured() const {
+  return diagnosis_right || fix_worked || !expected.empty() || !actual.empty() ||
+         !lessons.empty() || !avoid.empty() || !try_next.empty();
+}
+
+namespace {
+
+std::string lower_ascii(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+std::string strip_markup(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c != '*' && c != '`' && c != '#') {
+      out += c;
+    }
+  }
+  const auto first = out.find_first_not_of(" \t-");
+  if (first == std::string::npos) {
+    return {};
+  }
+  const auto last = out.find_last_not_of(" \t");
+  return out.substr(first, last - first + 1);
+}
+
+std::optional<bool> yes_no(const std::string& value) {
+  const std::string word = lower_ascii(value.substr(0, value.find_first_of(" .,;:(")));
+  if (word == "yes" || word == "true" || word == "y" || word == "right" || word == "correct") {
+    return true;
+  }
+  if (word == "no" || word == "false" || word == "n" || word == "wrong" || word == "partly") {
+    return false;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ReflexionRecord parse_reflexion(std::string_view reply) {
+  ReflexionRecord record;
+  record.raw_text = std::string(reply);
+  std::string* open_field = nullptr;  // a text field that may continue on the next line
+  for (auto& raw_line : split_lines(std::string(reply))) {
+    if (!raw_line.empty() && raw_line.back() == '\r') {
+      raw_line.pop_back();
+    }
+    const std::string line = strip_markup(raw_line);
+    const auto colon = line.find(':');
+    std::string name;
+    if (colon != std::string::npos && colon <= 24) {
+      name = lower_ascii(line.substr(0, colon));
+      for (auto& c : name) {
+        if (c == ' ' || c == '-') {
+          c = '_';
+        }
+      }
+    }
+    const std::string value =
+        colon == std::string::npos ? "" : strip_markup(line.substr(colon + 1));
+    std::string* text_field = nullptr;
+    if (name == "diagnosis_right" || name == "diagnosis") {
+      record.diagnosis_right = yes_no(value);
+      open_field = nullptr;
+      continue;
+    }
+    if (name == "fix_worked" || name == "worked") {
+      record.fix_worked = yes_no(value);
+      open_field = nullptr;
+      continue;
+    }
+    if (name == "expected") {
+      text_field = &record.expected;
+    } else if (name == "actual") {
+      text_field = &record.actual;
+    } else if (name == "lessons" || name == "lesson") {
+      text_field = &record.lessons;
+    } else if (name == "avoid") {
+      text_field = &record.avoid;
+    } else if (name == "try_next" || name == "try" || name == "next") {
+      text_field = &record.try_next;
+    }
+    if (text_field != nullptr) {
+      *text_field = value;
+      open_field = text_field;
+    } else if (open_field != nullptr && !line.empty()) {
+      *open_field += (open_field->empty() ? "" : " ") + line;
+    } else if (line.empty()) {
+      open_field = nullptr;
+    }
+  }
+  return record;
+}
+
+std::string describe_reflexion(const ReflexionRecord& record, std::size_t max_chars) {
+  if (!record.structured()) {
+    return {};
+  }
+  std::string text;
+  auto add = [&text](const std::string& label, const std::string& value) {
+    if (value.empty()) {
+      return;
+    }
+    text += (text.empty() ? "" : "; ") + label + ": " + value;
+  };
+  if (record.fix_worked) {
+    add("fix worked", *record.fix_worked ? "yes" : "no");
+  }
+  if (record.diagnosis_right) {
+    add("diagnosis right", *record.diagnosis_right ? "yes" : "no");
+  }
+  add("expected", record.expected);
+  add("actual", record.actual);
+  add("lessons", record.lessons);
+  add("avoid", record.avoid);
+  add("try next", record.try_next);
+  if (text.size() > max_chars) {
+    text.resize(max_chars);
+    text += "...";
+  }
+  return text;
 }
 
 }  // namespace autocomp::search::prompts

@@ -144,4 +144,28 @@ class PromptBuilder {
 // "1. ", trimmed, at most `max_lessons`.
 std::vector<std::string> parse_lessons(std::string_view reply, std::size_t max_lessons = 8);
 
+// A reflexion: what one attempt taught, in the fields templates/reflect.md asks for.
+struct ReflexionRecord {
+  std::optional<bool> diagnosis_right;  // was the plan's reading of the bottleneck right
+  std::optional<bool> fix_worked;       // did the change make the kernel faster and keep it correct
+  std::string expected;
+  std::string actual;
+  std::string lessons;
+  std::string avoid;
+  std::string try_next;
+  std::string raw_text;  // the reply as received
+
+  // True when at least one field other than raw_text is set.
+  bool structured() const;
+};
+
+// Reads "field: value" lines (diagnosis_right, fix_worked, expected, actual, lessons, avoid,
+// try_next; case and markdown emphasis ignored; a value may continue on following lines). Never
+// fails: a reply with none of the fields gives a record with only raw_text.
+ReflexionRecord parse_reflexion(std::string_view reply);
+
+// One line for a planning prompt ("fix worked: no; expected ...; actual ...; avoid ..."); empty
+// when the record holds nothing structured.
+std::string describe_reflexion(const ReflexionRecord& record, std::size_t max_chars = 600);
+
 }  // namespace autocomp::search::prompts

@@ -238,5 +238,104 @@ TEST_F(AgentToolsTest, ProposePlanUsesTheClientsModelThroughSampling) {
   EXPECT_EQ(m_llm.request_count(), 0u);
 }
 
+TEST_F(AgentToolsTest, AgentReflexionsAreMeasuredStoredAndShownToTheNextPlan) {
+  auto slow = call("benchmark_kernel", json{{"kernel", "kernel.py"}, {"problem", "problem.py"}});
+  ASSERT_FALSE(slow.is_error) << slow.structured.dump();
+  EXPECT_FALSE(slow.structured.contains("previous_version")) << "first version of the file";
+
+  write("kernel.py", testing::k_add_fast_kernel);
+  auto fast = call("benchmark_kernel", json{{"kernel", "kernel.py"}, {"problem", "problem.py"}});
+  ASSERT_FALSE(fast.is_error) << fast.structured.dump();
+  const json& previous = fast.structured.at("previous_version");
+  EXPECT_GT(previous.at("speedup").get<double>(), 1.0);
+  EXPECT_NE(previous.at("change").get<std::string>().find("faster"), std::string::npos);
+
+  auto recorded = call("record_reflexion", json{{"kernel", "kernel.py"},
+                                                {"diagnosis_right", true},
+                                                {"expected", "fewer, larger DMAs"},
+                                                {"lessons", "one full tile per input wins"},
+                                                {"avoid", "narrow 8-column slices"}});
+  ASSERT_FALSE(recorded.is_error) << recorded.structured.dump();
+  const json& record = recorded.structured.at("recorded");
+  EXPECT_EQ(record.at("fix_worked"), true) << "filled in from the measurements";
+  EXPECT_NE(record.at("actual").get<std::string>().find("faster"), std::string::npos);
+
+  auto plan = call("propose_plan", json{{"kernel", "kernel.py"}, {"problem", "problem.py"}});
+  ASSERT_FALSE(plan.is_error) << plan.structured.dump();
+  ASSERT_EQ(plan.structured.at("reflexions").size(), 1u);
+  EXPECT_NE(plan.structured.at("reflexions")
+                .at(0)
+                .get<std::string>()
+                .find("avoid: narrow 8-column slices"),
+            std::string::npos);
+  const std::string uri = plan.structured.at("prompt");
+  auto match = m_registries->resources.match(uri);
+  ASSERT_TRUE(match.has_value());
+  auto prompt = match->read(uri, match->variables);
+  ASSERT_TRUE(prompt.ok());
+  EXPECT_NE(prompt.value().at(0).at("text").get<std::string>().find("narrow 8-column slices"),
+            std::string::npos);
+
+  write("other.py", testing::k_add_slow_kernel);
+  auto empty = call("record_reflexion", json{{"kernel", "other.py"}});
+  EXPECT_TRUE(empty.is_error) << "nothing to record for a file never benchmarked";
+  auto missing = call("record_reflexion", json{{"kernel", "absent.py"}, {"lessons", "x"}});
+  EXPECT_TRUE(missing.is_error);
+}
+
+TEST_F(AgentToolsTest, LessonsFromOneSearchReachTheNextSearchesPlans) {
+  const std::string lesson = "Full-tile loads beat 64 narrow slices on element-wise kernels.";
+  ScriptedResponse summary = ScriptedResponse::reply("- " + lesson + "\n");
+  summary.match = "Distil at most";
+  summary.repeat = true;
+  m_llm.push(summary);
+  ScriptedResponse standing =
+      ScriptedResponse::reply(std::string("Load each input as a single full tile.\n\n```python\n") +
+                              testing::k_add_fast_kernel + "```\n");
+  standing.repeat = true;
+  m_llm.set_fallback(standing);
+  const json search = {{"kernel", "kernel.py"},
+                       {"problem", "problem.py"},
+                       {"llm", {"openai:scripted-model"}},
+                       {"beam", 2},
+                       {"plans", 1},
+                       {"impls", 1},
+                       {"iterations", 1}};
+
+  auto first = call("run_beam_search", search);
+  ASSERT_FALSE(first.is_error) << first.structured.dump();
+  ASSERT_EQ(wait_for_end(first.structured.at("run_id"), std::chrono::seconds(240)).at("status"),
+            "completed");
+  auto lessons = call("list_lessons", json::object());
+  ASSERT_FALSE(lessons.is_error);
+  ASSERT_EQ(lessons.structured.at("lessons").size(), 1u);
+  EXPECT_EQ(lessons.structured.at("lessons").at(0).at("text"), lesson);
+  EXPECT_EQ(lessons.structured.at("lessons").at(0).at("run"), first.structured.at("run_id"));
+  const std::size_t asked_in_first_run = m_llm.request_count();
+  for (std::size_t i = 0; i < asked_in_first_run; ++i) {
+    EXPECT_EQ(m_llm.requests().at(i).prompt.find(lesson + "\n"), std::string::npos)
+        << "no lesson existed when the first run planned";
+  }
+
+  auto second = call("run_beam_search", search);
+  ASSERT_FALSE(second.is_error) << second.structured.dump();
+  ASSERT_EQ(wait_for_end(second.structured.at("run_id"), std::chrono::seconds(240)).at("status"),
+            "completed");
+  int plans_with_lesson = 0;
+  const auto requests = m_llm.requests();
+  for (std::size_t i = asked_in_first_run; i < requests.size(); ++i) {
+    const std::string& prompt = requests[i].prompt;
+    if (prompt.find("Study the kernel and its measurements") != std::string::npos &&
+        prompt.find(lesson) != std::string::npos) {
+      ++plans_with_lesson;
+    }
+  }
+  EXPECT_GT(plans_with_lesson, 0) << "the second run plans with the first run's lesson";
+
+  auto cleared = call("clear_lessons", json{{"confirm", true}});
+  ASSERT_FALSE(cleared.is_error);
+  EXPECT_EQ(cleared.structured.at("removed"), 1);
+}
+
 }  // namespace
 }  // namespace autocomp::tools

@@ -50,6 +50,14 @@ std::string fenced(const std::string& code) {
 }
 
 constexpr const char* k_plan_phrase = "Study the kernel and its measurements";
+// Phrases of templates/summarize_lessons.md and templates/reflect.md.
+constexpr const char* k_summary_phrase = "Distil at most";
+constexpr const char* k_reflect_phrase = "Reflect on this attempt";
+constexpr const char* k_lesson = "Hoisting the weight broadcast out of the row loop cut DMA time.";
+constexpr const char* k_reflection =
+    "diagnosis_right: yes\nfix_worked: yes\nexpected: less DMA time\nactual: as expected\n"
+    "lessons: broadcasts belong outside loops\navoid: normalizing twice\n"
+    "try_next: fuse the scale into the activation\n";
 
 class Autonomous : public ::testing::Test {
  protected:
@@ -129,6 +137,31 @@ class Autonomous : public ::testing::Test {
     }
     return count;
   }
+  // Planning and coding requests only (lesson summaries and reflections quote plans too).
+  long search_requests_containing(const std::string& text) const {
+    long count = 0;
+    for (const auto& request : server.requests()) {
+      const std::string& prompt = request.prompt;
+      count += prompt.find(text) != std::string::npos &&
+                       prompt.find(k_summary_phrase) == std::string::npos &&
+                       prompt.find(k_reflect_phrase) == std::string::npos
+                   ? 1
+                   : 0;
+    }
+    return count;
+  }
+  // Standing answers for the learning loop's requests; pushed before the rest so that they win
+  // over answers matching a plan's words.
+  void answer_learning_requests() {
+    auto summary = ScriptedResponse::reply(std::string("- ") + k_lesson + "\n");
+    summary.match = k_summary_phrase;
+    summary.repeat = true;
+    server.push(summary);
+    auto reflection = ScriptedResponse::reply(k_reflection);
+    reflection.match = k_reflect_phrase;
+    reflection.repeat = true;
+    server.push(reflection);
+  }
 
   std::unique_ptr<autocomp::search::store::Store> open_store() const {
     auto store = autocomp::search::store::Store::open((dir / "store.db").string());
@@ -153,6 +186,7 @@ ScriptedResponse matching(const std::string& match, const std::string& text, boo
 }
 
 TEST_F(Autonomous, RepairsRejectsDedupsRetriesAndKeepsTheFasterKernel) {
+  answer_learning_requests();
   auto limited = ScriptedResponse::status_code(429, R"({"error":{"message":"slow down"}})");
   limited.match = k_plan_phrase;
   limited.retry_after = "0";
@@ -177,10 +211,13 @@ TEST_F(Autonomous, RepairsRejectsDedupsRetriesAndKeepsTheFasterKernel) {
 
   EXPECT_EQ(read(dir / "kernel.best.py"), optimized) << "the faster kernel is kept";
   EXPECT_EQ(read(dir / "kernel.py"), naive) << "the input is untouched without --in-place";
-  EXPECT_EQ(server.request_count(), 10u)
-      << "4 plans + one 429 retry + 4 implementations + 1 repair";
-  EXPECT_EQ(server.pending(), 0u);
+  EXPECT_EQ(server.request_count(), 14u) << "4 plans + one 429 retry + 4 implementations + 1 "
+                                            "repair + 1 lesson summary + 3 reflections (the "
+                                            "duplicate is not reflected on)";
+  EXPECT_EQ(server.pending(), 2u) << "only the standing learning answers remain";
   EXPECT_EQ(requests_containing("# A kernel that fails"), 1);
+  EXPECT_EQ(requests_containing(k_summary_phrase), 1);
+  EXPECT_EQ(requests_containing(k_reflect_phrase), 3);
 
   auto store = open_store();
   EXPECT_EQ(evaluations_of(*store, naive), 1) << "the duplicate was not evaluated again";
@@ -200,6 +237,14 @@ TEST_F(Autonomous, RepairsRejectsDedupsRetriesAndKeepsTheFasterKernel) {
   EXPECT_NE(status_of(repaired), "missing");
   EXPECT_EQ(status_of(slower), "rejected");
   EXPECT_EQ(status_of(optimized), "accepted");
+  auto lessons = store->lessons("trn2", 16);
+  ASSERT_TRUE(lessons.ok());
+  ASSERT_EQ(lessons->size(), 1u);
+  EXPECT_EQ(lessons->front().text, k_lesson);
+  EXPECT_EQ(lessons->front().source_run, run_id);
+  auto reflexions = store->recent_reflexions(run_id, 10);
+  ASSERT_TRUE(reflexions.ok());
+  EXPECT_EQ(reflexions->size(), 3u);
   auto run_record = store->get_run(run_id);
   ASSERT_TRUE(run_record.ok() && run_record.value());
   ASSERT_TRUE(run_record.value()->best_latency_us && run_record.value()->baseline_latency_us);
@@ -222,6 +267,7 @@ TEST_F(Autonomous, RepairsRejectsDedupsRetriesAndKeepsTheFasterKernel) {
 }
 
 TEST_F(Autonomous, KilledRunResumesWithoutRepeatingAnything) {
+  answer_learning_requests();
   server.push(matching("This is iteration 1 of 2", "ZQ-FASTER: fuse the math.", true));
   auto slow_plan = matching("This is iteration 2 of 2", "ZQ-SLOWER: normalize twice.", true);
   slow_plan.delay = std::chrono::milliseconds(2500);
@@ -253,9 +299,17 @@ TEST_F(Autonomous, KilledRunResumesWithoutRepeatingAnything) {
   ASSERT_EQ(code, 0) << out("resume") << err("resume");
   EXPECT_EQ(out("resume").rfind("run: " + run_id, 0), 0u);
   EXPECT_EQ(requests_containing("This is iteration 1 of 2"), 2) << "iteration 1 is not asked again";
-  EXPECT_EQ(requests_containing("ZQ-FASTER"), 2);
-  EXPECT_EQ(requests_containing("ZQ-SLOWER"), 2) << "iteration 2's implementations asked once";
-  EXPECT_LE(static_cast<long>(server.request_count()), asked_before + 4);
+  EXPECT_EQ(search_requests_containing("ZQ-FASTER"), 2);
+  EXPECT_EQ(search_requests_containing("ZQ-SLOWER"), 2)
+      << "iteration 2's implementations asked once";
+  EXPECT_EQ(requests_containing(k_summary_phrase), 2) << "one lesson summary per iteration";
+  EXPECT_EQ(requests_containing(k_reflect_phrase), 2)
+      << "one reflection per iteration (the second plan repeats the first's kernel)";
+  EXPECT_GT(search_requests_containing(k_lesson), 0) << "iteration 1's lesson reaches planning";
+  EXPECT_GT(search_requests_containing("avoid: normalizing twice"), 0)
+      << "iteration 1's reflection reaches planning";
+  // Iteration 2 again: 2 plans + 2 implementations + its summary and reflection.
+  EXPECT_LE(static_cast<long>(server.request_count()), asked_before + 6);
   auto store = open_store();
   EXPECT_EQ(evaluations_of(*store, naive), 1);
   EXPECT_EQ(evaluations_of(*store, optimized), 1);

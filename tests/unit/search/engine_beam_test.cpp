@@ -67,6 +67,23 @@ TEST(EngineBeam, TiesAmongChildrenGoToTheEarlierOriginAndKeysAreUnique) {
   EXPECT_EQ(next[1].key, "early");
 }
 
+TEST(EngineBeam, DivergenceGuardLeavesOutMembersFarSlowerThanTheBest) {
+  std::vector<Candidate> old{measured("root", 100)};
+  std::vector<Candidate> children{measured("fast", 40, {1, 0, 0, 0, 0, "llm"}),
+                                  measured("near", 59, {1, 0, 1, 0, 0, "llm"}),
+                                  measured("far", 70, {1, 0, 2, 0, 0, "llm"})};
+  int diverged = -1;
+  auto guarded = select_next_beam(old, children, 4, 1.5, &diverged);
+  ASSERT_EQ(guarded.size(), 2u);
+  EXPECT_EQ(guarded[0].key, "fast");
+  EXPECT_EQ(guarded[1].key, "near");
+  EXPECT_EQ(diverged, 2) << "far (1.75x) and root (2.5x) left out";
+
+  auto unguarded = select_next_beam(old, children, 4, 0, &diverged);
+  EXPECT_EQ(unguarded.size(), 4u);
+  EXPECT_EQ(diverged, 0);
+}
+
 TEST(EngineConfig, TextFormRoundTripsEveryField) {
   SearchConfig config;
   config.kernel_source = "def k(x):\n    return x  # back\\slash\n";
@@ -88,6 +105,10 @@ TEST(EngineConfig, TextFormRoundTripsEveryField) {
   config.iters = 3;
   config.budgets.max_llm_calls = 10;
   config.budgets.max_cost_usd = 1.5;
+  config.memory = false;
+  config.lesson_limit = 5;
+  config.reflexions = 2;
+  config.divergence = 2.5;
   auto back = config_from_text(config_to_text(config));
   ASSERT_TRUE(back.ok()) << back.failure().describe();
   EXPECT_EQ(back->kernel_source, config.kernel_source);
@@ -105,6 +126,27 @@ TEST(EngineConfig, TextFormRoundTripsEveryField) {
   EXPECT_EQ(back->budgets.max_llm_calls, 10);
   EXPECT_FALSE(back->budgets.max_tokens.has_value());
   EXPECT_DOUBLE_EQ(*back->budgets.max_cost_usd, 1.5);
+  EXPECT_FALSE(back->memory);
+  EXPECT_EQ(back->lesson_limit, 5);
+  EXPECT_EQ(back->reflexions, 2);
+  EXPECT_DOUBLE_EQ(back->divergence, 2.5);
+}
+
+TEST(EngineConfig, ConfigsStoredBeforeTheLearningLoopKeepItsDefaults) {
+  SearchConfig config;
+  config.kernel_source = "def k(x):\n    return x\n";
+  config.problem_source = "def inputs(seed):\n    return {}\n";
+  std::string text = config_to_text(config);
+  for (const char* field : {"memory=", "lesson_limit=", "reflexions=", "divergence="}) {
+    auto at = text.find(std::string("\n") + field);
+    ASSERT_NE(at, std::string::npos) << field;
+    text.erase(at + 1, text.find('\n', at + 1) - at);
+  }
+  auto back = config_from_text(text);
+  ASSERT_TRUE(back.ok()) << back.failure().describe();
+  EXPECT_TRUE(back->memory);
+  EXPECT_EQ(back->reflexions, 3);
+  EXPECT_DOUBLE_EQ(back->divergence, 1.5);
 }
 
 TEST(EngineConfig, ValidationNamesTheBadField) {

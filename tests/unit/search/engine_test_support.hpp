@@ -175,6 +175,9 @@ inline SearchConfig small_config(const std::string& root) {
   config.impls = 1;
   config.iterations = 1;
   config.seed = 7;
+  // The learning loop adds LLM calls; tests of it turn it on (engine_memory_test).
+  config.memory = false;
+  config.reflexions = 0;
   return config;
 }
 

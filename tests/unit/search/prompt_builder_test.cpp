@@ -292,3 +292,49 @@ TEST(PromptBuilderTest, EditedTemplatesAreUsedWithoutRebuildingAndMissingFilesAr
 
 }  // namespace
 }  // namespace autocomp::search::prompts
+
+namespace autocomp::search::prompts {
+namespace {
+
+TEST(ParseReflexion, ReadsTheFieldsWithMarkupAndContinuationLines) {
+  auto record = parse_reflexion(
+      "Here is my reflection.\n"
+      "**Diagnosis right:** No, the kernel was DMA-bound\n"
+      "- fix_worked: yes.\n"
+      "Expected: 2x from larger tiles\n"
+      "actual: 1.1x; the loads\n"
+      "  still serialize\n"
+      "lessons: tiles alone do not hide DMA\n"
+      "AVOID: tiles over 128 partitions\n"
+      "try next: double buffering\n");
+  ASSERT_TRUE(record.structured());
+  EXPECT_EQ(record.diagnosis_right, false);
+  EXPECT_EQ(record.fix_worked, true);
+  EXPECT_EQ(record.expected, "2x from larger tiles");
+  EXPECT_EQ(record.actual, "1.1x; the loads still serialize");
+  EXPECT_EQ(record.avoid, "tiles over 128 partitions");
+  EXPECT_EQ(record.try_next, "double buffering");
+  const std::string line = describe_reflexion(record);
+  EXPECT_NE(line.find("fix worked: yes"), std::string::npos) << line;
+  EXPECT_NE(line.find("avoid: tiles over 128 partitions"), std::string::npos) << line;
+}
+
+TEST(ParseReflexion, GarbageGivesOnlyRawTextAndNoPromptLine) {
+  for (const std::string reply : {"", "\x01\x02{]]", "The attempt was fine overall.\n\n"}) {
+    auto record = parse_reflexion(reply);
+    EXPECT_FALSE(record.structured()) << reply;
+    EXPECT_EQ(record.raw_text, reply);
+    EXPECT_TRUE(describe_reflexion(record).empty());
+  }
+  auto unsure = parse_reflexion("diagnosis_right: maybe\n");
+  EXPECT_FALSE(unsure.diagnosis_right.has_value());
+}
+
+TEST(ParseReflexion, DescriptionIsBounded) {
+  ReflexionRecord record;
+  record.lessons = std::string(5000, 'x');
+  EXPECT_LE(describe_reflexion(record, 100).size(), 103u);
+}
+
+}  // namespace
+}  // namespace autocomp::search::prompts
