@@ -53,7 +53,9 @@ class [[nodiscard]] Result {
 // For stages that produce nothing but may fail.
 struct Unit {};
 using Status = Result<Unit>;
-inline Status ok_status() { return Unit{}; }
+inline Status ok_status() {
+  return Unit{};
+}
 
 inline Failure make_failure(FailureKind kind, std::string stage, std::string message) {
   return Failure{kind, std::move(stage), std::move(message), std::nullopt};

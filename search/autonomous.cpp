@@ -314,6 +314,11 @@ int autonomous_main(int argc, char** argv) {
   info.backend = options.backend;
   info.llm_specs = options.llm_specs;
   if (!options.resume_id.empty()) {
+    if (options.no_memory || options.reflexions || options.divergence || options.beam ||
+        options.plans || options.impls || options.iterations || options.dropout) {
+      std::cerr << "autocomp-mcp --autonomous: note: a resumed run keeps its stored settings; "
+                   "search-shape and learning options are ignored with --resume (budgets apply)\n";
+    }
     auto run = db->get_run(options.resume_id);
     if (!run || !run.value()) {
       std::cerr << "autocomp-mcp --autonomous: no run '" << options.resume_id << "' in " << db_path

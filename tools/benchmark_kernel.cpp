@@ -42,7 +42,14 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
          {"required", {"min", "median", "max", "samples"}}}},
        {"best_known", {{"type", "object"}}},
        {"diverged", {{"type", "boolean"}}},
-       {"previous_version", {{"type", "object"}}},
+       {"previous_version",
+        {{"type", "object"},
+         {"properties",
+          {{"candidate", {{"type", "string"}}},
+           {"change", {{"type", "string"}}},
+           {"median_us", {{"type", "number"}}},
+           {"speedup", {{"type", "number"}}}}},
+         {"required", {"candidate", "change"}}}},
        {"advice", {{"type", "string"}}}},
       {"latency_us", "diverged"});
   tool.annotations = {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
@@ -76,8 +83,9 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
     out["diverged"] = diverged;
     if (auto db = env->store(); db.ok()) {
       if (auto attempt = last_attempt(*db.value(), outcome->kernel.path, outcome->candidate_key)) {
+        attempt->current_us = result.latency->median_us;  // this measurement, whatever is stored
         json previous = {{"candidate", attempt->previous_key}, {"change", attempt->describe()}};
-        if (attempt->previous_us) {
+        if (attempt->previous_us && result.latency->median_us > 0) {
           previous["median_us"] = *attempt->previous_us;
           previous["speedup"] = *attempt->previous_us / result.latency->median_us;
         }

@@ -14,14 +14,18 @@ namespace {
 
 constexpr int k_reflexions_shown = 3;
 
-std::optional<double> measured_us(search::store::Store& db, const std::string& key) {
-  auto evaluations = db.evaluations_for_candidate(key, 20);
+std::optional<double> measured_us(search::store::Store& db, const std::string& key,
+                                  const search::store::FileVersion& where) {
+  auto evaluations = db.evaluations_for_candidate(key, 50);
   if (!evaluations.ok()) {
     return std::nullopt;
   }
   for (const auto& stored : evaluations.value()) {
     const auto& result = stored.result;
-    if (!result.failure && result.correct && result.latency) {
+    if (stored.key.problem_key != where.problem_key || stored.key.target != where.target) {
+      continue;
+    }
+    if (!result.failure && result.correct && result.latency && result.latency->median_us > 0) {
       return result.latency->median_us;
     }
   }
@@ -150,10 +154,10 @@ server::ToolDef make_clear_lessons_tool(std::shared_ptr<ToolEnv> env) {
 }
 
 std::string FileAttempt::describe() const {
-  if (!current_us) {
+  if (!current_us || *current_us <= 0) {
     return "the new version has no correct measurement";
   }
-  if (!previous_us) {
+  if (!previous_us || *previous_us <= 0) {
     return "correct, " + std::to_string(*current_us) + " us (no measurement of the version before)";
   }
   const double ratio = *previous_us / *current_us;
@@ -170,12 +174,23 @@ std::optional<FileAttempt> last_attempt(search::store::Store& db, const std::str
   if (!versions.ok()) {
     return std::nullopt;
   }
+  const search::store::FileVersion* current = nullptr;
   for (const auto& version : versions.value()) {
-    if (version.candidate_key != current_key) {
+    if (version.candidate_key == current_key) {
+      current = &version;  // newest first: the latest problem and target it was evaluated with
+      break;
+    }
+  }
+  if (current == nullptr) {
+    return std::nullopt;
+  }
+  for (const auto& version : versions.value()) {
+    if (version.candidate_key != current_key && version.problem_key == current->problem_key &&
+        version.target == current->target) {
       FileAttempt attempt;
       attempt.previous_key = version.candidate_key;
-      attempt.previous_us = measured_us(db, version.candidate_key);
-      attempt.current_us = measured_us(db, current_key);
+      attempt.previous_us = measured_us(db, version.candidate_key, *current);
+      attempt.current_us = measured_us(db, current_key, *current);
       return attempt;
     }
   }

@@ -13,7 +13,8 @@
 namespace autocomp::tools {
 
 // The last change to a kernel file as the store saw it: the version before `current_key` among
-// the file's recorded versions, and both median latencies when they were measured correct.
+// the file's recorded versions (same problem and target as the current one), and both median
+// latencies when they were measured correct on that problem and target.
 struct FileAttempt {
   std::string previous_key;
   std::optional<double> previous_us;

@@ -28,14 +28,25 @@ core::Result<search::llm::Completion> completion_from_reply(
     const json& reply, std::chrono::steady_clock::time_point started) {
   const json& content =
       reply.is_object() && reply.contains("content") ? reply.at("content") : json();
+  // The reply comes from another program: read only fields of the expected JSON types.
+  auto text_of = [](const json& block) -> std::string {
+    if (!block.is_object()) {
+      return {};
+    }
+    auto type = block.find("type");
+    auto text = block.find("text");
+    if (type == block.end() || !type->is_string() || type->get<std::string>() != "text" ||
+        text == block.end() || !text->is_string()) {
+      return {};
+    }
+    return text->get<std::string>();
+  };
   std::string text;
-  if (content.is_object() && content.value("type", "") == "text") {
-    text = content.value("text", "");
+  if (content.is_object()) {
+    text = text_of(content);
   } else if (content.is_array()) {
     for (const auto& block : content) {
-      if (block.is_object() && block.value("type", "") == "text") {
-        text += block.value("text", "");
-      }
+      text += text_of(block);
     }
   }
   if (text.empty()) {
@@ -120,12 +131,18 @@ core::Result<search::llm::Completion> SessionSamplingProvider::complete(
     if (cancel.cancelled()) {
       return core::make_failure(core::FailureKind::cancelled, "sampling", "cancelled");
     }
-    if (m_options.max_consecutive_timeouts > 0 &&
-        m_consecutive_timeouts >= m_options.max_consecutive_timeouts) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool gave_up = m_options.max_consecutive_timeouts > 0 &&
+                         m_consecutive_timeouts >= m_options.max_consecutive_timeouts;
+    const bool probe = gave_up && now - m_last_probe >= m_options.retry_after;
+    if (probe) {
+      m_last_probe = now;
+    }
+    if (gave_up && !probe) {
       auto failure = core::make_failure(core::FailureKind::unavailable, "sampling",
                                         "the MCP client left the last " +
                                             std::to_string(m_consecutive_timeouts) +
-                                            " sampling requests unanswered, so no more are sent");
+                                            " sampling requests unanswered; asking again later");
       ++m_stats.failed;
       m_stats.last_failure = failure.describe();
       return failure;
@@ -141,7 +158,9 @@ core::Result<search::llm::Completion> SessionSamplingProvider::complete(
     if (reply.ok()) {
       m_consecutive_timeouts = 0;
     } else if (reply.failure().kind == core::FailureKind::timeout) {
-      ++m_consecutive_timeouts;
+      if (++m_consecutive_timeouts >= m_options.max_consecutive_timeouts) {
+        m_last_probe = std::chrono::steady_clock::now();  // the next probe waits retry_after
+      }
     }
   }
   m_slot_free.notify_one();

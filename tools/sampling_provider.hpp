@@ -33,8 +33,11 @@ struct SessionSamplingOptions {
   int max_concurrency = 2;                                      // requests in flight at once
   std::chrono::milliseconds timeout = std::chrono::minutes(5);  // wait for one answer
   // After this many unanswered requests in a row (timeouts), further calls fail at once with
-  // unavailable instead of waiting again.
+  // unavailable instead of waiting again (but see retry_after).
   int max_consecutive_timeouts = 3;
+  // After giving up, one probe request is let through this often, so a client that comes back
+  // (or an HTTP GET stream that reconnects) is used again.
+  std::chrono::milliseconds retry_after = std::chrono::minutes(1);
 };
 
 // The MCP client's own model for work that outlives the tool call that started it (a background
@@ -64,6 +67,7 @@ class SessionSamplingProvider : public search::llm::Provider {
   std::condition_variable m_slot_free;
   int m_in_flight = 0;
   int m_consecutive_timeouts = 0;
+  std::chrono::steady_clock::time_point m_last_probe{};
   SamplingStats m_stats;
 };
 

@@ -76,9 +76,17 @@ core::Result<std::string> SearchJobs::start(const engine::SearchConfig& config,
     m_all.push_back(job);
   }
   job->thread = std::thread([this, job, handshake, config, services, resume_run_id, hooks] {
-    engine::SearchOutcome outcome =
-        resume_run_id.empty() ? engine::run_search(config, services, job->cancel, hooks)
-                              : engine::resume_search(resume_run_id, services, job->cancel, hooks);
+    engine::SearchOutcome outcome;
+    try {
+      outcome = resume_run_id.empty()
+                    ? engine::run_search(config, services, job->cancel, hooks)
+                    : engine::resume_search(resume_run_id, services, job->cancel, hooks);
+    } catch (const std::exception& error) {
+      // The search reports failures as values; this keeps a defect from ending the server.
+      outcome.status = "failed";
+      outcome.failure = core::make_failure(core::FailureKind::internal, "search", error.what());
+      outcome.stop_reason = outcome.failure->describe();
+    }
     {
       std::lock_guard lock(m_mutex);
       job->snapshot.finished = true;

@@ -242,10 +242,11 @@ json search_input_schema() {
                                "reflexions to the next plans (default 3; 0: off).")},
         {"divergence",
          {{"type", "number"},
-          {"exclusiveMinimum", 1},
+          {"minimum", 0},
           {"description",
            "Divergence guard: beam members more than this many times slower than the best "
-           "leave the beam so the next step works from the best (default 1.5)."}}},
+           "leave the beam so the next step works from the best (default 1.5; 0: off; other "
+           "values must be above 1)."}}},
         {"max_llm_calls", {{"type", "integer"}, {"minimum", 1}}},
         {"max_tokens", {{"type", "integer"}, {"minimum", 1}}},
         {"max_cost_usd", {{"type", "number"}, {"minimum", 0}}},

@@ -70,7 +70,9 @@ std::vector<Candidate> select_next_beam(const std::vector<Candidate>& old_beam,
     next.push_back(*entry.candidate);
   }
   if (diverged != nullptr) {
-    *diverged = left_out;
+    // Only the kernels that would have taken a free place count.
+    const int free_places = beam_size - static_cast<int>(next.size());
+    *diverged = std::min(left_out, free_places);
   }
   return next;
 }

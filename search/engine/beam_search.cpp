@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/hash.hpp"
+#include "core/text.hpp"
 #include "search/engine/beam.hpp"
 #include "search/engine/evaluator.hpp"
 #include "search/engine/llm_gateway.hpp"
@@ -43,13 +44,12 @@ std::string failure_text(const Candidate& candidate) {
     text = "incorrect result";
   }
   if (!candidate.plan.empty()) {
-    std::string plan = candidate.plan.substr(0, 160);
+    std::string plan = core::utf8_prefix(candidate.plan, 160);
     std::replace(plan.begin(), plan.end(), '\n', ' ');
     text = "plan \"" + plan + "\": " + text;
   }
   if (text.size() > k_failure_text_limit) {
-    text.resize(k_failure_text_limit);
-    text += "...";
+    text = core::utf8_prefix(text, k_failure_text_limit) + "...";
   }
   return text;
 }
@@ -290,13 +290,11 @@ void SearchRun::on_evaluated(const Proposal& proposal, const std::string& key,
         std::lock_guard lock(m_mutex);
         ++m_repairs;
       }
-      m_outstanding.add();
       RepairInput input{proposal, *result.failure};
-      m_pool->submit([this, proposer, input = std::move(input), &ctx] {
+      m_outstanding.run(*m_pool, [this, proposer, input = std::move(input), &ctx] {
         if (auto repaired = proposer->repair(ctx, input)) {
           handle_proposal(std::move(*repaired), ctx);
         }
-        m_outstanding.done();
       });
     }
   }
@@ -367,8 +365,11 @@ void SearchRun::summarize_lessons(int iteration, const std::vector<Candidate>& b
     spdlog::warn("lesson summary of iteration {} held no lessons", iteration);
     return;
   }
-  const std::string kind = best_speedup > 0 ? "improvement" : "regression";
-  const double evidence = best_speedup > 0 ? best_speedup : worst_speedup;
+  // One reply mixes lessons from wins and losses when the iteration had both: then no kind.
+  const bool had_loss = std::any_of(input.attempts.begin(), input.attempts.end(),
+                                    [](const LessonAttempt& a) { return a.outcome != "faster"; });
+  const std::string kind = best_speedup > 0 ? (had_loss ? "" : "improvement") : "regression";
+  const double evidence = best_speedup > 0 ? (had_loss ? 0 : best_speedup) : worst_speedup;
   for (const auto& text : parsed) {
     if (auto status =
             m_services.run_log->record_lesson(m_config.target, text, kind, m_run_id, evidence);
@@ -465,7 +466,7 @@ void SearchRun::reflect_on(int iteration, const std::vector<Candidate>& beam,
     record.fix_worked = child->correct() && child->latency_us() < parent.latency_us();
     record.actual = input.outcome + (record.actual.empty() ? "" : "; " + record.actual);
     if (record.expected.empty()) {
-      record.expected = "plan: " + child->plan.substr(0, 200);
+      record.expected = "plan: " + core::utf8_prefix(child->plan, 200);
     }
     if (auto status = m_services.run_log->record_reflexion(m_run_id, child->key, record); !status) {
       spdlog::warn("could not store a reflexion: {}", status.failure().describe());
@@ -760,8 +761,6 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     if (partial) {
       break;  // an unfinished iteration is not stored: a resume runs it again from the store
     }
-    summarize_lessons(iteration, beam, children, ctx.lessons);
-    reflect_on(iteration, beam, children);
     BeamRecord record_of_beam{iteration, {}};
     for (const auto& member : next) {
       record_of_beam.members.push_back(member.key);
@@ -776,6 +775,11 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     m_outcome.history.push_back(summary);
     m_outcome.iterations_done = iteration;
     m_previous_failures = failures_of(children, iteration, m_config.recent_failures);
+    // Learning comes after the beam is stored: a resumed run re-runs an unfinished iteration with
+    // the same lessons and reflexions it had (so its stored answers replay); a kill during
+    // learning loses only that iteration's lessons.
+    summarize_lessons(iteration, beam, children, ctx.lessons);
+    reflect_on(iteration, beam, children);
     emit("iteration_done");
   }
 

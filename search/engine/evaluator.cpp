@@ -165,7 +165,15 @@ void Evaluator::dispatch() {
     for (const auto& [key, source] : misses) {
       requests.push_back(request_for(source));
     }
-    auto results = m_backend->evaluate(requests, m_stop.token(), {});
+    std::vector<backends::EvalResult> results;
+    try {
+      results = m_backend->evaluate(requests, m_stop.token(), {});
+    } catch (const std::exception& error) {
+      backends::EvalResult failed;
+      failed.failure = core::make_failure(core::FailureKind::internal, "evaluate",
+                                          std::string("the backend failed: ") + error.what());
+      results.assign(requests.size(), failed);
+    }
     for (std::size_t i = 0; i < misses.size(); ++i) {
       backends::EvalResult result = i < results.size()
                                         ? results[i]

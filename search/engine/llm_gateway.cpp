@@ -107,7 +107,15 @@ core::Result<llm::Completion> LlmGateway::complete(const llm::CompletionRequest&
     ++m_issued;
   }
 
-  auto result = provider->complete(request, m_stop.token());
+  // Providers parse replies from other programs; whatever they throw is a failed call, never a
+  // dead search thread.
+  core::Result<llm::Completion> result = core::make_failure(core::FailureKind::internal, "llm", "");
+  try {
+    result = provider->complete(request, m_stop.token());
+  } catch (const std::exception& error) {
+    result = core::make_failure(core::FailureKind::internal, "llm",
+                                provider->spec() + " failed: " + error.what());
+  }
 
   std::lock_guard lock(m_mutex);
   --m_issued;

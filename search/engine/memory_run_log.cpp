@@ -183,9 +183,9 @@ std::vector<std::string> MemoryRunLog::load_lessons(const std::string& target, i
   if (it == m_lessons.end()) {
     return {};
   }
-  std::vector<std::string> out = it->second;
+  std::vector<std::string> out(it->second.rbegin(), it->second.rend());  // newest first
   if (limit >= 0 && out.size() > static_cast<std::size_t>(limit)) {
-    out.erase(out.begin(), out.end() - limit);
+    out.resize(static_cast<std::size_t>(limit));
   }
   return out;
 }

@@ -91,7 +91,7 @@ class RunLog {
   virtual std::vector<BeamRecord> load_beams(const std::string& run_id) = 0;  // by iteration
 
   // Optimization memory: short lessons per target, shared by every run on it (bounded by the
-  // implementation). Defaults keep nothing.
+  // implementation), loaded newest first. Defaults keep nothing.
   virtual core::Status record_lesson(const std::string& /*target*/, const std::string& /*text*/,
                                      const std::string& /*kind*/, const std::string& /*run_id*/,
                                      double /*speedup*/) {

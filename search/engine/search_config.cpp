@@ -101,9 +101,10 @@ core::Status validate(const SearchConfig& config) {
   if (config.lesson_limit < 0 || config.reflexions < 0) {
     return bad("lesson_limit and reflexions must not be negative");
   }
-  if (!(config.divergence > 1)) {
+  if (config.divergence != 0 && !(config.divergence > 1)) {
     return bad(
-        "divergence must be greater than 1 (1.5 sends members 50% slower than the best back)");
+        "divergence must be 0 (off) or greater than 1 (1.5 drops members 50% slower than the "
+        "best)");
   }
   if (config.target != "trn1" && config.target != "trn2") {
     return bad("target must be trn1 or trn2, not '" + config.target + "'");
@@ -195,19 +196,14 @@ core::Result<SearchConfig> config_from_text(const std::string& text) {
     c.slack_iterations = std::stoi(fields["slack_iterations"]);
     c.proposers = split(fields["proposers"]);
     c.recent_failures = std::stoi(fields["recent_failures"]);
-    // Fields added later keep their defaults in configs stored before them.
-    if (fields.count("memory")) {
-      c.memory = fields["memory"] == "1";
-    }
+    // Configs stored before the learning loop existed resume without it: turning it on would
+    // change their prompts (nothing would replay) and their beams.
+    c.memory = fields["memory"] == "1";
     if (fields.count("lesson_limit")) {
       c.lesson_limit = std::stoi(fields["lesson_limit"]);
     }
-    if (fields.count("reflexions")) {
-      c.reflexions = std::stoi(fields["reflexions"]);
-    }
-    if (fields.count("divergence")) {
-      c.divergence = std::stod(fields["divergence"]);
-    }
+    c.reflexions = fields.count("reflexions") ? std::stoi(fields["reflexions"]) : 0;
+    c.divergence = fields.count("divergence") ? std::stod(fields["divergence"]) : 0;
     c.eval_seeds.clear();
     for (const auto& seed : split(fields["eval_seeds"])) {
       c.eval_seeds.push_back(std::stoi(seed));

@@ -48,7 +48,7 @@ struct SearchConfig {
   bool memory = true;     // summarize each iteration's clear wins and losses into target lessons
   int lesson_limit = 16;  // lessons shown to planning prompts
   int reflexions = 3;     // single path (beam 1): reflect on each attempt, show the last this-many
-  double divergence = 1.5;  // a member this much slower than the best goes back to the best
+  double divergence = 1.5;  // a member this much slower than the best leaves the beam; 0: off
 
   // Evaluation.
   std::vector<int> eval_seeds;  // empty: the problem's SEEDS

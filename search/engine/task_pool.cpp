@@ -1,5 +1,7 @@
 #include "search/engine/task_pool.hpp"
 
+#include <spdlog/spdlog.h>
+
 namespace autocomp::search::engine {
 
 TaskPool::TaskPool(std::size_t threads) {
@@ -43,15 +45,23 @@ void TaskPool::work() {
       task = std::move(m_tasks.front());
       m_tasks.pop_front();
     }
-    task();
+    try {
+      task();
+    } catch (const std::exception& error) {
+      // Last resort: tasks report failures as values; a throw must not end the process.
+      spdlog::error("a search task failed: {}", error.what());
+    }
   }
 }
 
 void TaskGroup::run(TaskPool& pool, std::function<void()> task) {
   add();
   pool.submit([this, task = std::move(task)] {
+    struct Done {
+      TaskGroup* group;
+      ~Done() { group->done(); }
+    } finish{this};
     task();
-    done();
   });
 }
 

@@ -188,7 +188,8 @@ class HttpProvider : public Provider {
         body["temperature"] = std::clamp(request.temperature, 0.0, 1.0);
       }
     }
-    return body.dump();
+    // Replace, not throw, should a prompt ever hold invalid UTF-8.
+    return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 
   HttpReply post(const std::string& body, const core::CancelToken& cancel) const {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "core/text.hpp"
 #include "search/prompts/code_extract.hpp"
 #include "search/prompts/menu.hpp"
 
@@ -29,7 +30,7 @@ std::string truncate(const std::string& text, std::size_t max_chars) {
   if (text.size() <= max_chars) {
     return text;
   }
-  return text.substr(0, max_chars) + " [...]";
+  return core::utf8_prefix(text, max_chars) + " [...]";
 }
 
 // Keeps the head and the tail of long tool output: compiler tracebacks put the cause at the end.
@@ -39,8 +40,8 @@ std::string truncate_middle(const std::string& text, std::size_t max_chars) {
   }
   const std::size_t head = max_chars / 3;
   const std::size_t tail = max_chars - head;
-  return text.substr(0, head) + "\n[... " + std::to_string(text.size() - max_chars) +
-         " characters omitted ...]\n" + text.substr(text.size() - tail);
+  return core::utf8_prefix(text, head) + "\n[... " + std::to_string(text.size() - max_chars) +
+         " characters omitted ...]\n" + core::utf8_suffix(text, tail);
 }
 
 std::string trim_trailing(std::string text) {
@@ -618,8 +619,7 @@ std::string describe_reflexion(const ReflexionRecord& record, std::size_t max_ch
   add("avoid", record.avoid);
   add("try next", record.try_next);
   if (text.size() > max_chars) {
-    text.resize(max_chars);
-    text += "...";
+    text = core::utf8_prefix(text, max_chars) + "...";
   }
   return text;
 }

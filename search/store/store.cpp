@@ -185,7 +185,7 @@ std::string map_to_json(const std::map<std::string, double>& values) {
   for (const auto& [name, value] : values) {
     out[name] = std::isfinite(value) ? json(value) : json(nullptr);
   }
-  return out.dump();
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::map<std::string, double> map_from_json(const std::string& text) {
@@ -207,7 +207,7 @@ std::string seeds_to_json(const std::vector<backends::SeedCheck>& seeds) {
          {"rel_l2_err", std::isfinite(seed.rel_l2_err) ? json(seed.rel_l2_err) : json(nullptr)},
          {"message", seed.message}});
   }
-  return out.dump();
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::vector<backends::SeedCheck> seeds_from_json(const std::string& text) {
@@ -236,7 +236,7 @@ std::string steps_to_json(const std::vector<backends::StepTiming>& steps) {
   for (const auto& step : steps) {
     out.push_back({{"step", step.step}, {"ms", std::isfinite(step.ms) ? json(step.ms) : json(0)}});
   }
-  return out.dump();
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::vector<backends::StepTiming> steps_from_json(const std::string& text) {
@@ -248,7 +248,7 @@ std::vector<backends::StepTiming> steps_from_json(const std::string& text) {
 }
 
 std::string strings_to_json(const std::vector<std::string>& values) {
-  return json(values).dump();
+  return json(values).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::vector<std::string> strings_from_json(const std::string& text) {

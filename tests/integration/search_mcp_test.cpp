@@ -647,6 +647,55 @@ TEST_P(SearchMcp, CancelStopsTheRunAndLeavesNoEvaluationRunning) {
   EXPECT_TRUE(pong.response.contains("result")) << pong.response.dump();
 }
 
+TEST_P(SearchMcp, SeveralSearchesRunAtOnceWhileTheServerKeepsAnswering) {
+  ScriptedResponse answer = ScriptedResponse::reply(fenced_answer(testing::k_add_fast_kernel));
+  answer.delay = std::chrono::milliseconds(1000);
+  answer.repeat = true;
+  m_llm.set_fallback(answer);
+
+  std::vector<std::string> run_ids;
+  for (int i = 0; i < 3; ++i) {
+    auto started = m_client->call_tool("run_beam_search", {{"kernel", path("kernel.py")},
+                                                           {"problem", path("problem.py")},
+                                                           {"beam", 1},
+                                                           {"plans", 2},
+                                                           {"impls", 1},
+                                                           {"iterations", 1},
+                                                           {"seed", 100 + i}});
+    ASSERT_FALSE(started.tool_error()) << started.response.dump();
+    run_ids.push_back(started.structured().at("run_id"));
+  }
+  EXPECT_NE(run_ids[0], run_ids[1]);
+  EXPECT_NE(run_ids[1], run_ids[2]);
+
+  // While the three run, the server answers every request (bounded waits: a starved server
+  // would leave these without a response).
+  int answered_while_running = 0;
+  for (int i = 0; i < 10; ++i) {
+    auto pong = m_client->rpc("ping", json::object(), std::chrono::seconds(5));
+    ASSERT_TRUE(pong.response.contains("result")) << "ping " << i << ": " << pong.response.dump();
+    auto listed = m_client->rpc("tools/list", json::object(), std::chrono::seconds(5));
+    ASSERT_TRUE(listed.response.contains("result")) << listed.response.dump();
+    int running = 0;
+    for (const auto& id : run_ids) {
+      auto status =
+          m_client->call_tool("get_search_status", {{"run_id", id}}, std::chrono::seconds(5));
+      ASSERT_FALSE(status.tool_error()) << status.response.dump();
+      running += status.structured().value("status", "") == "running" ? 1 : 0;
+    }
+    if (running == 3) {
+      ++answered_while_running;
+    }
+  }
+  EXPECT_GT(answered_while_running, 0) << "the three searches were never running together";
+
+  for (const auto& id : run_ids) {
+    std::vector<std::vector<json>> progress;
+    const json status = follow(id, std::chrono::seconds(180), "several-" + id, progress);
+    EXPECT_EQ(status.value("status", ""), "completed") << status.dump();
+  }
+}
+
 std::string transport_test_name(const ::testing::TestParamInfo<Transport>& param) {
   return transport_name(param.param);
 }
@@ -695,6 +744,77 @@ TEST_F(SearchMcpStdio, RevertToBestRestoresTheFasterVersionAfterARegressingEdit)
   auto again = m_client->call_tool("revert_to_best", {{"kernel", path("kernel.py")}});
   ASSERT_FALSE(again.tool_error()) << again.response.dump();
   EXPECT_FALSE(again.structured().at("restored").get<bool>()) << "already the best";
+}
+
+TEST_F(SearchMcpStdio, LessonsAndReflexionsFeedLaterPlans) {
+  ASSERT_TRUE(start(Transport::stdio, true));
+  const std::string lesson = "One full-tile load per input beats 64 narrow slices.";
+  ScriptedResponse summary = ScriptedResponse::reply("- " + lesson + "\n");
+  summary.match = "Distil at most";
+  summary.repeat = true;
+  m_llm.push(summary);
+  ScriptedResponse reflection = ScriptedResponse::reply(
+      "diagnosis_right: yes\nfix_worked: yes\nexpected: fewer DMAs\nactual: fewer DMAs\n"
+      "lessons: DMA count dominates\navoid: slicing the free dimension\n"
+      "try_next: overlap the two loads\n");
+  reflection.match = "Reflect on this attempt";
+  reflection.repeat = true;
+  m_llm.push(reflection);
+  ScriptedResponse answer = ScriptedResponse::reply(fenced_answer(testing::k_add_fast_kernel));
+  answer.repeat = true;
+  m_llm.set_fallback(answer);
+  const json search = {{"kernel", path("kernel.py")},
+                       {"problem", path("problem.py")},
+                       {"beam", 1},
+                       {"plans", 1},
+                       {"impls", 1},
+                       {"iterations", 2}};
+  auto is_plan = [](const std::string& prompt) {
+    return prompt.find("Study the kernel and its measurements") != std::string::npos;
+  };
+
+  auto first = m_client->call_tool("run_beam_search", search);
+  ASSERT_FALSE(first.tool_error()) << first.response.dump();
+  std::vector<std::vector<json>> progress;
+  const std::string first_id = first.structured().at("run_id");
+  ASSERT_EQ(follow(first_id, std::chrono::seconds(180), "learn-1", progress).value("status", ""),
+            "completed");
+  std::vector<std::string> plans;
+  for (const auto& request : m_llm.requests()) {
+    if (is_plan(request.prompt)) {
+      plans.push_back(request.prompt);
+    }
+  }
+  ASSERT_EQ(plans.size(), 2u) << "one plan per iteration";
+  EXPECT_EQ(plans[0].find("avoid: slicing the free dimension"), std::string::npos);
+  EXPECT_NE(plans[1].find("avoid: slicing the free dimension"), std::string::npos)
+      << "iteration 1's reflexion reaches iteration 2's plan";
+  EXPECT_NE(plans[1].find(lesson), std::string::npos) << "and so does its lesson";
+
+  auto lessons = m_client->call_tool("list_lessons", json::object());
+  ASSERT_FALSE(lessons.tool_error()) << lessons.response.dump();
+  ASSERT_EQ(lessons.structured().at("lessons").size(), 1u) << lessons.response.dump();
+  EXPECT_EQ(lessons.structured().at("lessons").at(0).at("run"), first_id);
+
+  const std::size_t asked_before = m_llm.request_count();
+  auto second = m_client->call_tool("run_beam_search", search);
+  ASSERT_FALSE(second.tool_error()) << second.response.dump();
+  ASSERT_EQ(follow(second.structured().at("run_id"), std::chrono::seconds(180), "learn-2", progress)
+                .value("status", ""),
+            "completed");
+  const auto requests = m_llm.requests();
+  ASSERT_GT(requests.size(), asked_before);
+  bool first_plan_seen = false;
+  for (std::size_t i = asked_before; i < requests.size() && !first_plan_seen; ++i) {
+    if (is_plan(requests[i].prompt)) {
+      first_plan_seen = true;
+      EXPECT_NE(requests[i].prompt.find(lesson), std::string::npos)
+          << "a later run plans with the earlier run's lesson from its first iteration";
+      EXPECT_EQ(requests[i].prompt.find("avoid: slicing the free dimension"), std::string::npos)
+          << "reflexions belong to their run";
+    }
+  }
+  EXPECT_TRUE(first_plan_seen);
 }
 
 TEST_F(SearchMcpStdio, ProposePlanWithAProviderReturnsItsPlans) {

@@ -82,6 +82,16 @@ TEST(EngineBeam, DivergenceGuardLeavesOutMembersFarSlowerThanTheBest) {
   auto unguarded = select_next_beam(old, children, 4, 0, &diverged);
   EXPECT_EQ(unguarded.size(), 4u);
   EXPECT_EQ(diverged, 0);
+
+  // Only free places count: a 2-wide beam reports at most one diverged kernel here.
+  select_next_beam(old, children, 2, 1.5, &diverged);
+  EXPECT_EQ(diverged, 0) << "fast and near fill both places";
+  std::vector<Candidate> slow_children{measured("s1", 170, {1, 0, 0, 0, 0, "llm"}),
+                                       measured("s2", 180, {1, 0, 1, 0, 0, "llm"}),
+                                       measured("s3", 190, {1, 0, 2, 0, 0, "llm"})};
+  auto narrow = select_next_beam(old, slow_children, 2, 1.5, &diverged);
+  ASSERT_EQ(narrow.size(), 1u);
+  EXPECT_EQ(diverged, 1);
 }
 
 TEST(EngineConfig, TextFormRoundTripsEveryField) {
@@ -132,7 +142,7 @@ TEST(EngineConfig, TextFormRoundTripsEveryField) {
   EXPECT_DOUBLE_EQ(back->divergence, 2.5);
 }
 
-TEST(EngineConfig, ConfigsStoredBeforeTheLearningLoopKeepItsDefaults) {
+TEST(EngineConfig, ConfigsStoredBeforeTheLearningLoopResumeWithoutIt) {
   SearchConfig config;
   config.kernel_source = "def k(x):\n    return x\n";
   config.problem_source = "def inputs(seed):\n    return {}\n";
@@ -144,9 +154,11 @@ TEST(EngineConfig, ConfigsStoredBeforeTheLearningLoopKeepItsDefaults) {
   }
   auto back = config_from_text(text);
   ASSERT_TRUE(back.ok()) << back.failure().describe();
-  EXPECT_TRUE(back->memory);
-  EXPECT_EQ(back->reflexions, 3);
-  EXPECT_DOUBLE_EQ(back->divergence, 1.5);
+  EXPECT_FALSE(back->memory);
+  EXPECT_EQ(back->reflexions, 0);
+  EXPECT_DOUBLE_EQ(back->divergence, 0);
+  auto valid = validate(*back);
+  EXPECT_TRUE(valid.ok()) << valid.failure().describe();
 }
 
 TEST(EngineConfig, ValidationNamesTheBadField) {

@@ -70,7 +70,8 @@ TEST(EngineMemory, FasterChildIsSummarizedIntoStoredLessons) {
   EXPECT_NE(text_of(summaries[0]).find(script.plan), std::string::npos);
   auto lessons = rig.log->load_lessons(config.target, 16);
   ASSERT_EQ(lessons.size(), 2u);
-  EXPECT_EQ(lessons[0], "Fuse loops to cut DMA traffic.");
+  EXPECT_EQ(lessons[0], "Keep tiles at 128 rows.") << "newest first";
+  EXPECT_EQ(lessons[1], "Fuse loops to cut DMA traffic.");
 }
 
 TEST(EngineMemory, LaterRunOnTheSameTargetPlansWithTheLessons) {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "search/prompts/code_extract.hpp"
 
@@ -334,6 +335,19 @@ TEST(ParseReflexion, DescriptionIsBounded) {
   ReflexionRecord record;
   record.lessons = std::string(5000, 'x');
   EXPECT_LE(describe_reflexion(record, 100).size(), 103u);
+}
+
+}  // namespace
+}  // namespace autocomp::search::prompts
+
+namespace autocomp::search::prompts {
+namespace {
+
+TEST(ParseReflexion, DescriptionCutsOnCharacterBoundaries) {
+  ReflexionRecord record;
+  record.lessons = std::string(97, 'x') + "\xE2\x86\x92 more";
+  const std::string line = describe_reflexion(record, 108);
+  EXPECT_NO_THROW((void)nlohmann::json(line).dump()) << line;
 }
 
 }  // namespace

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace autocomp::core {
+
+// The longest prefix of `text` of at most `max_bytes` bytes that does not end inside a UTF-8
+// multi-byte sequence, so that cutting text for a prompt or a listing never makes invalid UTF-8.
+inline std::string utf8_prefix(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) {
+    return std::string(text);
+  }
+  std::size_t end = max_bytes;
+  // Step back over continuation bytes (10xxxxxx) to the start of the cut character.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) {
+    --end;
+  }
+  return std::string(text.substr(0, end));
+}
+
+// The longest suffix of at most `max_bytes` bytes that starts on a character boundary.
+inline std::string utf8_suffix(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) {
+    return std::string(text);
+  }
+  std::size_t start = text.size() - max_bytes;
+  while (start < text.size() && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) {
+    ++start;
+  }
+  return std::string(text.substr(start));
+}
+
+}  // namespace autocomp::core
