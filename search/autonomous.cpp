@@ -45,7 +45,8 @@ const char* const k_usage =
     "\n"
     "  --kernel PATH         the kernel to optimize\n"
     "  --problem PATH        its problem file (inputs, reference, tolerances)\n"
-    "  --backend SPEC        where kernels run: sim (default), local?device=..., ssh://host\n"
+    "  --backend SPEC        where kernels run: sim (default), local?device=..., ssh://host,\n"
+    "                        hosts:PATH (a file of ssh:// hosts, one per line)\n"
     "  --target trn1|trn2    hardware generation (default trn2)\n"
     "  --llm SPEC            openai:MODEL or anthropic:MODEL; repeat for an ensemble\n"
     "  --beam N --plans N --impls N --iterations N   search shape (6, 6, 2, 10)\n"
@@ -448,6 +449,13 @@ int autonomous_main(int argc, char** argv) {
   report_input.best_path = best_path;
   report_input.backend = info.backend;
   report_input.llm_specs = options.llm_specs;
+  if (auto lessons = db->lessons(outcome.config.target, 200); lessons.ok()) {
+    for (const auto& lesson : lessons.value()) {
+      if (lesson.source_run == outcome.run_id) {
+        report_input.lessons.push_back(lesson.text);
+      }
+    }
+  }
   auto written = report::write_report(report_input, report_dir);
 
   std::cout.setf(std::ios::fixed);

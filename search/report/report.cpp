@@ -199,6 +199,13 @@ std::string render_markdown(const ReportInput& input) {
       md << "\n";
     }
   }
+  if (!input.lessons.empty()) {
+    md << "## Lessons learned\n\n";
+    for (const auto& lesson : input.lessons) {
+      md << "- " << lesson << "\n";
+    }
+    md << "\n";
+  }
   md << "## Best kernel\n\n```python\n" << outcome.best.source;
   if (!outcome.best.source.empty() && outcome.best.source.back() != '\n') {
     md << '\n';
@@ -261,7 +268,15 @@ std::string render_html(const ReportInput& input) {
     }
     html << "</li>\n";
   }
-  html << "</ol>\n<h2>Best kernel</h2>\n<pre><code>" << html_escape(outcome.best.source)
+  html << "</ol>\n";
+  if (!input.lessons.empty()) {
+    html << "<h2>Lessons learned</h2>\n<ul>\n";
+    for (const auto& lesson : input.lessons) {
+      html << "<li>" << html_escape(lesson) << "</li>\n";
+    }
+    html << "</ul>\n";
+  }
+  html << "<h2>Best kernel</h2>\n<pre><code>" << html_escape(outcome.best.source)
        << "</code></pre>\n</body>\n</html>\n";
   return html.str();
 }

@@ -17,6 +17,7 @@ struct ReportInput {
   std::string best_path;  // where the best kernel was written ("" when it was not)
   std::string backend;
   std::vector<std::string> llm_specs;
+  std::vector<std::string> lessons;  // optimization memory written by this run
 };
 
 // Best latency per iteration: iteration 0 is the input kernel.

@@ -264,6 +264,9 @@ TEST_F(Autonomous, RepairsRejectsDedupsRetriesAndKeepsTheFasterKernel) {
   EXPECT_NE(html.find("ZQ-FASTER"), std::string::npos) << "the winner's plan in words";
   EXPECT_NE(markdown.find("ZQ-FASTER"), std::string::npos);
   EXPECT_NE(markdown.find("Lineage"), std::string::npos);
+  EXPECT_NE(markdown.find(std::string("## Lessons learned\n\n- ") + k_lesson), std::string::npos)
+      << markdown;
+  EXPECT_NE(html.find(k_lesson), std::string::npos);
 }
 
 TEST_F(Autonomous, KilledRunResumesWithoutRepeatingAnything) {

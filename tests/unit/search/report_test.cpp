@@ -55,7 +55,8 @@ TEST(Report, ChartHasOnePointPerIterationIncludingTheInput) {
 
 TEST(Report, HtmlAndMarkdownShowTheLineageWithPlansInWords) {
   auto o = outcome();
-  ReportInput input{&o, "/k/naive.py", "/k/problem.py", "/k/naive.best.py", "sim", {"openai:m"}};
+  ReportInput input{&o,    "/k/naive.py", "/k/problem.py",          "/k/naive.best.py",
+                    "sim", {"openai:m"},  {"Tiles <128> rows win."}};
   std::string html = render_html(input);
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("Hoist the &lt;weight&gt; load &amp; broadcast."), std::string::npos)
@@ -66,11 +67,13 @@ TEST(Report, HtmlAndMarkdownShowTheLineageWithPlansInWords) {
   EXPECT_NE(md.find("> Hoist the <weight> load & broadcast."), std::string::npos);
   EXPECT_NE(md.find("| 2 | 50.000 |"), std::string::npos);
   EXPECT_NE(md.find("return x  # best"), std::string::npos) << "the best kernel is included";
+  EXPECT_NE(md.find("## Lessons learned\n\n- Tiles <128> rows win."), std::string::npos) << md;
+  EXPECT_NE(html.find("<li>Tiles &lt;128&gt; rows win.</li>"), std::string::npos);
 }
 
 TEST(Report, WritesBothFilesIntoANewFolder) {
   auto o = outcome();
-  ReportInput input{&o, "k.py", "p.py", "", "sim", {}};
+  ReportInput input{&o, "k.py", "p.py", "", "sim", {}, {}};
   auto dir = std::filesystem::temp_directory_path() / "report_test_folder" / "nested";
   std::filesystem::remove_all(dir.parent_path());
   auto written = write_report(input, dir.string());
