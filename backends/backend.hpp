@@ -23,7 +23,8 @@ std::string_view to_string(EvalCommand command);
 struct EvalRequest {
   EvalCommand command = EvalCommand::evaluate;
   std::string kernel_source;
-  std::string kernel_filename = "kernel.py";  // base name used on the target (error messages cite it)
+  std::string kernel_filename =
+      "kernel.py";  // base name used on the target (error messages cite it)
   std::string problem_source;
   std::string problem_filename = "problem.py";
   std::string kernel_name;  // optional: function to evaluate when the kernel file has several
@@ -109,13 +110,14 @@ struct BackendOptions {
   std::string default_target = "trn2";
   std::string default_device;  // empty: backend default ("sim" locally, "neuron" over ssh)
   int local_slots = 1;
-  std::string ssh_config_path;  // optional hosts file
   bool accept_new_host_keys = false;
 };
 
 // Builds a backend from its spec: "sim" (the default, local simulator), "local?device=fake",
 // "ssh://[user@]host[:port][?device=neuron|sim&slots=N&target=trn2&key=PATH]". Several
-// comma-separated ssh:// specs form one pool. Returns a failure for an unknown or malformed spec.
+// comma-separated ssh:// specs form one pool; "hosts:PATH" stands for the ssh:// specs of a hosts
+// file (backends/hosts_file.hpp). Returns a failure for an unknown or malformed spec or an
+// unreadable hosts file.
 core::Result<std::shared_ptr<Backend>> make_backend(const std::string& spec,
                                                     const BackendOptions& options);
 

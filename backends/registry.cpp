@@ -1,6 +1,7 @@
 #include <array>
 
 #include "backends/backend.hpp"
+#include "backends/hosts_file.hpp"
 #include "backends/local_backend.hpp"
 #include "backends/spec.hpp"
 #include "backends/ssh_backend.hpp"
@@ -47,17 +48,35 @@ core::Result<std::shared_ptr<Backend>> make_backend(const std::string& spec_text
     pieces.emplace_back("sim");
   }
   std::vector<BackendSpec> specs;
+  auto add = [&specs](BackendSpec spec) -> std::optional<core::Failure> {
+    if (!specs.empty() && spec.scheme != specs.front().scheme) {
+      return core::make_failure(core::FailureKind::invalid_argument, "backend",
+                                "cannot pool '" + specs.front().text + "' with '" + spec.text +
+                                    "': only specs of the same kind form a pool");
+    }
+    specs.push_back(std::move(spec));
+    return std::nullopt;
+  };
   for (const auto& piece : pieces) {
+    if (piece.rfind(k_hosts_file_prefix, 0) == 0) {
+      auto hosts = read_hosts_file(piece.substr(k_hosts_file_prefix.size()));
+      if (!hosts.ok()) {
+        return hosts.failure();
+      }
+      for (auto& spec : hosts.value()) {
+        if (auto failure = add(std::move(spec))) {
+          return *failure;
+        }
+      }
+      continue;
+    }
     auto parsed = parse_spec(piece);
     if (!parsed.ok()) {
       return parsed.failure();
     }
-    if (!specs.empty() && parsed->scheme != specs.front().scheme) {
-      return core::make_failure(core::FailureKind::invalid_argument, "backend",
-                                "cannot pool '" + specs.front().text + "' with '" + parsed->text +
-                                    "': only specs of the same kind form a pool");
+    if (auto failure = add(std::move(parsed).value())) {
+      return *failure;
     }
-    specs.push_back(std::move(parsed).value());
   }
   for (const auto& entry : k_backends) {
     if (entry.scheme == specs.front().scheme) {
@@ -70,7 +89,8 @@ core::Result<std::shared_ptr<Backend>> make_backend(const std::string& spec_text
   }
   return core::make_failure(core::FailureKind::invalid_argument, "backend",
                             "unknown backend '" + specs.front().scheme + "' in '" +
-                                specs.front().text + "' (known: " + known + ")");
+                                specs.front().text + "' (known: " + known +
+                                "; or hosts:PATH for a hosts file of ssh:// hosts)");
 }
 
 }  // namespace autocomp::backends

@@ -1,6 +1,7 @@
 #include "backends/spec.hpp"
 
 #include <charconv>
+#include <cstdlib>
 #include <limits>
 
 namespace autocomp::backends {
@@ -81,7 +82,11 @@ core::Result<std::optional<int>> BackendSpec::int_param(const std::string& name)
   }
   auto number = parse_int(*value);
   if (!number || *number <= 0) {
-    return bad_spec(text, name + " must be a positive integer, got '" + *value + "'");
+    auto failure = bad_spec(text, name + " must be a positive integer, got '" + *value + "'");
+    if (!origin.empty()) {
+      failure.message = origin + ": " + failure.message;
+    }
+    return failure;
   }
   return std::optional<int>{*number};
 }
@@ -193,6 +198,17 @@ std::vector<std::string> split_specs(std::string_view text) {
     text = text.substr(comma + 1);
   }
   return specs;
+}
+
+std::string expand_home(std::string_view path) {
+  if (path.empty() || path.front() != '~' || (path.size() > 1 && path[1] != '/')) {
+    return std::string(path);
+  }
+  const char* home = std::getenv("HOME");
+  if (home == nullptr || *home == '\0') {
+    return std::string(path);
+  }
+  return std::string(home) + std::string(path.substr(1));
 }
 
 }  // namespace autocomp::backends

@@ -19,6 +19,7 @@ struct BackendSpec {
   std::string host;    // empty for local schemes
   int port = 0;        // 0 when not given
   std::map<std::string, std::string> params;
+  std::string origin;  // "FILE:LINE" when the spec came from a hosts file; prefixes its errors
 
   std::optional<std::string> param(const std::string& name) const;
   // The parameter as a positive integer; a failure names the spec when it is not one.
@@ -31,5 +32,9 @@ core::Result<BackendSpec> parse_spec(std::string_view text);
 
 // Splits "a,b, c" into trimmed, non-empty specs.
 std::vector<std::string> split_specs(std::string_view text);
+
+// "~" and "~/rest" become $HOME and $HOME/rest; any other path (and any path when HOME is unset
+// or empty) is returned unchanged. "~user" is not expanded.
+std::string expand_home(std::string_view path);
 
 }  // namespace autocomp::backends

@@ -714,7 +714,8 @@ class SshPool final : public Backend {
 core::Result<HostConfig> host_config(const BackendSpec& spec, const BackendOptions& options) {
   auto bad = [&](const std::string& why) {
     return core::make_failure(core::FailureKind::invalid_argument, "backend",
-                              "invalid backend spec '" + spec.text + "': " + why);
+                              (spec.origin.empty() ? "" : spec.origin + ": ") +
+                                  "invalid backend spec '" + spec.text + "': " + why);
   };
   static const std::vector<std::string> k_known{"device",
                                                 "slots",
@@ -737,9 +738,9 @@ core::Result<HostConfig> host_config(const BackendSpec& spec, const BackendOptio
   config.endpoint.port = spec.port > 0 ? spec.port : 22;
   config.endpoint.user = spec.user;
   if (auto key = spec.param("key")) {
-    config.endpoint.key_files.push_back(*key);
+    config.endpoint.key_files.push_back(expand_home(*key));
   }
-  config.endpoint.known_hosts = spec.param("known_hosts").value_or("");
+  config.endpoint.known_hosts = expand_home(spec.param("known_hosts").value_or(""));
   config.endpoint.accept_new_host_key =
       spec.flag("accept_new_host_key") || options.accept_new_host_keys;
   config.device = spec.param("device").value_or(
@@ -785,7 +786,8 @@ core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<Backen
     for (const auto& other : hosts) {
       if (other.label == config->label) {
         return core::make_failure(core::FailureKind::invalid_argument, "backend",
-                                  "host " + other.label + " is listed twice; use slots=N instead");
+                                  (spec.origin.empty() ? "" : spec.origin + ": ") + "host " +
+                                      other.label + " is listed twice; use slots=N instead");
       }
     }
     hosts.push_back(std::move(config).value());

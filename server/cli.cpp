@@ -68,7 +68,8 @@ Server options:
 Product options:
   --db PATH                results database
   --backend SPEC           evaluation backend (repeatable): sim (default),
-                           local?device=fake, ssh://user@host?device=neuron
+                           local?device=fake, ssh://user@host?device=neuron, or
+                           hosts:PATH (a file of ssh:// hosts, one per line)
   --target TARGET          Trainium target, e.g. trn1, trn2
   --llm SPEC               LLM provider for searches (repeatable), e.g. openai:MODEL
   --harness-dir DIR        evaluation harness folder

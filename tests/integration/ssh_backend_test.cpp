@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "backends/backend.hpp"
 #include "support/sshd_fixture.hpp"
@@ -356,6 +357,34 @@ TEST_F(SshBackendTest, HarnessFailuresComeBackAsValues) {
   EXPECT_EQ(results[0].failure->kind, core::FailureKind::problem_error);
   EXPECT_NE(results[0].failure->message.find("problem exploded"), std::string::npos);
   EXPECT_TRUE(ssh_pool_status(*backend)[0].in_rotation);
+}
+
+TEST_F(SshBackendTest, HostsFilePoolEvaluatesOnItsHosts) {
+  auto& a = start_server("a");
+  auto& b = start_server("b");
+  auto known = known_hosts({&a, &b}, "known_hosts");
+  const fs::path hosts = m_tmp->path() / "fleet.hosts";
+  std::ofstream(hosts) << "# loopback fleet\n\n  " << spec_for(a, known, "device=sim")
+                       << "  # first\n\t" << spec_for(b, known, "device=sim") << "\n";
+  auto backend = make("hosts:" + hosts.string());
+  ASSERT_TRUE(backend);
+  EXPECT_EQ(backend->slots(), 2);
+  EvalRequest request = fake_request();
+  request.kernel_source =
+      testing::read_text(fs::path(AUTOCOMP_SOURCE_DIR) / "seeds" / "transpose" / "naive.py");
+  request.problem_source = k_tiny_transpose_problem;
+  auto results = backend->evaluate({request, request}, {}, {});
+  ASSERT_EQ(results.size(), 2u);
+  std::set<std::string> used;
+  for (const auto& result : results) {
+    ASSERT_TRUE(result.ok()) << result.failure->describe();
+    EXPECT_TRUE(result.correct);
+    EXPECT_EQ(result.backend_identity, backend->identity());
+    used.insert(result.host);
+  }
+  const std::set<std::string> expected{"root@127.0.0.1:" + std::to_string(a.port()),
+                                       "root@127.0.0.1:" + std::to_string(b.port())};
+  EXPECT_EQ(used, expected);
 }
 
 }  // namespace
