@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/hash.hpp"
+#include "search/engine/store_run_log.hpp"
 #include "tools/kernel_files.hpp"
 
 namespace autocomp::tools {
@@ -30,19 +31,6 @@ std::optional<double> measured_us(search::store::Store& db, const std::string& k
     }
   }
   return std::nullopt;
-}
-
-search::prompts::ReflexionRecord to_record(const search::store::Reflexion& stored) {
-  search::prompts::ReflexionRecord record;
-  record.diagnosis_right = stored.diagnosis_right;
-  record.fix_worked = stored.fix_worked;
-  record.expected = stored.expected;
-  record.actual = stored.actual;
-  record.lessons = stored.lessons;
-  record.avoid = stored.avoid;
-  record.try_next = stored.try_next;
-  record.raw_text = stored.raw_text;
-  return record;
 }
 
 json reflexion_json(const search::store::Reflexion& r) {
@@ -205,7 +193,8 @@ std::vector<std::string> reflexion_lines(search::store::Store& db, const std::st
     return lines;
   }
   for (auto it = recent->rbegin(); it != recent->rend(); ++it) {
-    if (auto line = search::prompts::describe_reflexion(to_record(*it)); !line.empty()) {
+    if (auto line = search::prompts::describe_reflexion(search::engine::to_reflexion_record(*it));
+        !line.empty()) {
       lines.push_back(std::move(line));
     }
   }
@@ -272,7 +261,8 @@ server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
         reflexion.fix_worked = *attempt->current_us < *attempt->previous_us;
       }
     }
-    if (!search::prompts::describe_reflexion(to_record(reflexion)).size()) {
+    if (!search::prompts::describe_reflexion(search::engine::to_reflexion_record(reflexion))
+             .size()) {
       return server::tool_error(
           "nothing recorded: give at least one of diagnosis_right, fix_worked, expected, actual, "
           "lessons, avoid, try_next (or benchmark the changed file first so the measured change "

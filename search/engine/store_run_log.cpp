@@ -360,19 +360,22 @@ std::vector<prompts::ReflexionRecord> StoreRunLog::load_reflexions(const std::st
   }
   const auto& newest_first = recent.value();
   for (auto it = newest_first.rbegin(); it != newest_first.rend(); ++it) {
-    const store::Reflexion& stored = *it;
-    prompts::ReflexionRecord record;
-    record.diagnosis_right = stored.diagnosis_right;
-    record.fix_worked = stored.fix_worked;
-    record.expected = stored.expected;
-    record.actual = stored.actual;
-    record.lessons = stored.lessons;
-    record.avoid = stored.avoid;
-    record.try_next = stored.try_next;
-    record.raw_text = stored.raw_text;
-    out.push_back(std::move(record));
+    out.push_back(to_reflexion_record(*it));
   }
   return out;
+}
+
+prompts::ReflexionRecord to_reflexion_record(const store::Reflexion& stored) {
+  prompts::ReflexionRecord record;
+  record.diagnosis_right = stored.diagnosis_right;
+  record.fix_worked = stored.fix_worked;
+  record.expected = stored.expected;
+  record.actual = stored.actual;
+  record.lessons = stored.lessons;
+  record.avoid = stored.avoid;
+  record.try_next = stored.try_next;
+  record.raw_text = stored.raw_text;
+  return record;
 }
 
 void StoreRunLog::record_progress(const std::string& run_id, int iteration, const Candidate& best,

@@ -59,4 +59,7 @@ class StoreRunLog : public RunLog {
   StoreRunInfo m_info;
 };
 
+// A stored reflexion as the prompts use it.
+prompts::ReflexionRecord to_reflexion_record(const store::Reflexion& stored);
+
 }  // namespace autocomp::search::engine
