@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,16 @@ inline std::string utf8_suffix(std::string_view text, std::size_t max_bytes) {
     ++start;
   }
   return std::string(text.substr(start));
+}
+
+// A correct kernel's latency change in words: "1.25x faster (100.0 us -> 80.0 us)". Both
+// latencies must be positive.
+inline std::string describe_speed_change(double before_us, double after_us) {
+  const double ratio = before_us / after_us;
+  char text[160];
+  std::snprintf(text, sizeof text, "%.2fx %s (%.1f us -> %.1f us)", ratio >= 1 ? ratio : 1 / ratio,
+                ratio >= 1 ? "faster" : "slower", before_us, after_us);
+  return text;
 }
 
 }  // namespace autocomp::core

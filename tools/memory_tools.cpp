@@ -1,9 +1,7 @@
 #include "tools/memory_tools.hpp"
 
-#include <cstdio>
-#include <filesystem>
-
 #include "core/hash.hpp"
+#include "core/text.hpp"
 #include "search/engine/store_run_log.hpp"
 #include "tools/kernel_files.hpp"
 
@@ -148,12 +146,7 @@ std::string FileAttempt::describe() const {
   if (!previous_us || *previous_us <= 0) {
     return "correct, " + std::to_string(*current_us) + " us (no measurement of the version before)";
   }
-  const double ratio = *previous_us / *current_us;
-  char text[160];
-  std::snprintf(text, sizeof text, "correct, %.2fx %s (%.1f us -> %.1f us)",
-                ratio >= 1 ? ratio : 1 / ratio, ratio >= 1 ? "faster" : "slower", *previous_us,
-                *current_us);
-  return text;
+  return "correct, " + core::describe_speed_change(*previous_us, *current_us);
 }
 
 std::optional<FileAttempt> last_attempt(search::store::Store& db, const std::string& abs_path,

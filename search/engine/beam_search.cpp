@@ -387,16 +387,11 @@ std::string outcome_text(const Candidate& child, double parent_us) {
     return child.eval.failure ? child.eval.failure->describe()
                               : std::string("incorrect result (outputs differ from the reference)");
   }
-  char text[160];
   const double child_us = child.latency_us();
   if (child_us <= 0 || parent_us <= 0) {
     return "correct";
   }
-  const double ratio = parent_us / child_us;
-  std::snprintf(text, sizeof text, "correct, %.2fx %s (%.1f us -> %.1f us)",
-                ratio >= 1 ? ratio : 1 / ratio, ratio >= 1 ? "faster" : "slower", parent_us,
-                child_us);
-  return text;
+  return "correct, " + core::describe_speed_change(parent_us, child_us);
 }
 
 // How good an attempt's result is, to pick one child per plan: faster correct ones first.
