@@ -18,6 +18,11 @@ namespace autocomp::backends {
 enum class EvalCommand { verify, benchmark, profile, evaluate };
 std::string_view to_string(EvalCommand command);
 
+// Who waits for an evaluation. Interactive requests (a tool call an agent is blocked on) must not
+// queue behind a background search's batch: backends keep capacity for them or serve them first.
+enum class Lane { interactive, background };
+std::string_view to_string(Lane lane);
+
 // One evaluation to run. Sources travel by value so that a remote backend can upload them and so
 // that the request fully determines the result (the store keys evaluations by it).
 struct EvalRequest {
@@ -33,6 +38,7 @@ struct EvalRequest {
   int warmup = 2;
   int iters = 10;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  Lane lane = Lane::interactive;
 };
 
 struct SeedCheck {
@@ -56,6 +62,49 @@ struct StepTiming {
   double ms = 0;
 };
 
+// How a result was measured (design.md §8, PROTOCOL.md "receipt"). The harness fills what it
+// knows; the backend adds where it ran (identity, host, Slurm job and node). Compact in tool
+// answers (Receipt::summary), whole in the stored record (raw_json keeps everything).
+struct Receipt {
+  std::string device;   // sim | neuron | fake
+  std::string target;   // trn1 | trn2 | ...
+  std::string backend;  // backend identity, e.g. "sim", "ssh://u@h:22?device=neuron"
+  std::string host;     // where the harness ran
+  std::string job;      // scheduler job id (Slurm), empty otherwise
+  std::string node;     // scheduler node name (Slurm), empty otherwise
+  std::string harness_version;
+  std::string simulator_version;           // nkisim version on device sim
+  std::map<std::string, std::string> sdk;  // Neuron SDK component -> version (hardware only)
+  std::string neff_hash;                   // hardware only
+  std::string profile_format;  // e.g. "nkisim", "summary-json", "explorer-json", "parquet-digest"
+  std::string profile_schema;  // the profile schema version read, when known
+  std::vector<int> seeds;
+  int warmup = 0;
+  int iters = 0;
+  std::string input_signature;  // canonical "name:dtype[d0,d1];..." of the inputs measured
+
+  // One short line for tool answers, e.g. "sim trn2 nkisim 0.2.0 seeds 0-4 x10 on localhost".
+  std::string summary() const;
+};
+
+// Where the time goes in the kernel source (profile_kernel): one row per (line, engine).
+struct Hotspot {
+  int line = 0;           // kernel source line; 0 when unknown
+  std::string text;       // that line's source text (trimmed), when known
+  std::string engine;     // tensor | vector | scalar | gpsimd | dma
+  double share_pct = 0;   // share of the makespan
+  double time_us = 0;     // summed busy time of its instructions
+  long instructions = 0;  // instruction count
+};
+
+// An engine that sat idle waiting on another one (e.g. VectorE waiting on DMA at line 31).
+struct EngineWait {
+  std::string engine;      // the waiting engine
+  std::string waiting_on;  // the engine (or "dma") whose result it waited for
+  double idle_pct = 0;     // share of the makespan spent waiting so
+  int line = 0;            // the kernel line of the instruction waited for, when known
+};
+
 // The outcome of one request. `failure` is set when the evaluation failed at any stage (including
 // a wrong result: kind mismatch); the sections that did run are still filled in.
 struct EvalResult {
@@ -72,6 +121,10 @@ struct EvalResult {
   std::string backend_identity;  // e.g. "sim" or "ssh://user@host:22?device=neuron"
   std::string host;              // where it ran ("localhost" for the local backend)
   std::string harness_version;
+  Receipt receipt;                // how it was measured
+  std::string input_signature;    // the inputs the problem produced (same as receipt's)
+  std::vector<Hotspot> hotspots;  // profile: busiest source lines first
+  std::vector<EngineWait> waits;  // profile: engines idle on others, largest first
   std::vector<StepTiming> steps;
   std::string raw_json;  // the harness's JSON line as received (for resources and debugging)
 

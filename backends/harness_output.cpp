@@ -90,6 +90,90 @@ void read_number_map(const json* object, std::map<std::string, double>& out) {
   }
 }
 
+std::vector<int> int_list(const json* array) {
+  std::vector<int> out;
+  if (array == nullptr || !array->is_array()) {
+    return out;
+  }
+  for (const auto& value : *array) {
+    if (value.is_number_integer()) {
+      out.push_back(value.get<int>());
+    }
+  }
+  return out;
+}
+
+int int_or(const json& object, const char* key, int fallback) {
+  if (!object.is_object()) {
+    return fallback;
+  }
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer()) {
+    return fallback;
+  }
+  return it->get<int>();
+}
+
+// PROTOCOL.md "receipt": every field optional.
+void read_receipt(const json& object, Receipt& receipt) {
+  receipt.device = string_or(object, "device", receipt.device);
+  receipt.target = string_or(object, "target", receipt.target);
+  receipt.harness_version = string_or(object, "harness_version", receipt.harness_version);
+  receipt.simulator_version = string_or(object, "simulator_version");
+  receipt.neff_hash = string_or(object, "neff_hash");
+  receipt.profile_format = string_or(object, "profile_format");
+  receipt.profile_schema = string_or(object, "profile_schema");
+  receipt.input_signature = string_or(object, "input_signature");
+  receipt.job = string_or(object, "job");
+  receipt.node = string_or(object, "node");
+  receipt.warmup = int_or(object, "warmup", 0);
+  receipt.iters = int_or(object, "iters", 0);
+  receipt.seeds = int_list(member(object, "seeds"));
+  if (const json* sdk = member(object, "sdk"); sdk != nullptr && sdk->is_object()) {
+    for (const auto& [name, value] : sdk->items()) {
+      if (value.is_string()) {
+        receipt.sdk[name] = value.get<std::string>();
+      }
+    }
+  }
+}
+
+void read_hotspots(const json* rows, std::vector<Hotspot>& out) {
+  if (rows == nullptr || !rows->is_array()) {
+    return;
+  }
+  for (const auto& row : *rows) {
+    if (!row.is_object()) {
+      continue;
+    }
+    Hotspot spot;
+    spot.line = int_or(row, "line", 0);
+    spot.text = string_or(row, "text");
+    spot.engine = string_or(row, "engine");
+    spot.share_pct = number_or(row, "share_pct", 0);
+    spot.time_us = number_or(row, "time_us", 0);
+    spot.instructions = static_cast<long>(number_or(row, "instructions", 0));
+    out.push_back(std::move(spot));
+  }
+}
+
+void read_waits(const json* rows, std::vector<EngineWait>& out) {
+  if (rows == nullptr || !rows->is_array()) {
+    return;
+  }
+  for (const auto& row : *rows) {
+    if (!row.is_object()) {
+      continue;
+    }
+    EngineWait wait;
+    wait.engine = string_or(row, "engine");
+    wait.waiting_on = string_or(row, "waiting_on");
+    wait.idle_pct = number_or(row, "idle_pct", 0);
+    wait.line = int_or(row, "line", 0);
+    out.push_back(std::move(wait));
+  }
+}
+
 core::Result<json> parse_last_object(const std::string& stdout_text, const std::string& stderr_text,
                                      const std::string& process_end) {
   std::string line = last_nonempty_line(stdout_text);
@@ -127,6 +211,20 @@ EvalResult parse_harness_output(const std::string& stdout_text, const std::strin
   result.harness_version = string_or(document, "harness_version");
   result.device = string_or(document, "device");
   result.target = string_or(document, "target");
+  result.receipt.device = result.device;
+  result.receipt.target = result.target;
+  result.receipt.harness_version = result.harness_version;
+  if (const json* receipt = member(document, "receipt"); receipt && receipt->is_object()) {
+    read_receipt(*receipt, result.receipt);
+  }
+  if (const json* problem = member(document, "problem"); problem && problem->is_object()) {
+    result.input_signature = string_or(*problem, "signature");
+  }
+  if (result.input_signature.empty()) {
+    result.input_signature = result.receipt.input_signature;
+  } else if (result.receipt.input_signature.empty()) {
+    result.receipt.input_signature = result.input_signature;
+  }
 
   if (const json* verify = member(document, "verify")) {
     result.verified = true;
@@ -172,6 +270,8 @@ EvalResult parse_harness_output(const std::string& stdout_text, const std::strin
     read_number_map(member(*profile, "metrics"), result.metrics);
     read_number_map(member(*profile, "roofline"), result.roofline);
     result.bottleneck = string_or(*profile, "bottleneck");
+    read_hotspots(member(*profile, "hotspots"), result.hotspots);
+    read_waits(member(*profile, "waits"), result.waits);
   }
 
   if (const json* timings = member(document, "timings_ms"); timings && timings->is_object()) {

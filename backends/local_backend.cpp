@@ -138,6 +138,8 @@ class LocalBackend final : public Backend {
         if (result.device.empty()) {
           result.device = m_config.device;
         }
+        result.receipt.backend = result.backend_identity;
+        result.receipt.host = result.host;
         std::size_t finished = done.fetch_add(1) + 1;
         if (progress) {
           progress(finished, batch.size(),

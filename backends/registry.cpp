@@ -41,6 +41,67 @@ std::string_view to_string(EvalCommand command) {
   return "evaluate";
 }
 
+std::string_view to_string(Lane lane) {
+  return lane == Lane::background ? "background" : "interactive";
+}
+
+namespace {
+
+std::string seed_ranges(const std::vector<int>& seeds) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < seeds.size()) {
+    std::size_t j = i;
+    while (j + 1 < seeds.size() && seeds[j + 1] == seeds[j] + 1) {
+      ++j;
+    }
+    if (!out.empty()) {
+      out += ",";
+    }
+    out += std::to_string(seeds[i]);
+    if (j > i) {
+      out += "-" + std::to_string(seeds[j]);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Receipt::summary() const {
+  std::string out = device.empty() ? "?" : device;
+  if (!target.empty()) {
+    out += " " + target;
+  }
+  if (!simulator_version.empty()) {
+    out += " nkisim " + simulator_version;
+  }
+  for (const char* component : {"nki", "neuronx-cc", "compiler"}) {
+    if (auto it = sdk.find(component); it != sdk.end()) {
+      out += " " + it->first + " " + it->second;
+      break;
+    }
+  }
+  if (!seeds.empty()) {
+    out += " seeds " + seed_ranges(seeds);
+  }
+  if (iters > 0) {
+    out += " x" + std::to_string(iters);
+  }
+  if (!job.empty()) {
+    out += " job " + job;
+  }
+  std::string where = !node.empty() ? node : host;
+  if (!where.empty()) {
+    out += " on " + where;
+  }
+  if (!harness_version.empty()) {
+    out += " (harness " + harness_version + ")";
+  }
+  return out;
+}
+
 core::Result<std::shared_ptr<Backend>> make_backend(const std::string& spec_text,
                                                     const BackendOptions& options) {
   auto pieces = split_specs(spec_text.empty() ? "sim" : spec_text);

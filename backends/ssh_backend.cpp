@@ -190,6 +190,8 @@ class SshPool final : public Backend {
     auto finish = [&](std::size_t index, EvalResult result) {
       result.backend_identity = m_identity;
       result.harness_version = version;
+      result.receipt.backend = m_identity;
+      result.receipt.host = result.host;
       results[index] = std::move(result);
       std::size_t finished = 0;
       {

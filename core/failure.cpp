@@ -6,7 +6,7 @@
 namespace autocomp::core {
 namespace {
 
-constexpr std::array<std::pair<FailureKind, std::string_view>, 13> k_failure_names{{
+constexpr std::array<std::pair<FailureKind, std::string_view>, 15> k_failure_names{{
     {FailureKind::compile_error, "compile_error"},
     {FailureKind::runtime_error, "runtime_error"},
     {FailureKind::mismatch, "mismatch"},
@@ -14,6 +14,8 @@ constexpr std::array<std::pair<FailureKind, std::string_view>, 13> k_failure_nam
     {FailureKind::problem_error, "problem_error"},
     {FailureKind::unavailable, "unavailable"},
     {FailureKind::harness_error, "harness_error"},
+    {FailureKind::forbidden_access, "forbidden_access"},
+    {FailureKind::implausible, "implausible"},
     {FailureKind::invalid_argument, "invalid_argument"},
     {FailureKind::io_error, "io_error"},
     {FailureKind::transport_error, "transport_error"},

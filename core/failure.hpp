@@ -6,7 +6,7 @@
 
 namespace autocomp::core {
 
-// What went wrong at a stage boundary. The first seven kinds are the harness protocol's
+// What went wrong at a stage boundary. The first nine kinds are the harness protocol's
 // (backends/harness/PROTOCOL.md); the rest arise on the C++ side.
 enum class FailureKind {
   compile_error,
@@ -16,6 +16,8 @@ enum class FailureKind {
   problem_error,
   unavailable,
   harness_error,
+  forbidden_access,  // the kernel reached outside the NKI API (simulator internals, files, ...)
+  implausible,       // a latency below the physical floor of the problem
   invalid_argument,
   io_error,
   transport_error,

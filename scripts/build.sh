@@ -5,7 +5,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${AUTOCOMP_BUILD_DIR:-$root/build}
 jobs=${AUTOCOMP_JOBS:-$(nproc)}
 
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  # Several work trees of the same sources share compiled objects.
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$root")}
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 if [[ ! -f $build_dir/build.ninja ]]; then
-  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}"
 fi
 cmake --build "$build_dir" -j "$jobs"

@@ -67,6 +67,8 @@ bool Evaluator::cacheable(const backends::EvalResult& result) {
     case core::FailureKind::compile_error:
     case core::FailureKind::runtime_error:
     case core::FailureKind::mismatch:
+    case core::FailureKind::forbidden_access:
+    case core::FailureKind::implausible:
       return true;
     default:
       return false;

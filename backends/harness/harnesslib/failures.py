@@ -14,6 +14,8 @@ KINDS = (
     "problem_error",
     "unavailable",
     "harness_error",
+    "forbidden_access",
+    "implausible",
 )
 STAGES = ("load", "verify", "benchmark", "profile")
 
