@@ -9,6 +9,7 @@ launcher=()
 if command -v ccache >/dev/null 2>&1; then
   # Several work trees of the same sources share compiled objects.
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$root")}
+  export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 if [[ ! -f $build_dir/build.ninja ]]; then
