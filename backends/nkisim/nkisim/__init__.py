@@ -4,14 +4,19 @@
     nkisim.activate()          # `import nki` / `neuronxcc.nki` now resolve to the simulator
     res = nkisim.simulate(kernel, {"a": a, "b": b}, target="trn2")
     res.outputs, res.latency_us, res.metrics, res.roofline, res.bottleneck, res.instructions
+
+Untrusted kernels: `nkisim.sandbox.record_trace(config)` records a kernel's API calls in a
+child process (no input data there) and `nkisim.replay.replay(trace, inputs, ...)` re-executes
+them here on the real inputs; see MODEL.md, "Provenance".
 """
 from .activate import activate, deactivate, is_active
 from .errors import NkiCompileError, NkiError, NkiRuntimeError
+from .boundary import NkiForbiddenAccess
 from .simulator import SimResult, TensorSpec, simulate
 from .dtypes import to_bf16
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["activate", "deactivate", "is_active", "simulate", "SimResult", "TensorSpec",
            "NkiCompileError",
-           "NkiRuntimeError", "NkiError", "to_bf16", "__version__"]
+           "NkiRuntimeError", "NkiError", "NkiForbiddenAccess", "to_bf16", "__version__"]

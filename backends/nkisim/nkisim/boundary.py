@@ -1,0 +1,300 @@
+"""The boundary between kernel code and the simulator, shared by the recorder and the replay.
+
+A kernel run in the sandbox (`record.py`) never holds simulator objects: it holds proxies,
+and every operation on a proxy becomes one trace event (callee, arguments, result). The
+trusted side (`replay.py`) re-executes the events on its own simulator objects. Both sides
+use the rules of this module, so a trace can only express what an honest kernel can do:
+
+- API names: the public functions and objects of `nki.language`, `nki.isa`, `nki.compiler`
+  (the `api_table()`), referenced by name;
+- simulator objects created while the kernel runs (tensors, index expressions, buffers,
+  iterators over them), referenced by trace id;
+- values: None, bool, int, float, str, slices, ranges, Ellipsis, tuples/lists/dicts of
+  values, numpy constant arrays and scalars, dtypes, numpy ufuncs;
+- attribute reads of public names; objects (not plain values) only through `ATTR_OBJECTS`;
+- the operators of `OPERATORS`.
+Anything else (storages, numpy views of simulator data, modules, Python callables, private
+attributes) is refused with `NkiForbiddenAccess`.
+"""
+import base64
+import io
+import math
+import operator
+import types
+
+import numpy as np
+
+from . import dtypes as D
+from .buffers import Buffer, IExpr, MGrid, ParDim, Tensor
+from .errors import NkiError
+
+TRACE_FORMAT = "nkisim-trace/1"
+MAX_DEPTH = 24
+MAX_ARRAY_ELEMENTS = 1 << 24
+MAX_EVENTS = 4_000_000
+MAX_TRACE_BYTES = 512 << 20
+MAX_GRID = 4096
+
+
+class NkiForbiddenAccess(NkiError):
+    """Kernel code reached outside the NKI API (simulator internals, data outside
+    instructions, numpy applied to kernel tensors)."""
+
+
+class Divergence(Exception):
+    """A trace does not replay as recorded (tampered or data dependent)."""
+
+
+# Names whose objects kernel code may get from an attribute read, per simulator type.
+ATTR_OBJECTS = {
+    "Tensor": {"T", "buffer", "reshape", "ap"},
+    "MGrid": {"p", "x", "y", "z"},
+    "Buffer": {"view"},
+    "_AllocBuffer": {"alloc", "mod_alloc", "auto_alloc"},
+}
+
+# operator-module functions (plus len/iter/next/int/float/index) a trace may apply.
+OPERATORS = {
+    n: getattr(operator, n) for n in (
+        "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lshift",
+        "rshift", "and_", "or_", "xor", "neg", "pos", "abs", "invert", "lt", "le", "gt",
+        "ge", "eq", "ne", "getitem", "setitem", "iadd", "isub", "imul", "itruediv",
+        "ifloordiv", "imod", "ipow", "iand", "ior", "ixor", "ilshift", "irshift",
+        "imatmul", "contains", "truth", "index")
+}
+OPERATORS.update({"len": len, "iter": iter, "next": next, "int": int, "float": float})
+
+_ITER_TYPES = (type(iter(())), type(iter([])), type(iter(range(0))))
+
+
+def _alloc_buffer_type():
+    from .frontend import _AllocBuffer
+    return _AllocBuffer
+
+
+def dynamic_object(v):
+    """True when v is a simulator object a kernel may hold (through a proxy)."""
+    t = type(v)
+    if t in (Tensor, IExpr, MGrid, Buffer) or t in _ITER_TYPES:
+        return True
+    if t is _alloc_buffer_type():
+        return True
+    if isinstance(v, types.MethodType):
+        owner = type(v.__self__).__name__
+        return (type(v.__self__) in (Tensor, Buffer, _alloc_buffer_type())
+                and v.__func__.__name__ in ATTR_OBJECTS.get(owner, ()))
+    return False
+
+
+def attr_allowed(obj, name, value):
+    """May kernel code read attribute `name` of simulator object obj (giving value)?"""
+    if not isinstance(name, str) or not name or name.startswith("_"):
+        return False
+    if dynamic_object(value):
+        return name in ATTR_OBJECTS.get(type(obj).__name__, ())
+    return is_value(value)
+
+
+# ---- the API table --------------------------------------------------------------------------
+# Objects the kernel receives as-is (pure Python, no simulator state): decorators, loop
+# helpers, tile-size and enum namespaces. Everything else public becomes a named API proxy.
+RAW_NAMES = {"affine_range", "sequential_range", "static_range", "dynamic_range", "fori_loop",
+             "while_loop", "no_reorder", "tile_size", "par_dim", "nc", "spmd_dim"}
+_API_MODULES = ("nki.language", "nki.isa", "nki.compiler")
+_REEXPORTS = {"nki.language": {"arange", "ds", "mgrid", "hbm", "private_hbm", "shared_hbm",
+                               "sbuf", "psum"}}
+_table = None
+
+
+def _module_tree():
+    from .activate import _build
+    return _build()
+
+
+def api_table():
+    """{'nki.language.exp': obj, ...}: the named API objects a trace may reference."""
+    global _table
+    if _table is not None:
+        return _table
+    table = {}
+    mods = _module_tree()
+    for mname in _API_MODULES:
+        m = mods[mname]
+        own = getattr(m, "__name__", "")
+        for name, obj in vars(m).items():
+            if name.startswith("_") or name in RAW_NAMES or isinstance(obj, types.ModuleType):
+                continue
+            if is_value(obj) or isinstance(obj, type):
+                continue
+            if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)):
+                if (getattr(obj, "__module__", None) == own
+                        or name in _REEXPORTS.get(mname, ())) and own.startswith("nkisim"):
+                    table["%s.%s" % (mname, name)] = obj
+                continue
+            if type(obj).__name__ in ("Buffer", "_MGridMaker", "_AllocBuffer"):
+                table["%s.%s" % (mname, name)] = obj
+    _table = table
+    return table
+
+
+# ---- values -----------------------------------------------------------------------------------
+def is_value(v, depth=0):
+    """A plain value that may cross the boundary by copy."""
+    if depth > MAX_DEPTH:
+        return False
+    if v is None or v is Ellipsis or type(v) in (bool, int, float, str, complex, ParDim,
+                                                   range, D.DTypeToken):
+        return True
+    if type(v) in (tuple, list):
+        return all(is_value(x, depth + 1) for x in v)
+    if type(v) is dict:
+        return all(type(k) is str and is_value(x, depth + 1) for k, x in v.items())
+    if type(v) is slice:
+        return all(is_value(x, depth + 1) for x in (v.start, v.stop, v.step))
+    if type(v) is np.ndarray:
+        return v.dtype.kind in "biufc" and v.size <= MAX_ARRAY_ELEMENTS
+    if isinstance(v, np.generic):
+        return v.dtype.kind in "biufc"
+    if isinstance(v, np.dtype):
+        return v.kind in "biufc"
+    if isinstance(v, type) and issubclass(v, np.generic):
+        return np.dtype(v).kind in "biufc"
+    if type(v) is np.ufunc:
+        return getattr(np, v.__name__, None) is v
+    return False
+
+
+def _npy(a):
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _from_npy(text):
+    raw = base64.b64decode(text.encode("ascii"), validate=True)
+    a = np.load(io.BytesIO(raw), allow_pickle=False)
+    if type(a) is not np.ndarray or a.dtype.kind not in "biufc" or a.size > MAX_ARRAY_ELEMENTS:
+        raise Divergence("bad array constant")
+    return a
+
+
+def encode(v, ref, depth=0):
+    """JSON form of a value; `ref(obj)` encodes a non-value (proxy/simulator object) or raises
+    NkiForbiddenAccess."""
+    if depth > MAX_DEPTH:
+        raise NkiForbiddenAccess("value nested too deeply to pass to the NKI API")
+    t = type(v)
+    if v is None or t is bool or t is str:
+        return v
+    if t is int:
+        return v
+    if t is float:
+        return v if math.isfinite(v) else {"$f": repr(v)}
+    if t is ParDim:
+        return {"$pd": int(v)}
+    if t is tuple:
+        return {"$t": [encode(x, ref, depth + 1) for x in v]}
+    if t is list:
+        return [encode(x, ref, depth + 1) for x in v]
+    if t is dict:
+        if not all(type(k) is str for k in v):
+            raise NkiForbiddenAccess("dict keys passed to the NKI API must be strings")
+        return {"$d": {k: encode(x, ref, depth + 1) for k, x in v.items()}}
+    if t is slice:
+        return {"$sl": [encode(x, ref, depth + 1) for x in (v.start, v.stop, v.step)]}
+    if v is Ellipsis:
+        return {"$el": 0}
+    if t is range:
+        return {"$rg": [v.start, v.stop, v.step]}
+    if t is complex:
+        return {"$c": [repr(v.real), repr(v.imag)]}
+    if t is D.DTypeToken:
+        return {"$tok": v.name}
+    if t is np.ndarray and is_value(v):
+        return {"$nd": _npy(v)}
+    if isinstance(v, np.generic) and is_value(v):
+        return {"$ng": _npy(np.asarray(v))}
+    if isinstance(v, np.dtype) and is_value(v):
+        return {"$dt": v.str}
+    if isinstance(v, type) and issubclass(v, np.generic) and is_value(v):
+        return {"$ty": np.dtype(v).str}
+    if t is np.ufunc and is_value(v):
+        return {"$uf": v.__name__}
+    return ref(v)
+
+
+def decode(e, deref, depth=0):
+    """Inverse of `encode`; `deref(dict)` resolves references ({'$r': id} / {'$s': name})."""
+    if depth > MAX_DEPTH:
+        raise Divergence("value nested too deeply")
+    if e is None or type(e) in (bool, int, float, str):
+        return e
+    if type(e) is list:
+        return [decode(x, deref, depth + 1) for x in e]
+    if type(e) is not dict or len(e) != 1:
+        raise Divergence("malformed value %r" % (str(e)[:80],))
+    (k, x), = e.items()
+    if k == "$t":
+        return tuple(decode(y, deref, depth + 1) for y in _list(x))
+    if k == "$d":
+        if type(x) is not dict:
+            raise Divergence("malformed dict")
+        return {str(a): decode(b, deref, depth + 1) for a, b in x.items()}
+    if k == "$sl":
+        a = _list(x)
+        if len(a) != 3:
+            raise Divergence("malformed slice")
+        return slice(*(decode(y, deref, depth + 1) for y in a))
+    if k == "$el":
+        return Ellipsis
+    if k == "$f":
+        if x not in ("nan", "inf", "-inf"):
+            raise Divergence("malformed float")
+        return float(x)
+    if k == "$pd":
+        return ParDim(_int(x))
+    if k == "$rg":
+        a = _list(x)
+        if len(a) != 3:
+            raise Divergence("malformed range")
+        return range(*(_int(y) for y in a))
+    if k == "$c":
+        a = _list(x)
+        return complex(float(a[0]), float(a[1]))
+    if k == "$tok":
+        tok = getattr(D, str(x), None)
+        if type(tok) is not D.DTypeToken:
+            raise Divergence("unknown dtype %r" % (x,))
+        return tok
+    if k == "$nd":
+        return _from_npy(str(x))
+    if k == "$ng":
+        a = _from_npy(str(x))
+        if a.ndim != 0:
+            raise Divergence("malformed scalar")
+        return a[()]
+    if k in ("$dt", "$ty"):
+        dt = np.dtype(str(x))
+        if dt.kind not in "biufc":
+            raise Divergence("unsupported dtype %r" % (x,))
+        return dt if k == "$dt" else dt.type
+    if k == "$uf":
+        f = getattr(np, str(x), None)
+        if type(f) is not np.ufunc:
+            raise Divergence("unknown ufunc %r" % (x,))
+        return f
+    if k in ("$r", "$s"):
+        return deref(e)
+    raise Divergence("unknown value tag %r" % (k,))
+
+
+def _list(x):
+    if type(x) is not list:
+        raise Divergence("malformed value")
+    return x
+
+
+def _int(x):
+    if type(x) is not int:
+        raise Divergence("malformed integer")
+    return x

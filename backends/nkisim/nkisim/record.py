@@ -1,0 +1,415 @@
+"""Record mode (the untrusted side): run a kernel on placeholders and record its API calls.
+
+The kernel imports proxy modules (`nki`, `nki.language`, ... and the `neuronxcc.nki` names)
+whose API entries are `Proxy` objects. Every call, attribute read and operator on a proxy is
+performed on the real simulator (numerics off: inputs are shape/dtype placeholders, no data
+exists in this process) and appended to the trace as one event; results that are simulator
+objects come back as new proxies. The trace, not anything the kernel computes, is what the
+trusted side replays (`replay.py`). Rules for what may cross: `boundary.py`.
+
+Events (JSON lists):
+  ["pid", [i, j, ...]]                          start of one SPMD program
+  ["c", line, callee, [args], {kwargs}, result]  call
+  ["g", line, object, name, result]              attribute read
+  ["o", line, operator, [args], result]          operator (boundary.OPERATORS)
+Results: a value, {"$n": id} (new simulator object), {"$r": id} (an object seen before),
+{"$x": 1} (StopIteration from next), or a tuple/list of those.
+"""
+import itertools
+import sys
+import types
+
+from . import boundary as B
+from . import errors as E
+from . import runtime
+
+_REC = None  # the active Recorder
+
+
+class Proxy:
+    """What kernel code holds instead of a simulator object."""
+    __slots__ = ("_nkisim_id",)
+
+    def __init__(self, pid):
+        object.__setattr__(self, "_nkisim_id", pid)
+
+    # -- attributes ----------------------------------------------------------------------
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return _REC.getattr(self, name)
+
+    def __setattr__(self, name, value):
+        raise _forbidden("setting attribute %r on a simulator object" % (name,))
+
+    def __delattr__(self, name):
+        raise _forbidden("deleting attribute %r of a simulator object" % (name,))
+
+    def __call__(self, *args, **kwargs):
+        return _REC.call(self, args, kwargs)
+
+    # -- protocols -----------------------------------------------------------------------
+    def __getitem__(self, key):
+        return _REC.op("getitem", (self, key))
+
+    def __setitem__(self, key, value):
+        _REC.op("setitem", (self, key, value))
+
+    def __delitem__(self, key):
+        raise _forbidden("deleting items of a simulator object")
+
+    def __iter__(self):
+        return _REC.op("iter", (self,))
+
+    def __next__(self):
+        return _REC.op("next", (self,))
+
+    def __len__(self):
+        return _REC.op("len", (self,))
+
+    def __bool__(self):
+        return _REC.op("truth", (self,))
+
+    def __index__(self):
+        return _REC.op("index", (self,))
+
+    def __int__(self):
+        return _REC.op("int", (self,))
+
+    def __float__(self):
+        return _REC.op("float", (self,))
+
+    def __contains__(self, item):
+        return _REC.op("contains", (self, item))
+
+    def __hash__(self):
+        return object.__hash__(self)
+
+    def __repr__(self):
+        return _REC.describe(self)
+
+    __str__ = __repr__
+
+    # -- numpy must not see simulator objects --------------------------------------------
+    def __array__(self, *a, **k):
+        raise _forbidden("numpy applied to a kernel tensor or index (outside NKI "
+                         "instructions)")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        raise _forbidden("numpy function %r applied to a kernel tensor or index"
+                         % (getattr(ufunc, "__name__", ufunc),))
+
+    def __array_function__(self, func, types_, args, kwargs):
+        raise _forbidden("numpy function %r applied to a kernel tensor or index"
+                         % (getattr(func, "__name__", func),))
+
+    def __reduce__(self):
+        raise _forbidden("serializing a simulator object")
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def _binary(name):
+    def fwd(self, other):
+        return _REC.op(name, (self, other))
+
+    def rev(self, other):
+        return _REC.op(name, (other, self))
+    return fwd, rev
+
+
+for _n, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "truediv"),
+                ("floordiv", "floordiv"), ("mod", "mod"), ("pow", "pow"),
+                ("matmul", "matmul"), ("lshift", "lshift"), ("rshift", "rshift"),
+                ("and", "and_"), ("or", "or_"), ("xor", "xor")):
+    _f, _r = _binary(_op)
+    setattr(Proxy, "__%s__" % _n, _f)
+    setattr(Proxy, "__r%s__" % _n, _r)
+    setattr(Proxy, "__i%s__" % _n, _binary("i" + _op.rstrip("_"))[0])
+for _n in ("lt", "le", "gt", "ge", "eq", "ne"):
+    setattr(Proxy, "__%s__" % _n, _binary(_n)[0])
+for _n, _op in (("neg", "neg"), ("pos", "pos"), ("abs", "abs"), ("invert", "invert")):
+    setattr(Proxy, "__%s__" % _n, (lambda o: lambda self: _REC.op(o, (self,)))(_op))
+Proxy.__hash__ = object.__hash__
+
+
+def _forbidden(what):
+    return B.NkiForbiddenAccess("forbidden: %s" % what, E.current_kernel_line())
+
+
+class Recorder:
+    """Holds the real objects behind proxies and the event list."""
+
+    def __init__(self):
+        self.objs = {}       # trace id -> real object
+        self.names = {}      # trace id -> API name (static entries)
+        self.ids = {}        # id(real object) -> trace id
+        self.proxies = {}    # trace id -> Proxy
+        self.events = []
+        self.error = None    # first simulator error, even if the kernel caught it
+        self._next = itertools.count(1)
+
+    # -- identities -------------------------------------------------------------------------
+    def static(self, name, obj):
+        pid = next(self._next)
+        self.objs[pid] = obj
+        self.names[pid] = name
+        p = Proxy(pid)
+        self.proxies[pid] = p
+        return p
+
+    def _bind(self, obj):
+        key = id(obj)
+        pid = self.ids.get(key)
+        if pid is not None and self.objs[pid] is obj and pid not in self.names:
+            return {"$r": pid}, self.proxies[pid]
+        pid = next(self._next)
+        self.objs[pid] = obj
+        self.ids[key] = pid
+        p = Proxy(pid)
+        self.proxies[pid] = p
+        return {"$n": pid}, p
+
+    def bind_input(self, obj):
+        return self._bind(obj)
+
+    # -- encoding ---------------------------------------------------------------------------
+    def _ref(self, v):
+        if type(v) is Proxy:
+            pid = object.__getattribute__(v, "_nkisim_id")
+            if pid in self.names:
+                return {"$s": self.names[pid]}
+            return {"$r": pid}
+        if callable(v):
+            raise _forbidden("a Python callable (%s) cannot be passed to the NKI API"
+                             % getattr(v, "__name__", type(v).__name__))
+        raise _forbidden("a value of type %s cannot be passed to the NKI API"
+                         % type(v).__name__)
+
+    def _real(self, e):
+        return B.decode(e, self._deref)
+
+    def _deref(self, e):
+        if "$r" in e:
+            return self.objs[e["$r"]]
+        return B.api_table()[e["$s"]]
+
+    def _result(self, v, depth=0):
+        """(encoding, what the kernel gets) of a real result."""
+        t = type(v)
+        if B.dynamic_object(v):
+            return self._bind(v)
+        if t in (tuple, list) and not B.is_value(v):
+            if depth > B.MAX_DEPTH:
+                raise _forbidden("result nested too deeply")
+            parts = [self._result(x, depth + 1) for x in v]
+            enc = [p[0] for p in parts]
+            return ({"$t": enc} if t is tuple else enc), t(p[1] for p in parts)
+        if B.is_value(v):
+            if t is type(None) or t in (bool, int, float, str):
+                return v, v
+            enc = B.encode(v, self._ref)
+            return enc, B.decode(enc, self._deref)  # the kernel gets a copy
+        raise _forbidden("the NKI API returned %s, which kernel code may not hold"
+                         % type(v).__name__)
+
+    def _perform(self, event, fn):
+        if len(self.events) >= B.MAX_EVENTS:
+            raise B.NkiForbiddenAccess("the kernel issued more than %d API operations"
+                                       % B.MAX_EVENTS, E.current_kernel_line())
+        try:
+            res = fn()
+        except StopIteration:
+            event.append({"$x": 1})
+            self.events.append(event)
+            raise
+        except E.NkiError as e:
+            if e.line is None:
+                e.line = event[1]
+                e.args = (str(e),)
+            if self.error is None:
+                self.error = e
+            raise
+        except Exception as e:
+            if self.error is None:
+                self.error = E.NkiCompileError("%s: %s" % (type(e).__name__, e), event[1])
+            raise
+        enc, out = self._result(res)
+        event.append(enc)
+        self.events.append(event)
+        return out
+
+    # -- operations -------------------------------------------------------------------------
+    def call(self, proxy, args, kwargs):
+        line = E.current_kernel_line()
+        fenc = self._ref(proxy)
+        aenc = [B.encode(a, self._ref) for a in args]
+        kenc = {str(k): B.encode(v, self._ref) for k, v in kwargs.items()}
+        f = self._real(fenc)
+        a = [self._real(x) for x in aenc]
+        k = {n: self._real(x) for n, x in kenc.items()}
+        return self._perform(["c", line, fenc, aenc, kenc], lambda: f(*a, **k))
+
+    def getattr(self, proxy, name):
+        line = E.current_kernel_line()
+        if name.startswith("_"):
+            raise _forbidden("private attribute %r of a simulator object" % (name,))
+        oenc = self._ref(proxy)
+        obj = self._real(oenc)
+        try:
+            val = getattr(obj, name)
+        except AttributeError:
+            raise AttributeError("%s has no attribute %r" % (self.describe(proxy), name))
+        if not B.attr_allowed(obj, name, val):
+            raise _forbidden("attribute %r of %s is not part of the NKI API"
+                             % (name, type(obj).__name__))
+        return self._perform(["g", line, oenc, name], lambda: val)
+
+    def op(self, name, args):
+        line = E.current_kernel_line()
+        aenc = [B.encode(a, self._ref) for a in args]
+        a = [self._real(x) for x in aenc]
+        f = B.OPERATORS[name]
+        return self._perform(["o", line, name, aenc], lambda: f(*a))
+
+    def describe(self, proxy):
+        pid = object.__getattribute__(proxy, "_nkisim_id")
+        if pid in self.names:
+            return "<nki %s>" % self.names[pid]
+        obj = self.objs.get(pid)
+        try:
+            return repr(obj)
+        except Exception:
+            return "<nki object>"
+
+
+# ---- proxy modules --------------------------------------------------------------------------
+def _proxy_modules(rec):
+    """{module name: proxy module} mirroring activate's module tree."""
+    from .activate import _build
+    real = _build()
+    table = B.api_table()
+    out = {}
+    by_real = {}
+    for mname, m in real.items():
+        if id(m) in by_real:
+            out[mname] = by_real[id(m)]
+            continue
+        pm = types.ModuleType(mname, getattr(m, "__doc__", None))
+        pm.__nkisim__ = True
+        if hasattr(m, "__path__"):
+            pm.__path__ = []
+        by_real[id(m)] = pm
+        out[mname] = pm
+    for mname, m in real.items():
+        pm = out[mname]
+        canon = mname[len("neuronxcc."):] if mname.startswith("neuronxcc.nki") else mname
+        for name, obj in list(vars(m).items()):
+            if name.startswith("__"):
+                continue
+            if isinstance(obj, types.ModuleType):
+                for n2, m2 in real.items():
+                    if m2 is obj:
+                        setattr(pm, name, out[n2])
+                        break
+                continue
+            full = "%s.%s" % (canon, name)
+            if full in table:
+                if full not in rec.static_cache:
+                    rec.static_cache[full] = rec.static(full, table[full])
+                setattr(pm, name, rec.static_cache[full])
+            elif _raw_ok(canon, name, obj):
+                setattr(pm, name, obj)
+    return out
+
+
+def _raw_ok(mname, name, obj):
+    if name.startswith("_"):
+        return False
+    if name in B.RAW_NAMES or B.is_value(obj):
+        return True
+    if mname in ("nki", "nki.typing") or (mname == "nki.compiler" and callable(obj)):
+        return not isinstance(obj, type)  # decorators and annotations (pure Python)
+    if mname == "nki.isa" and isinstance(obj, type) and obj.__module__ == "nkisim.isa":
+        return True  # enum namespaces of ints
+    return False
+
+
+# ---- the child's main routine ---------------------------------------------------------------
+def record(config):
+    """Import and trace the kernel described by config; returns the answer dict."""
+    global _REC
+    import numpy as np  # noqa: F401
+    from . import constants as C
+    from .simulator import TensorSpec, _norm_grid, _spec_tensor, unwrap
+
+    rec = Recorder()
+    rec.static_cache = {}
+    _REC = rec
+    path = config["kernel_path"]
+    E.set_kernel_files({path})
+    for name, mod in _proxy_modules(rec).items():
+        sys.modules[name] = mod
+    sys.path.insert(0, config["harness_dir"])
+    from harnesslib.failures import HarnessFailure
+    from harnesslib.kernel import load_kernel_module, select_kernel
+
+    specs = config["inputs"]
+    try:
+        module = load_kernel_module(path, (E.NkiError,))
+        kname, kernel = select_kernel(module, path, list(specs),
+                                      explicit=config.get("kernel_name"),
+                                      problem_name=config.get("problem_kernel"))
+    except HarnessFailure as f:
+        return {"ok": False, "kind": f.kind, "message": f.message, "line": f.line}
+    fn, g = unwrap(kernel)
+    grid = config.get("grid")
+    if grid is None:
+        grid = g
+    grid = _norm_grid(grid)
+    tgt = C.get_target(config["target"])
+    sim = runtime.Sim(tgt, numerics=False)
+    sim.grid = grid
+    runtime.CUR = sim
+    inputs = {}
+    kwargs = {}
+    dts = config.get("input_dtypes") or {}
+    try:
+        for name, s in specs.items():
+            if "shape" in s:
+                t = _spec_tensor(TensorSpec(s["shape"], s["dtype"]), dts.get(name))
+                enc, p = rec.bind_input(t)
+                inputs[name] = enc["$n"]
+                kwargs[name] = p
+            else:
+                kwargs[name] = B.decode(s["value"], rec._deref)
+        ret = None
+        for pid in itertools.product(*[range(n) for n in grid]):
+            rec.events.append(["pid", list(pid)])
+            sim.program_id = pid
+            sim.shared_index = 0
+            r = fn(**kwargs)
+            if ret is None:
+                ret = r
+        if rec.error is not None:
+            raise rec.error
+        ret_enc = B.encode(ret, rec._ref)
+    except E.NkiError as e:
+        kind = ("forbidden_access" if isinstance(e, B.NkiForbiddenAccess) else
+                "runtime_error" if isinstance(e, E.NkiRuntimeError) else "compile_error")
+        line = e.line if e.line is not None else E.traceback_kernel_line(e.__traceback__)
+        return {"ok": False, "kind": kind, "message": e.message, "line": line}
+    except RecursionError as e:
+        return {"ok": False, "kind": "runtime_error", "message": "RecursionError: %s" % e,
+                "line": E.traceback_kernel_line(e.__traceback__)}
+    except Exception as e:
+        return {"ok": False, "kind": "compile_error", "message": "%s: %s" % (type(e).__name__, e),
+                "line": E.traceback_kernel_line(e.__traceback__)}
+    finally:
+        runtime.CUR = None
+    return {"ok": True, "format": B.TRACE_FORMAT, "kernel_name": kname, "grid": list(grid),
+            "inputs": inputs, "events": rec.events, "ret": ret_enc}

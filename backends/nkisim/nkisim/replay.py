@@ -1,0 +1,298 @@
+"""Replay mode (the trusted side): re-execute a recorded trace on real inputs.
+
+`replay(trace, inputs, ...)` validates a trace made by `record.py` (known API names, ids it
+has bound, operators and attribute reads the boundary allows, bounded sizes) and performs
+each event on this process's simulator with fresh storage holding the real inputs. Outputs,
+latency, metrics and hotspots all come from this replay; values the trace says an operation
+returned are checked against what it returns here, so a trace that does not match its own
+events (tampered, or one whose kernel looked at data) is refused. A trace can express only
+NKI API calls: a forged one is just another kernel.
+"""
+import itertools
+import math
+
+import numpy as np
+
+from . import boundary as B
+from . import constants as C
+from . import errors as E
+from . import runtime
+from .simulator import (TensorSpec, _check_capacity, _collect, _input_tensor, _norm_grid,
+                        _result, _spec_tensor)
+
+
+class _Lines:
+    """Per-line trampolines whose frames lie in the kernel file, so the simulator's
+    kernel-line lookups (errors, allocation sites, hotspots) see the recorded line."""
+
+    def __init__(self, path):
+        self.path = path
+        self.funcs = {}
+
+    def at(self, line):
+        f = self.funcs.get(line)
+        if f is None:
+            if type(line) is not int or line < 1 or line > 10_000_000:
+                f = _plain
+            elif line == 1:
+                f = self._compile("def _at(f, a, k): return f(*a, **k)\n")
+            else:
+                f = self._compile("\n" * (line - 2) + "def _at(f, a, k):\n    return f(*a, **k)\n")
+            self.funcs[line] = f
+        return f
+
+    def _compile(self, src):
+        ns = {}
+        exec(compile(src, self.path, "exec"), ns)  # noqa: S102 - our own two-line source
+        return ns["_at"]
+
+
+def _plain(f, a, k):
+    return f(*a, **k)
+
+
+class _Replayer:
+    def __init__(self, table, lines):
+        self.table = table
+        self.objs = {}
+        self.lines = lines
+
+    def deref(self, e):
+        if "$r" in e:
+            pid = e["$r"]
+            if type(pid) is not int or pid not in self.objs:
+                raise B.Divergence("reference to unknown object %r" % (pid,))
+            return self.objs[pid]
+        name = e["$s"]
+        if type(name) is not str or name not in self.table:
+            raise B.Divergence("unknown API name %r" % (name,))
+        return self.table[name]
+
+    def val(self, e):
+        return B.decode(e, self.deref)
+
+    def bind(self, rec, actual, depth=0):
+        """Check the recorded result `rec` against `actual`, binding new object ids."""
+        if depth > B.MAX_DEPTH:
+            raise B.Divergence("result nested too deeply")
+        if type(rec) is dict and len(rec) == 1:
+            (k, x), = rec.items()
+            if k == "$n":
+                if type(x) is not int or x in self.objs:
+                    raise B.Divergence("bad new object id %r" % (x,))
+                if not B.dynamic_object(actual):
+                    raise B.Divergence("operation returned %s, not a kernel object"
+                                       % type(actual).__name__)
+                self.objs[x] = actual
+                return
+            if k == "$r":
+                if self.objs.get(x, _MISSING) is not actual:
+                    raise B.Divergence("operation returned a different object than recorded")
+                return
+            if k == "$t" and type(actual) is tuple and type(x) is list and not B.is_value(actual):
+                if len(x) != len(actual):
+                    raise B.Divergence("tuple length differs")
+                for r, a in zip(x, actual):
+                    self.bind(r, a, depth + 1)
+                return
+        if type(rec) is list and type(actual) is list and not B.is_value(actual):
+            if len(rec) != len(actual):
+                raise B.Divergence("list length differs")
+            for r, a in zip(rec, actual):
+                self.bind(r, a, depth + 1)
+            return
+        if not B.is_value(actual):
+            raise B.Divergence("operation returned %s, not a value" % type(actual).__name__)
+        if B.encode(actual, _no_ref) != rec:
+            raise B.Divergence("operation returned %s, the trace says %s"
+                               % (_short(actual), _short(rec)))
+
+    def event(self, ev):
+        if type(ev) is not list or len(ev) < 2:
+            raise B.Divergence("malformed event")
+        kind = ev[0]
+        line = ev[1]
+        if kind == "c" and len(ev) == 6:
+            f = self.val(ev[2])
+            if not (callable(f) and (B.dynamic_object(f) or _is_api(self.table, f))):
+                raise B.Divergence("call of something that is not an NKI API function")
+            if type(ev[3]) is not list or type(ev[4]) is not dict:
+                raise B.Divergence("malformed call")
+            args = [self.val(a) for a in ev[3]]
+            kwargs = {str(k): self.val(v) for k, v in ev[4].items()}
+            res_rec = ev[5]
+        elif kind == "g" and len(ev) == 5:
+            obj = self.val(ev[2])
+            name = ev[3]
+            if not (B.dynamic_object(obj) or _is_api(self.table, obj)) or type(name) is not str \
+                    or name.startswith("_"):
+                raise B.Divergence("attribute read outside the NKI API")
+            val = getattr(obj, name)
+            if not B.attr_allowed(obj, name, val):
+                raise B.Divergence("attribute %r is not part of the NKI API" % (name,))
+            f, args, kwargs, res_rec = _const, [val], {}, ev[4]
+        elif kind == "o" and len(ev) == 5:
+            f = B.OPERATORS.get(ev[2]) if type(ev[2]) is str else None
+            if f is None or type(ev[3]) is not list:
+                raise B.Divergence("unknown operator %r" % (ev[2],))
+            args = [self.val(a) for a in ev[3]]
+            if not args or not any(B.dynamic_object(a) or _is_api(self.table, a) for a in args):
+                raise B.Divergence("operator %s without a simulator object" % ev[2])
+            kwargs, res_rec = {}, ev[4]
+        else:
+            raise B.Divergence("unknown event %r" % (kind,))
+        at = self.lines.at(line)
+        try:
+            res = at(f, args, kwargs)
+        except StopIteration:
+            if res_rec != {"$x": 1}:
+                raise B.Divergence("iteration ended early")
+            return
+        except E.NkiError as e:
+            if e.line is None:
+                e.line = line if type(line) is int else None
+                e.args = (str(e),)
+            raise
+        if res_rec == {"$x": 1}:
+            raise B.Divergence("iteration did not end where recorded")
+        self.bind(res_rec, res)
+
+
+_MISSING = object()
+
+
+def _const(v):
+    return v
+
+
+def _no_ref(v):
+    raise B.Divergence("unexpected object %s" % type(v).__name__)
+
+
+def _short(v):
+    s = repr(v)
+    return s if len(s) <= 80 else s[:77] + "..."
+
+
+_API_IDS = {}
+
+
+def _is_api(table, obj):
+    ids = _API_IDS.get(id(table))
+    if ids is None:
+        ids = _API_IDS[id(table)] = {id(v) for v in table.values()}
+    return id(obj) in ids
+
+
+def check_trace(trace):
+    """Shape checks of an answer before replaying it; raises Divergence."""
+    if type(trace) is not dict or trace.get("format") != B.TRACE_FORMAT:
+        raise B.Divergence("not a %s trace" % B.TRACE_FORMAT)
+    ev = trace.get("events")
+    if type(ev) is not list or len(ev) > B.MAX_EVENTS:
+        raise B.Divergence("missing or oversized event list")
+    if type(trace.get("inputs")) is not dict or type(trace.get("grid")) is not list:
+        raise B.Divergence("malformed trace header")
+
+
+def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=None,
+           kernel_path="<kernel>", hotspots=True):
+    """Re-execute `trace` with `inputs` (name -> numpy array / TensorSpec / scalar). Returns a
+    SimResult like `simulate`. Raises NkiCompileError / NkiRuntimeError from the simulator,
+    and NkiForbiddenAccess when the trace does not replay as recorded."""
+    try:
+        check_trace(trace)
+        grid = _norm_grid(trace["grid"] if grid is None else grid)
+        if list(grid) != trace["grid"] or math.prod(grid) > B.MAX_GRID:
+            raise B.Divergence("grid %s differs from the recorded %s" % (list(grid), trace["grid"]))
+    except B.Divergence as d:
+        raise B.NkiForbiddenAccess("the kernel's instruction trace is invalid: %s" % d)
+    tgt = C.get_target(target)
+    if runtime.CUR is not None:
+        raise RuntimeError("nkisim.replay is not reentrant")
+    table = B.api_table()
+    lines = _Lines(kernel_path)
+    rp = _Replayer(table, lines)
+    sim = runtime.Sim(tgt, numerics)
+    sim.grid = grid
+    if hotspots:
+        sim.sched.hot = {}
+        sim.sched.line_of = E.current_kernel_line
+    E.set_kernel_files({kernel_path})
+    originals = {}
+    events = trace["events"]
+    pids = [list(p) for p in itertools.product(*[range(n) for n in grid])]
+    dts = input_dtypes or {}
+    try:
+        runtime.CUR = sim
+        ids = trace["inputs"]
+        for name, pid in ids.items():
+            if name not in inputs or type(pid) is not int:
+                raise B.Divergence("trace input %r is not an input of this problem" % (name,))
+        for name, a in inputs.items():
+            if name not in ids:
+                continue
+            if isinstance(a, TensorSpec):
+                t = _spec_tensor(a, dts.get(name))
+            else:
+                arr = np.asarray(a)
+                t = _input_tensor(arr, numerics, dts.get(name))
+                if isinstance(a, np.ndarray):
+                    originals[name] = (a, t)
+            rp.objs[ids[name]] = t
+        runtime.CUR = None  # events before the first program ran at import time
+        seen = 0
+        with np.errstate(all="ignore"):
+            for ev in events:
+                if type(ev) is list and ev and ev[0] == "pid":
+                    if seen >= len(pids) or len(ev) != 2 or ev[1] != pids[seen]:
+                        raise B.Divergence("programs out of order")
+                    seen += 1
+                    runtime.CUR = sim
+                    sim.program_id = tuple(ev[1])
+                    sim.shared_index = 0
+                    continue
+                rp.event(ev)
+        if seen != len(pids):
+            raise B.Divergence("the trace ran %d of %d programs" % (seen, len(pids)))
+        runtime.CUR = sim
+        ret = rp.val(trace.get("ret"))
+        _check_ret(ret)
+        _check_capacity(sim)
+        outputs, returned_tuple, out_dts = _collect(ret, numerics)
+        for a, t in originals.values():
+            if numerics and t.st.dep.wr and a.flags.writeable and t.st.data is not None \
+                    and not np.shares_memory(a, t.st.data):
+                try:
+                    np.copyto(a, t.st.data.reshape(a.shape), casting="unsafe")
+                except (TypeError, ValueError):
+                    pass
+        res = _result(sim, outputs, returned_tuple)
+        res.output_dtypes = out_dts
+        res.hotspots = sim.sched.hotspots()
+        return res
+    except B.Divergence as d:
+        raise B.NkiForbiddenAccess("the kernel's instruction trace does not replay: %s" % d)
+    except E.NkiError as e:
+        if e.line is None:
+            e.line = E.traceback_kernel_line(e.__traceback__)
+            e.args = (str(e),)
+        raise
+    except RecursionError:
+        raise
+    except Exception as e:
+        line = E.traceback_kernel_line(e.__traceback__)
+        raise E.NkiCompileError("%s: %s" % (type(e).__name__, e), line) from None
+    finally:
+        runtime.CUR = None
+        sim.last_st = None
+        sim.pool = None
+        E.set_kernel_files(())
+
+
+def _check_ret(ret):
+    from .buffers import Tensor
+    items = ret if isinstance(ret, (tuple, list)) else (ret,)
+    for t in items:
+        if t is not None and not isinstance(t, Tensor) and not B.is_value(t):
+            raise B.Divergence("the kernel returned %s" % type(t).__name__)
