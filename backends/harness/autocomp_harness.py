@@ -27,7 +27,7 @@ SCHEMA = "autocomp-harness/1"
 # The one place the harness version lives. Bump on any change to harness behaviour or output.
 HARNESS_BASE_VERSION = "1.1.0"
 
-COMMANDS = ("verify", "benchmark", "profile", "evaluate", "version")
+COMMANDS = ("verify", "benchmark", "profile", "evaluate", "version", "signature")
 TARGETS = ("trn1", "trn2")
 DEVICES = ("sim", "neuron", "fake")
 
@@ -339,7 +339,7 @@ def _run_device(args, out, ctx):
         raise HarnessFailure("unavailable", "device %r needs numpy: python module 'numpy' not "
                              "importable by %s" % (args.device, sys.executable))
     from harnesslib.kernel import load_kernel_module, select_kernel  # noqa: PLC0415
-    from harnesslib.problem import load_problem  # noqa: PLC0415
+    from harnesslib.problem import describe_inputs, load_problem, signature  # noqa: PLC0415
     from harnesslib.refcache import RefCache, default_dir  # noqa: PLC0415
 
     ctx.enter("load")
@@ -365,9 +365,9 @@ def _run_device(args, out, ctx):
     name, kernel = select_kernel(module, kernel_path, list(first_inputs),
                                  explicit=args.kernel_name, problem_name=problem.kernel_name)
     out["kernel"] = {"name": name, "file": kernel_path}
-    out["problem"] = {"file": problem.path, "seeds": seeds, "inputs": {
-        k: {"shape": list(v.shape), "dtype": problem.input_dtypes.get(k, v.dtype.name)}
-        for k, v in first_inputs.items()}}
+    out["problem"] = {"file": problem.path, "seeds": seeds,
+                      "signature": signature(first_inputs, problem.input_dtypes),
+                      "inputs": describe_inputs(first_inputs, problem.input_dtypes)}
     if hasattr(device, "namespace"):
         out["kernel"]["namespace"] = device.namespace
     cache = RefCache(None if args.no_ref_cache else (args.ref_cache or default_dir()))
@@ -390,6 +390,26 @@ def _run_device(args, out, ctx):
         ctx.leave()
 
 
+def _run_signature(args, out, ctx):
+    """The `signature` command: only the problem's inputs(first seed), no kernel, no reference."""
+    ctx.enter("load")
+    try:
+        import numpy  # noqa: F401,PLC0415
+    except ImportError:
+        raise HarnessFailure("unavailable", "the signature command needs numpy: python module "
+                             "'numpy' not importable by %s" % sys.executable)
+    from harnesslib.problem import describe_inputs, load_problem, signature  # noqa: PLC0415
+    if not args.problem:
+        raise HarnessFailure("harness_error", "--problem is required for signature")
+    problem = load_problem(args.problem)
+    seeds = list(args.seeds or problem.seeds)
+    inputs = problem.make_inputs(seeds[0])
+    out["problem"] = {"file": problem.path,
+                      "signature": signature(inputs, problem.input_dtypes),
+                      "inputs": describe_inputs(inputs, problem.input_dtypes)}
+    ctx.leave()
+
+
 def run(argv):
     """Execute one harness invocation in-process and return the result object (not printed).
 
@@ -410,7 +430,9 @@ def run(argv):
     try:
         with contextlib.redirect_stdout(sys.stderr), _alarm(args.timeout):
             out["harness_version"] = harness_version(args.device)
-            if args.device == "fake":
+            if args.command == "signature":
+                _run_signature(args, out, ctx)
+            elif args.device == "fake":
                 _run_fake(args, out, ctx)
             else:
                 _run_device(args, out, ctx)
@@ -437,6 +459,9 @@ def run(argv):
                           "message": "internal error: %s" % describe_exception(e), "line": None}
     if out.get("verify") and out["status"] == "failed":
         out["verify"]["correct"] = False
+    if args.command == "signature":
+        keep = ("schema", "harness_version", "command", "status", "failure", "problem")
+        return _clean({k: out[k] for k in keep if k in out})
     out["timings_ms"] = ctx.timings
     return _clean(out)
 
