@@ -262,7 +262,7 @@ def _device_outputs(device, result):
     return result
 
 
-def _verify(problem, device, kernel, kernel_path, seeds, first_inputs, cache, out):
+def _verify(problem, device, kernel, seeds, first_inputs, cache, out):
     """Run every seed; returns the first simulator result (reused by evaluate) or None.
 
     first_inputs: the already generated inputs of seeds[0].
@@ -275,7 +275,7 @@ def _verify(problem, device, kernel, kernel_path, seeds, first_inputs, cache, ou
         inputs = first_inputs if i == 0 else problem.make_inputs(seed)
         # The kernel runs first: a kernel that fails to compile or run never pays for the
         # (possibly expensive) reference. The reference gets its own copies of the inputs.
-        result = device.run(kernel, inputs, kernel_path, grid=problem.grid, numerics=True,
+        result = device.run(kernel, inputs, grid=problem.grid, numerics=True,
                             input_dtypes=problem.input_dtypes)
         ref = _reference(problem, inputs, seed, cache)
         outs, names = _device_outputs(device, result)
@@ -292,10 +292,10 @@ def _verify(problem, device, kernel, kernel_path, seeds, first_inputs, cache, ou
     return first
 
 
-def _benchmark(args, problem, device, kernel, kernel_path, inputs, sim_result, out):
+def _benchmark(args, problem, device, kernel, inputs, sim_result, out):
     if _is_sim(device):
         if sim_result is None:
-            sim_result = device.run(kernel, inputs, kernel_path, grid=problem.grid,
+            sim_result = device.run(kernel, inputs, grid=problem.grid,
                                     numerics=False, input_dtypes=problem.input_dtypes)
         lat = device.latency_us(sim_result)
         out["benchmark"] = {
@@ -316,10 +316,10 @@ def _benchmark(args, problem, device, kernel, kernel_path, inputs, sim_result, o
     return None
 
 
-def _profile(args, problem, device, kernel, kernel_path, inputs, sim_result, target, out):
+def _profile(args, problem, device, kernel, inputs, sim_result, target, out):
     if _is_sim(device):
         if sim_result is None:
-            sim_result = device.run(kernel, inputs, kernel_path, grid=problem.grid,
+            sim_result = device.run(kernel, inputs, grid=problem.grid,
                                     numerics=False, input_dtypes=problem.input_dtypes)
         out["profile"] = device.profile(sim_result)
         return
@@ -338,7 +338,6 @@ def _run_device(args, out, ctx):
     except ImportError:
         raise HarnessFailure("unavailable", "device %r needs numpy: python module 'numpy' not "
                              "importable by %s" % (args.device, sys.executable))
-    from harnesslib.kernel import load_kernel_module, select_kernel  # noqa: PLC0415
     from harnesslib.problem import describe_inputs, load_problem, signature  # noqa: PLC0415
     from harnesslib.refcache import RefCache, default_dir  # noqa: PLC0415
 
@@ -358,13 +357,11 @@ def _run_device(args, out, ctx):
     os.makedirs(workdir, exist_ok=True)
     device = _make_device(args, target, workdir)
     kernel_path = os.path.abspath(args.kernel)
-    device.prepare()
-    module = load_kernel_module(kernel_path, device.compile_error_types())
     seeds = list(args.seeds or problem.seeds)
     first_inputs = problem.make_inputs(seeds[0])
-    name, kernel = select_kernel(module, kernel_path, list(first_inputs),
-                                 explicit=args.kernel_name, problem_name=problem.kernel_name)
-    out["kernel"] = {"name": name, "file": kernel_path}
+    kernel = device.load_kernel(kernel_path, list(first_inputs), args.kernel_name,
+                                problem.kernel_name)
+    out["kernel"] = {"name": kernel.name, "file": kernel_path}
     out["problem"] = {"file": problem.path, "seeds": seeds,
                       "signature": signature(first_inputs, problem.input_dtypes),
                       "inputs": describe_inputs(first_inputs, problem.input_dtypes)}
@@ -376,17 +373,15 @@ def _run_device(args, out, ctx):
     sim_result = None
     if args.command in ("verify", "evaluate"):
         ctx.enter("verify")
-        sim_result = _verify(problem, device, kernel, kernel_path, seeds, first_inputs, cache,
-                             out)
+        sim_result = _verify(problem, device, kernel, seeds, first_inputs, cache, out)
         ctx.leave()
     if args.command in ("benchmark", "evaluate"):
         ctx.enter("benchmark")
-        sim_result = _benchmark(args, problem, device, kernel, kernel_path, first_inputs,
-                                sim_result, out)
+        sim_result = _benchmark(args, problem, device, kernel, first_inputs, sim_result, out)
         ctx.leave()
     if args.command in ("profile", "evaluate"):
         ctx.enter("profile")
-        _profile(args, problem, device, kernel, kernel_path, first_inputs, sim_result, target, out)
+        _profile(args, problem, device, kernel, first_inputs, sim_result, target, out)
         ctx.leave()
 
 

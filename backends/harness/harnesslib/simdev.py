@@ -64,8 +64,16 @@ class SimDevice:
     def compile_error_types(self):
         return (self.nkisim.NkiCompileError,)
 
-    def run(self, kernel, inputs, kernel_path, grid=None, numerics=True, input_dtypes=None):
+    def load_kernel(self, kernel_path, input_names, explicit_name=None, problem_kernel_name=None):
+        """Activate the simulator, import the kernel file and select the kernel: a KernelHandle."""
+        from harnesslib.kernel import load_in_process  # noqa: PLC0415
+        self.prepare()
+        return load_in_process(kernel_path, input_names, explicit_name, problem_kernel_name,
+                               self.compile_error_types())
+
+    def run(self, handle, inputs, grid=None, numerics=True, input_dtypes=None):
         """Simulate one call; returns the simulator result. Failures become HarnessFailure."""
+        kernel, kernel_path = handle.fn, handle.path
         kwargs = {"target": self.target, "grid": grid}
         if "numerics" in self._params:
             kwargs["numerics"] = numerics
