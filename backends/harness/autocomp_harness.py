@@ -8,7 +8,6 @@ printed. Usable in-process through `run(argv) -> dict`.
 import argparse
 import contextlib
 import hashlib
-import json
 import math
 import os
 import signal
@@ -20,7 +19,7 @@ HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
 if HARNESS_DIR not in sys.path:
     sys.path.insert(0, HARNESS_DIR)
 
-from harnesslib import stats  # noqa: E402
+from harnesslib import emit, stats  # noqa: E402
 from harnesslib.failures import KINDS, HarnessFailure, HarnessTimeout  # noqa: E402
 
 SCHEMA = "autocomp-harness/1"
@@ -359,6 +358,11 @@ def _run_device(args, out, ctx):
     kernel_path = os.path.abspath(args.kernel)
     seeds = list(args.seeds or problem.seeds)
     first_inputs = problem.make_inputs(seeds[0])
+    from harnesslib import scan  # noqa: PLC0415
+    findings = scan.scan_file(kernel_path)
+    if findings:
+        raise HarnessFailure("forbidden_access", scan.refusal_message(findings),
+                             line=findings[0].line)
     kernel = device.load_kernel(kernel_path, list(first_inputs), args.kernel_name,
                                 problem.kernel_name)
     out["kernel"] = {"name": kernel.name, "file": kernel_path}
@@ -462,23 +466,29 @@ def run(argv):
 
 
 def main(argv=None):
-    """Entry point: fd 1 is pointed at stderr while working; the JSON goes to the real stdout."""
+    """Entry point: the real stdout is moved to a private descriptor before any kernel or
+    problem code runs (fd 1 points at stderr meanwhile); the result line is encoded without
+    `json` and written there; then the process ends with os._exit, so a thread the kernel left
+    running can neither write after the result nor keep the process alive."""
     argv = sys.argv[1:] if argv is None else argv
     sys.stdout.flush()
-    real_stdout = os.dup(1)
-    os.dup2(2, 1)
+    channel = emit.ResultChannel().open()
     try:
         result = run(argv)
-    finally:
+    except BaseException as e:  # run() returns values; this is the last resort
+        result = {"schema": SCHEMA, "harness_version": HARNESS_BASE_VERSION, "status": "failed",
+                  "command": argv[0] if argv else None, "failure": {
+                      "kind": "harness_error", "stage": "load", "line": None,
+                      "message": "internal error: %s: %s" % (type(e).__name__, e)}}
+    try:
         sys.stdout.flush()
         sys.stderr.flush()
-        os.dup2(real_stdout, 1)
-        os.close(real_stdout)
-    line = json.dumps(result, separators=(",", ":"), allow_nan=False)
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    except Exception:
+        pass
+    channel.write_line(result)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
+    os._exit(0)
