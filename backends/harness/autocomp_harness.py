@@ -8,7 +8,6 @@ printed. Usable in-process through `run(argv) -> dict`.
 import argparse
 import contextlib
 import hashlib
-import json
 import math
 import os
 import signal
@@ -20,14 +19,14 @@ HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
 if HARNESS_DIR not in sys.path:
     sys.path.insert(0, HARNESS_DIR)
 
-from harnesslib import stats  # noqa: E402
+from harnesslib import emit, stats  # noqa: E402
 from harnesslib.failures import KINDS, HarnessFailure, HarnessTimeout  # noqa: E402
 
 SCHEMA = "autocomp-harness/1"
 # The one place the harness version lives. Bump on any change to harness behaviour or output.
 HARNESS_BASE_VERSION = "1.1.0"
 
-COMMANDS = ("verify", "benchmark", "profile", "evaluate", "version")
+COMMANDS = ("verify", "benchmark", "profile", "evaluate", "version", "signature")
 TARGETS = ("trn1", "trn2")
 DEVICES = ("sim", "neuron", "fake")
 
@@ -262,7 +261,7 @@ def _device_outputs(device, result):
     return result
 
 
-def _verify(problem, device, kernel, kernel_path, seeds, first_inputs, cache, out):
+def _verify(problem, device, kernel, seeds, first_inputs, cache, out):
     """Run every seed; returns the first simulator result (reused by evaluate) or None.
 
     first_inputs: the already generated inputs of seeds[0].
@@ -275,7 +274,7 @@ def _verify(problem, device, kernel, kernel_path, seeds, first_inputs, cache, ou
         inputs = first_inputs if i == 0 else problem.make_inputs(seed)
         # The kernel runs first: a kernel that fails to compile or run never pays for the
         # (possibly expensive) reference. The reference gets its own copies of the inputs.
-        result = device.run(kernel, inputs, kernel_path, grid=problem.grid, numerics=True,
+        result = device.run(kernel, inputs, grid=problem.grid, numerics=True,
                             input_dtypes=problem.input_dtypes)
         ref = _reference(problem, inputs, seed, cache)
         outs, names = _device_outputs(device, result)
@@ -292,10 +291,10 @@ def _verify(problem, device, kernel, kernel_path, seeds, first_inputs, cache, ou
     return first
 
 
-def _benchmark(args, problem, device, kernel, kernel_path, inputs, sim_result, out):
+def _benchmark(args, problem, device, kernel, inputs, sim_result, out):
     if _is_sim(device):
         if sim_result is None:
-            sim_result = device.run(kernel, inputs, kernel_path, grid=problem.grid,
+            sim_result = device.run(kernel, inputs, grid=problem.grid,
                                     numerics=False, input_dtypes=problem.input_dtypes)
         lat = device.latency_us(sim_result)
         out["benchmark"] = {
@@ -316,10 +315,10 @@ def _benchmark(args, problem, device, kernel, kernel_path, inputs, sim_result, o
     return None
 
 
-def _profile(args, problem, device, kernel, kernel_path, inputs, sim_result, target, out):
+def _profile(args, problem, device, kernel, inputs, sim_result, target, out):
     if _is_sim(device):
         if sim_result is None:
-            sim_result = device.run(kernel, inputs, kernel_path, grid=problem.grid,
+            sim_result = device.run(kernel, inputs, grid=problem.grid,
                                     numerics=False, input_dtypes=problem.input_dtypes)
         out["profile"] = device.profile(sim_result)
         return
@@ -338,8 +337,7 @@ def _run_device(args, out, ctx):
     except ImportError:
         raise HarnessFailure("unavailable", "device %r needs numpy: python module 'numpy' not "
                              "importable by %s" % (args.device, sys.executable))
-    from harnesslib.kernel import load_kernel_module, select_kernel  # noqa: PLC0415
-    from harnesslib.problem import load_problem  # noqa: PLC0415
+    from harnesslib.problem import describe_inputs, load_problem, signature  # noqa: PLC0415
     from harnesslib.refcache import RefCache, default_dir  # noqa: PLC0415
 
     ctx.enter("load")
@@ -358,16 +356,19 @@ def _run_device(args, out, ctx):
     os.makedirs(workdir, exist_ok=True)
     device = _make_device(args, target, workdir)
     kernel_path = os.path.abspath(args.kernel)
-    device.prepare()
-    module = load_kernel_module(kernel_path, device.compile_error_types())
     seeds = list(args.seeds or problem.seeds)
     first_inputs = problem.make_inputs(seeds[0])
-    name, kernel = select_kernel(module, kernel_path, list(first_inputs),
-                                 explicit=args.kernel_name, problem_name=problem.kernel_name)
-    out["kernel"] = {"name": name, "file": kernel_path}
-    out["problem"] = {"file": problem.path, "seeds": seeds, "inputs": {
-        k: {"shape": list(v.shape), "dtype": problem.input_dtypes.get(k, v.dtype.name)}
-        for k, v in first_inputs.items()}}
+    from harnesslib import scan  # noqa: PLC0415
+    findings = scan.scan_file(kernel_path)
+    if findings:
+        raise HarnessFailure("forbidden_access", scan.refusal_message(findings),
+                             line=findings[0].line)
+    kernel = device.load_kernel(kernel_path, list(first_inputs), args.kernel_name,
+                                problem.kernel_name)
+    out["kernel"] = {"name": kernel.name, "file": kernel_path}
+    out["problem"] = {"file": problem.path, "seeds": seeds,
+                      "signature": signature(first_inputs, problem.input_dtypes),
+                      "inputs": describe_inputs(first_inputs, problem.input_dtypes)}
     if hasattr(device, "namespace"):
         out["kernel"]["namespace"] = device.namespace
     cache = RefCache(None if args.no_ref_cache else (args.ref_cache or default_dir()))
@@ -376,18 +377,36 @@ def _run_device(args, out, ctx):
     sim_result = None
     if args.command in ("verify", "evaluate"):
         ctx.enter("verify")
-        sim_result = _verify(problem, device, kernel, kernel_path, seeds, first_inputs, cache,
-                             out)
+        sim_result = _verify(problem, device, kernel, seeds, first_inputs, cache, out)
         ctx.leave()
     if args.command in ("benchmark", "evaluate"):
         ctx.enter("benchmark")
-        sim_result = _benchmark(args, problem, device, kernel, kernel_path, first_inputs,
-                                sim_result, out)
+        sim_result = _benchmark(args, problem, device, kernel, first_inputs, sim_result, out)
         ctx.leave()
     if args.command in ("profile", "evaluate"):
         ctx.enter("profile")
-        _profile(args, problem, device, kernel, kernel_path, first_inputs, sim_result, target, out)
+        _profile(args, problem, device, kernel, first_inputs, sim_result, target, out)
         ctx.leave()
+
+
+def _run_signature(args, out, ctx):
+    """The `signature` command: only the problem's inputs(first seed), no kernel, no reference."""
+    ctx.enter("load")
+    try:
+        import numpy  # noqa: F401,PLC0415
+    except ImportError:
+        raise HarnessFailure("unavailable", "the signature command needs numpy: python module "
+                             "'numpy' not importable by %s" % sys.executable)
+    from harnesslib.problem import describe_inputs, load_problem, signature  # noqa: PLC0415
+    if not args.problem:
+        raise HarnessFailure("harness_error", "--problem is required for signature")
+    problem = load_problem(args.problem)
+    seeds = list(args.seeds or problem.seeds)
+    inputs = problem.make_inputs(seeds[0])
+    out["problem"] = {"file": problem.path,
+                      "signature": signature(inputs, problem.input_dtypes),
+                      "inputs": describe_inputs(inputs, problem.input_dtypes)}
+    ctx.leave()
 
 
 def run(argv):
@@ -410,7 +429,9 @@ def run(argv):
     try:
         with contextlib.redirect_stdout(sys.stderr), _alarm(args.timeout):
             out["harness_version"] = harness_version(args.device)
-            if args.device == "fake":
+            if args.command == "signature":
+                _run_signature(args, out, ctx)
+            elif args.device == "fake":
                 _run_fake(args, out, ctx)
             else:
                 _run_device(args, out, ctx)
@@ -437,28 +458,37 @@ def run(argv):
                           "message": "internal error: %s" % describe_exception(e), "line": None}
     if out.get("verify") and out["status"] == "failed":
         out["verify"]["correct"] = False
+    if args.command == "signature":
+        keep = ("schema", "harness_version", "command", "status", "failure", "problem")
+        return _clean({k: out[k] for k in keep if k in out})
     out["timings_ms"] = ctx.timings
     return _clean(out)
 
 
 def main(argv=None):
-    """Entry point: fd 1 is pointed at stderr while working; the JSON goes to the real stdout."""
+    """Entry point: the real stdout is moved to a private descriptor before any kernel or
+    problem code runs (fd 1 points at stderr meanwhile); the result line is encoded without
+    `json` and written there; then the process ends with os._exit, so a thread the kernel left
+    running can neither write after the result nor keep the process alive."""
     argv = sys.argv[1:] if argv is None else argv
     sys.stdout.flush()
-    real_stdout = os.dup(1)
-    os.dup2(2, 1)
+    channel = emit.ResultChannel().open()
     try:
         result = run(argv)
-    finally:
+    except BaseException as e:  # run() returns values; this is the last resort
+        result = {"schema": SCHEMA, "harness_version": HARNESS_BASE_VERSION, "status": "failed",
+                  "command": argv[0] if argv else None, "failure": {
+                      "kind": "harness_error", "stage": "load", "line": None,
+                      "message": "internal error: %s: %s" % (type(e).__name__, e)}}
+    try:
         sys.stdout.flush()
         sys.stderr.flush()
-        os.dup2(real_stdout, 1)
-        os.close(real_stdout)
-    line = json.dumps(result, separators=(",", ":"), allow_nan=False)
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    except Exception:
+        pass
+    channel.write_line(result)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
+    os._exit(0)

@@ -109,6 +109,31 @@ def _sig(fn):
         return "(?)"
 
 
+class KernelHandle:
+    """A loaded and selected kernel as a device hands it back from `load_kernel`.
+
+    name: the selected function's name; path: the kernel file; fn: the callable when the kernel
+    lives in the harness process (a device that loads it elsewhere may leave it None and keep
+    its own reference in `ref`)."""
+
+    def __init__(self, name, path, fn=None, ref=None):
+        self.name = name
+        self.path = path
+        self.fn = fn
+        self.ref = ref
+
+    def __repr__(self):
+        return "KernelHandle(%s in %s)" % (self.name, self.path)
+
+
+def load_in_process(path, input_names, explicit=None, problem_name=None, error_types=()):
+    """Import the kernel file in this process and select the kernel: a KernelHandle."""
+    module = load_kernel_module(path, error_types)
+    name, fn = select_kernel(module, path, list(input_names), explicit=explicit,
+                             problem_name=problem_name)
+    return KernelHandle(name, path, fn)
+
+
 def load_kernel_module(path, error_types=()):
     """Import the kernel file; import-time failures become compile_error with the line.
 

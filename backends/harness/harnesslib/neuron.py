@@ -352,11 +352,19 @@ class NeuronDevice:
     def compile_error_types(self):
         return ()
 
+    def load_kernel(self, kernel_path, input_names, explicit_name=None, problem_kernel_name=None):
+        """Import the SDK, then the kernel file, and select the kernel: a KernelHandle."""
+        from harnesslib.kernel import load_in_process  # noqa: PLC0415
+        self.prepare()
+        return load_in_process(kernel_path, input_names, explicit_name, problem_kernel_name,
+                               self.compile_error_types())
+
     def _launch(self, kernel, grid):
         return kernel[grid] if grid else kernel
 
-    def run(self, kernel, inputs, kernel_path, grid=None, numerics=True, input_dtypes=None):
+    def run(self, handle, inputs, grid=None, numerics=True, input_dtypes=None):
         """Compile and run once on the device; returns (outputs, dtype names)."""
+        kernel, kernel_path = handle.fn, handle.path
         args = {k: _to_device_array(v, (input_dtypes or {}).get(k)) for k, v in inputs.items()}
         try:
             if self.namespace == "nki":
@@ -419,8 +427,9 @@ class NeuronDevice:
                                  % (code, (err or out)[-800:]))
         return ntff
 
-    def benchmark_samples(self, kernel, inputs, warmup, iters, grid=None, input_dtypes=None):
+    def benchmark_samples(self, handle, inputs, warmup, iters, grid=None, input_dtypes=None):
         """One measurement: list of per-execution latencies in microseconds."""
+        kernel = getattr(handle, "fn", None)
         if self.namespace == "nki":
             ntff = self._capture(inputs, input_dtypes, warmup + iters, 1, "bench")
             return [self._view_total_time(ntff_for_exec(ntff, k))
@@ -432,8 +441,9 @@ class NeuronDevice:
         # nki.benchmark exposes percentiles only; they stand in for the sample list.
         return [float(lat.get_latency_percentile(p)) for p in (0, 50, 100)]
 
-    def profile_metrics(self, kernel, inputs, grid=None, input_dtypes=None):
+    def profile_metrics(self, handle, inputs, grid=None, input_dtypes=None):
         """Summary metrics of the second execution (the first carries start-up cost)."""
+        kernel = getattr(handle, "fn", None)
         if self.namespace == "nki":
             ntff = self._capture(inputs, input_dtypes, 2, 2, "profile")
             path = ntff_for_exec(ntff, 2)

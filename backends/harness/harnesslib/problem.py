@@ -1,7 +1,8 @@
 """Loading and validating a problem file (design.md §5.1).
 
 Contract of a problem file (a Python module):
-  inputs(seed) -> dict[str, np.ndarray]   named as the kernel's parameters
+  inputs(seed) -> dict[str, np.ndarray | int | float | bool]   named as the kernel's
+                    parameters; Python scalars are bound as kernel arguments as they are
   reference(**inputs) -> ndarray | tuple  expected outputs, computed in float32/float64
 optional:
   RTOL, ATOL        float, or a sequence with one value per output, overriding dtype defaults
@@ -17,6 +18,7 @@ Any error while importing or calling these is a `problem_error`.
 """
 import hashlib
 import importlib.util
+import math
 import os
 import sys
 
@@ -70,7 +72,8 @@ class Problem:
             self.source_sha256 = hashlib.sha256(f.read()).hexdigest()
 
     def make_inputs(self, seed):
-        """inputs(seed) checked to be a dict of numpy arrays; problem_error otherwise."""
+        """inputs(seed) checked to be a dict of numpy arrays and Python scalars (numpy scalars
+        become Python ones); problem_error otherwise."""
         try:
             value = self.inputs_fn(seed)
         except Exception as e:
@@ -83,15 +86,20 @@ class Problem:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise HarnessFailure("problem_error", "inputs(%d): key %r is not a string" % (seed, k))
-            if not isinstance(v, np.ndarray):
-                raise HarnessFailure("problem_error", "inputs(%d)[%r] is %s, not a numpy array"
-                                     % (seed, k, type(v).__name__))
+            if isinstance(v, np.generic) and not isinstance(v, np.ndarray):
+                v = v.item()
+            if not isinstance(v, (np.ndarray, bool, int, float)):
+                raise HarnessFailure("problem_error", "inputs(%d)[%r] is %s, not a numpy array "
+                                     "or a Python int/float/bool" % (seed, k, type(v).__name__))
+            if isinstance(v, float) and not math.isfinite(v):
+                raise HarnessFailure("problem_error", "inputs(%d)[%r] is %r: scalar inputs must "
+                                     "be finite" % (seed, k, v))
             out[k] = v
         return out
 
     def make_reference(self, inputs, seed):
         """reference(**inputs) as a tuple of numpy arrays; problem_error otherwise."""
-        copies = {k: v.copy() for k, v in inputs.items()}
+        copies = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
         try:
             value = self.reference_fn(**copies)
         except Exception as e:
@@ -109,6 +117,49 @@ class Problem:
                     raise HarnessFailure("problem_error", "reference output %d is not an array" % i)
             out.append(v)
         return tuple(out)
+
+
+def is_array(value):
+    return isinstance(value, np.ndarray)
+
+
+def input_dtype(name, value, input_dtypes):
+    """NKI dtype name of an input: INPUT_DTYPES first, else numpy's name; 'int'/'float'/'bool'
+    for Python scalars."""
+    if is_array(value):
+        return str((input_dtypes or {}).get(name, value.dtype.name))
+    return type(value).__name__
+
+
+def describe_inputs(inputs, input_dtypes=None):
+    """{name: {"shape", "dtype"}} for arrays, {name: {"dtype", "value"}} for scalars."""
+    out = {}
+    for k, v in inputs.items():
+        if is_array(v):
+            out[k] = {"shape": [int(d) for d in v.shape], "dtype": input_dtype(k, v, input_dtypes)}
+        else:
+            out[k] = {"dtype": input_dtype(k, v, input_dtypes), "value": v}
+    return out
+
+
+def _scalar_text(value):
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return repr(value)
+
+
+def signature(inputs, input_dtypes=None):
+    """Canonical input signature: `name:dtype[d0,d1];...` sorted by name; scalars as
+    `name:int=3` / `name:float=0.5` / `name:bool=True`. Part of every evaluation's cache key."""
+    parts = []
+    for k in sorted(inputs):
+        v = inputs[k]
+        dtype = input_dtype(k, v, input_dtypes)
+        if is_array(v):
+            parts.append("%s:%s[%s]" % (k, dtype, ",".join(str(int(d)) for d in v.shape)))
+        else:
+            parts.append("%s:%s=%s" % (k, dtype, _scalar_text(v)))
+    return ";".join(parts)
 
 
 def load_problem(path):

@@ -1,8 +1,9 @@
 """Device `sim`: the nkisim CPU simulator (backends/nkisim, next to this harness).
 
 The simulator is imported from the folder beside the harness folder (same layout locally and
-in the bundle uploaded to a remote host) and activated before the kernel file is imported, so
-`import nki...` and `import neuronxcc.nki...` resolve to it.
+in the bundle uploaded to a remote host). Kernel files are imported only in a child process
+(nkisim/sandbox.py), where `import nki...` and `import neuronxcc.nki...` resolve to proxies of
+the simulator; this process replays the recorded trace (nkisim/replay.py).
 """
 import json
 import os
@@ -43,25 +44,34 @@ def nkisim_version():
         return None
 
 
-class SimHandle:
-    """A kernel loaded for the simulator: where it is and how to choose it. Its traces
-    (one per input signature) are recorded in a child process on first use."""
+class _Session:
+    """The simulator's side of a KernelHandle: the child that loaded the kernel (until it
+    records) and the traces recorded so far, one per input signature."""
 
-    def __init__(self, kernel_path, kernel_name=None, problem_kernel=None):
-        self.kernel_path = os.path.abspath(kernel_path)
-        self.kernel_name = kernel_name
-        self.problem_kernel = problem_kernel
+    def __init__(self, config, process):
+        self.config = config
+        self.process = process
         self.traces = {}
-        self.name = None
+
+
+def _child_failure(ans):
+    kind = ans.get("kind")
+    if kind not in ("compile_error", "runtime_error", "forbidden_access", "timeout",
+                    "harness_error"):
+        kind = "runtime_error"
+    line = ans.get("line")
+    return HarnessFailure(kind, str(ans.get("message"))[:2000],
+                          line=line if type(line) is int and line > 0 else None)
 
 
 class SimDevice:
     """Runs kernels on nkisim; one instance per harness run.
 
-    The kernel never runs in this process: `load_kernel` names it, and `run` has a child
-    process record its NKI API calls on shape/dtype placeholders (no input data exists
-    there), then replays that trace here on the real inputs. Outputs, latency and profile
-    come from this process's replay only (nkisim MODEL.md, "Provenance").
+    The kernel never runs in this process: `load_kernel` starts a child process that imports
+    and selects it, and `run` has that child record the kernel's NKI API calls on shape/dtype
+    placeholders (no input data exists there), then replays the trace here on the real
+    inputs, once per seed. Outputs, latency and profile come from this process's replay
+    only (nkisim MODEL.md, "Provenance").
     """
 
     name = "sim"
@@ -69,7 +79,6 @@ class SimDevice:
     def __init__(self, target):
         self.nkisim = import_nkisim()
         self.target = target
-        self._handles = {}
 
     def prepare(self):
         """Install the simulated NKI modules (for callers that import a kernel file here)."""
@@ -78,68 +87,54 @@ class SimDevice:
     def compile_error_types(self):
         return (self.nkisim.NkiCompileError,)
 
-    def load_kernel(self, kernel_path, kernel_name=None, problem_kernel=None):
-        """A handle for `run`; nothing of the kernel file is executed in this process."""
-        if not os.path.isfile(kernel_path):
+    def load_kernel(self, kernel_path, input_names, explicit_name=None, problem_kernel_name=None):
+        """Start the kernel's process, which imports the file and selects the kernel: a
+        KernelHandle. Nothing of the kernel file runs in this process."""
+        from harnesslib.kernel import KernelHandle  # noqa: PLC0415
+        from nkisim import sandbox  # noqa: PLC0415
+        path = os.path.abspath(kernel_path)
+        if not os.path.isfile(path):
             raise HarnessFailure("harness_error", "kernel file not found: %s" % kernel_path)
-        return SimHandle(kernel_path, kernel_name, problem_kernel)
+        config = {"kernel_path": path, "harness_dir": HARNESS_DIR, "target": self.target,
+                  "input_names": list(input_names), "kernel_name": explicit_name,
+                  "problem_kernel": problem_kernel_name}
+        proc = sandbox.KernelProcess(config)
+        ans = proc.loaded()
+        if not ans.get("ok"):
+            raise _child_failure(ans)
+        name = ans.get("kernel_name")
+        if type(name) is not str or not name.isidentifier():
+            proc.close()
+            raise HarnessFailure("runtime_error", "the kernel process named no kernel")
+        return KernelHandle(name, path, fn=None, ref=_Session(config, proc))
 
-    def _legacy_handle(self, kernel, kernel_path):
-        """Handle for a kernel object already imported by the caller: its module attribute
-        name, so the child selects the same kernel."""
-        key = (id(kernel), kernel_path)
-        hit = self._handles.get(key)
-        if hit is not None:
-            return hit[0]
-        name = None
-        for mod in list(sys.modules.values()):
-            f = getattr(mod, "__file__", None)
-            if not f or os.path.abspath(f) != os.path.abspath(kernel_path):
-                continue
-            for n, v in vars(mod).items():
-                if v is kernel and not n.startswith("__"):
-                    name = n
-                    break
-            if name:
-                break
-        if name is None:
-            name = getattr(kernel, "__name__", None)
-        h = SimHandle(kernel_path, kernel_name=name)
-        self._handles[key] = (h, kernel)
-        return h
+    def _trace(self, session, inputs, grid, input_dtypes):
+        from nkisim import boundary, sandbox  # noqa: PLC0415
+        request = {"inputs": _input_specs(inputs, boundary),
+                   "input_dtypes": dict(input_dtypes or {}), "grid": _grid_json(grid)}
+        key = json.dumps([request, self.target], sort_keys=True)
+        trace = session.traces.get(key)
+        if trace is not None:
+            return trace
+        proc = session.process
+        session.process = None
+        if proc is None:  # another input signature: a fresh process
+            proc = sandbox.KernelProcess(session.config)
+            ans = proc.loaded()
+            if not ans.get("ok"):
+                raise _child_failure(ans)
+        trace = proc.record(request)
+        if not trace.get("ok"):
+            raise _child_failure(trace)
+        session.traces[key] = trace
+        return trace
 
-    def run(self, kernel, inputs, kernel_path=None, grid=None, numerics=True,
-            input_dtypes=None):
-        """Simulate one call; returns the simulator result. Failures become HarnessFailure.
-
-        kernel: a handle from `load_kernel` (or a kernel object the caller imported)."""
-        if isinstance(kernel, SimHandle):
-            handle = kernel
-        else:
-            handle = self._legacy_handle(kernel, kernel_path)
-        path = handle.kernel_path
+    def run(self, handle, inputs, grid=None, numerics=True, input_dtypes=None):
+        """Simulate one call; returns the simulator result. Failures become HarnessFailure."""
+        path = handle.path
         nk = self.nkisim
-        from nkisim import boundary, replay, sandbox  # noqa: PLC0415
-        specs = _input_specs(inputs, boundary)
-        key = json.dumps([specs, grid, sorted((input_dtypes or {}).items()), self.target],
-                         sort_keys=True, default=str)
-        trace = handle.traces.get(key)
-        if trace is None:
-            trace = sandbox.record_trace({
-                "kernel_path": path, "harness_dir": HARNESS_DIR, "target": self.target,
-                "inputs": specs, "input_dtypes": dict(input_dtypes or {}),
-                "grid": _grid_json(grid), "kernel_name": handle.kernel_name,
-                "problem_kernel": handle.problem_kernel})
-            if not trace.get("ok"):
-                kind = trace.get("kind")
-                if kind not in ("compile_error", "runtime_error", "forbidden_access",
-                                "timeout", "harness_error"):
-                    kind = "runtime_error"
-                line = trace.get("line")
-                raise HarnessFailure(kind, str(trace.get("message"))[:2000],
-                                     line=line if type(line) is int else None)
-            handle.traces[key] = trace
-            handle.name = trace.get("kernel_name")
+        from nkisim import boundary, replay  # noqa: PLC0415
+        trace = self._trace(handle.ref, inputs, grid, input_dtypes)
         try:
             return replay.replay(trace, dict(inputs), target=self.target, grid=grid,
                                  numerics=numerics, input_dtypes=input_dtypes,

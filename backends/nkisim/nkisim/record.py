@@ -339,14 +339,28 @@ def _raw_ok(mname, name, obj):
     return False
 
 
-# ---- the child's main routine ---------------------------------------------------------------
-def record(config):
-    """Import and trace the kernel described by config; returns the answer dict."""
-    global _REC
-    import numpy as np  # noqa: F401
-    from . import constants as C
-    from .simulator import TensorSpec, _norm_grid, _spec_tensor, unwrap
+# ---- the child's main routines -------------------------------------------------------------
+class Loaded:
+    """A kernel imported (through proxy modules) and selected in this process."""
 
+    def __init__(self, rec, name, kernel, config):
+        self.rec = rec
+        self.name = name
+        self.kernel = kernel
+        self.config = config
+
+
+def _fail(e):
+    kind = ("forbidden_access" if isinstance(e, B.NkiForbiddenAccess) else
+            "runtime_error" if isinstance(e, E.NkiRuntimeError) else "compile_error")
+    line = e.line if e.line is not None else E.traceback_kernel_line(e.__traceback__)
+    return {"ok": False, "kind": kind, "message": e.message, "line": line}
+
+
+def load(config):
+    """Install proxy modules, import the kernel file, select the kernel. A `Loaded`, or a
+    failure answer dict."""
+    global _REC
     rec = Recorder()
     rec.static_cache = {}
     _REC = rec
@@ -357,29 +371,44 @@ def record(config):
     sys.path.insert(0, config["harness_dir"])
     from harnesslib.failures import HarnessFailure
     from harnesslib.kernel import load_kernel_module, select_kernel
-
-    specs = config["inputs"]
     try:
         module = load_kernel_module(path, (E.NkiError,))
-        kname, kernel = select_kernel(module, path, list(specs),
+        kname, kernel = select_kernel(module, path, list(config["input_names"]),
                                       explicit=config.get("kernel_name"),
                                       problem_name=config.get("problem_kernel"))
     except HarnessFailure as f:
-        return {"ok": False, "kind": f.kind, "message": f.message, "line": f.line}
-    fn, g = unwrap(kernel)
-    grid = config.get("grid")
+        kind = f.kind
+        cause = f.__context__
+        if isinstance(cause, B.NkiForbiddenAccess):
+            kind = "forbidden_access"
+        return {"ok": False, "kind": kind, "message": f.message, "line": f.line}
+    return Loaded(rec, kname, kernel, config)
+
+
+def trace(loaded, request):
+    """Run the loaded kernel on placeholders for `request["inputs"]`; the answer dict."""
+    from . import constants as C
+    from .simulator import TensorSpec, _norm_grid, _spec_tensor, unwrap
+
+    rec = loaded.rec
+    fn, g = unwrap(loaded.kernel)
+    grid = request.get("grid")
     if grid is None:
         grid = g
-    grid = _norm_grid(grid)
-    tgt = C.get_target(config["target"])
+    try:
+        grid = _norm_grid(grid)
+        tgt = C.get_target(loaded.config["target"])
+    except Exception as e:
+        return {"ok": False, "kind": "compile_error", "message": "%s: %s" % (type(e).__name__, e),
+                "line": None}
     sim = runtime.Sim(tgt, numerics=False)
     sim.grid = grid
     runtime.CUR = sim
     inputs = {}
     kwargs = {}
-    dts = config.get("input_dtypes") or {}
+    dts = request.get("input_dtypes") or {}
     try:
-        for name, s in specs.items():
+        for name, s in request["inputs"].items():
             if "shape" in s:
                 t = _spec_tensor(TensorSpec(s["shape"], s["dtype"]), dts.get(name))
                 enc, p = rec.bind_input(t)
@@ -399,10 +428,7 @@ def record(config):
             raise rec.error
         ret_enc = B.encode(ret, rec._ref)
     except E.NkiError as e:
-        kind = ("forbidden_access" if isinstance(e, B.NkiForbiddenAccess) else
-                "runtime_error" if isinstance(e, E.NkiRuntimeError) else "compile_error")
-        line = e.line if e.line is not None else E.traceback_kernel_line(e.__traceback__)
-        return {"ok": False, "kind": kind, "message": e.message, "line": line}
+        return _fail(e)
     except RecursionError as e:
         return {"ok": False, "kind": "runtime_error", "message": "RecursionError: %s" % e,
                 "line": E.traceback_kernel_line(e.__traceback__)}
@@ -411,5 +437,5 @@ def record(config):
                 "line": E.traceback_kernel_line(e.__traceback__)}
     finally:
         runtime.CUR = None
-    return {"ok": True, "format": B.TRACE_FORMAT, "kernel_name": kname, "grid": list(grid),
-            "inputs": inputs, "events": rec.events, "ret": ret_enc}
+    return {"ok": True, "format": B.TRACE_FORMAT, "kernel_name": loaded.name,
+            "grid": list(grid), "inputs": inputs, "events": rec.events, "ret": ret_enc}

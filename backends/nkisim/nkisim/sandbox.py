@@ -1,16 +1,17 @@
 """The kernel's own process: record a kernel's trace in a child, hand back only the trace.
 
-Parent side: `record_trace(config)` starts `python -I sandbox.py` with a minimal environment,
-stdin from /dev/null, stdout and stderr to a scratch file (never the caller's streams) and
-one dedicated pipe for the answer; it waits (bounded time and size), parses the answer as
-JSON (no pickle anywhere) and returns it. A child that dies, hangs, writes no answer or
-garbage gives a failure answer, never a trace.
+Parent side: `KernelProcess(config)` starts `python -I sandbox.py` with a minimal
+environment, stdin from /dev/null, stdout and stderr to a scratch file (never the caller's
+streams), one dedicated pipe for its answers and one for the request. `loaded()` waits for
+the import and kernel selection; `record(request)` sends the input specs and waits for the
+trace (bounded time and size). Answers are JSON (no pickle anywhere). A child that dies,
+hangs, writes no answer or garbage gives a failure answer, never a trace.
 
-Child side (this file run as a script): reads the config from argv, records the kernel with
-`record.record` and writes one JSON answer to the answer pipe.
+Child side (this file run as a script): `record.load(config)`, answer; read the request,
+`record.trace(...)`, answer; exit.
 
-config: kernel_path, harness_dir, target, inputs (name -> {"shape", "dtype"} or
-{"value": encoded}), input_dtypes, grid, kernel_name, problem_kernel.
+config: kernel_path, harness_dir, target, input_names, kernel_name, problem_kernel.
+request: inputs (name -> {"shape", "dtype"} or {"value": encoded}), input_dtypes, grid.
 """
 import json
 import os
@@ -29,73 +30,137 @@ def _failure(kind, message, line=None):
     return {"ok": False, "kind": kind, "message": message, "line": line}
 
 
-def record_trace(config, timeout=None):
-    """Run the recorder in a child process; returns its answer dict (trace or failure)."""
-    timeout = CHILD_TIMEOUT_S if timeout is None else timeout
-    rfd, wfd = os.pipe()
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
-           "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1", "NKISIM_ANSWER_FD": str(wfd)}
-    log = tempfile.TemporaryFile(prefix="nkisim-child-")
-    cmd = [sys.executable, "-I", os.path.abspath(__file__), json.dumps(config)]
-    try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                env=env, pass_fds=(wfd,), cwd=os.path.dirname(
-                                    config["kernel_path"]) or "/", close_fds=True)
-    except OSError as e:
-        os.close(rfd)
-        os.close(wfd)
-        log.close()
-        return _failure("runtime_error", "cannot start the kernel process: %s" % e)
-    os.close(wfd)
-    chunks = []
-    size = 0
-    deadline = time.monotonic() + timeout
-    answer = None
-    try:
-        while True:
+class KernelProcess:
+    """One child: it imports and selects the kernel at start, then records one trace.
+
+    Messages are single JSON lines: child -> parent on the answer pipe (first the load
+    answer, then the trace answer), parent -> child on the command pipe (the input specs)."""
+
+    def __init__(self, config, timeout=None):
+        self.timeout = CHILD_TIMEOUT_S if timeout is None else timeout
+        self.proc = None
+        self._buf = b""
+        self._size = 0
+        ans_r, ans_w = os.pipe()
+        cmd_r, cmd_w = os.pipe()
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+               "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
+               "OPENBLAS_NUM_THREADS": "1", "NKISIM_ANSWER_FD": str(ans_w),
+               "NKISIM_COMMAND_FD": str(cmd_r)}
+        self.log = tempfile.TemporaryFile(prefix="nkisim-child-")
+        cmd = [sys.executable, "-I", os.path.abspath(__file__), json.dumps(config)]
+        try:
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=env,
+                pass_fds=(ans_w, cmd_r), close_fds=True,
+                cwd=os.path.dirname(config["kernel_path"]) or "/")
+            self.start_error = None
+        except OSError as e:
+            self.start_error = "cannot start the kernel process: %s" % e
+        finally:
+            os.close(ans_w)
+            os.close(cmd_r)
+        self.ans = ans_r
+        self.cmd = cmd_w
+
+    def loaded(self):
+        """The load answer: {"ok": true, "kernel_name"} or a failure."""
+        if self.start_error:
+            self.close()
+            return _failure("runtime_error", self.start_error)
+        ans = self._message()
+        if not ans.get("ok"):
+            self.close()
+        return ans
+
+    def record(self, request):
+        """Send the input specs; the trace answer (the process is finished afterwards)."""
+        try:
+            if self.proc is None or self.proc.poll() is not None:
+                return _failure("runtime_error", "the kernel process is gone")
+            try:
+                os.write(self.cmd, (json.dumps(request) + "\n").encode("utf-8"))
+            except OSError as e:
+                return _failure("runtime_error", "the kernel process stopped listening: %s" % e)
+            return self._message(final=True)
+        finally:
+            self.close()
+
+    def _message(self, final=False):
+        deadline = time.monotonic() + self.timeout
+        while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
-                answer = _failure("timeout", "the kernel did not finish tracing within %gs"
-                                  % timeout)
-                break
-            ready, _, _ = select.select([rfd], [], [], min(left, 1.0))
+                return _failure("timeout", "the kernel did not finish tracing within %gs"
+                                % self.timeout)
+            ready, _, _ = select.select([self.ans], [], [], min(left, 1.0))
             if not ready:
-                if proc.poll() is not None and not _readable(rfd):
+                if self.proc.poll() is not None and not _readable(self.ans):
                     break
                 continue
-            b = os.read(rfd, 1 << 20)
+            b = os.read(self.ans, 1 << 20)
             if not b:
                 break
-            size += len(b)
-            if size > MAX_ANSWER_BYTES:
-                answer = _failure("runtime_error", "the kernel's trace exceeds %d bytes"
-                                  % MAX_ANSWER_BYTES)
-                break
-            chunks.append(b)
-    finally:
-        os.close(rfd)
-        if answer is None:
-            try:  # the answer is complete; the child is exiting
-                proc.wait(timeout=max(0.1, min(10.0, deadline - time.monotonic())))
-            except subprocess.TimeoutExpired:
-                pass
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        _forward_log(log)
-    if answer is not None:
+            self._size += len(b)
+            if self._size > MAX_ANSWER_BYTES:
+                return _failure("runtime_error", "the kernel's trace exceeds %d bytes"
+                                % MAX_ANSWER_BYTES)
+            self._buf += b
+        if b"\n" not in self._buf:
+            self._wait(deadline)
+            code = self.proc.poll()
+            return _failure("runtime_error", "the kernel process ended without an answer"
+                            + ("" if code in (0, None) else " (exit status %s)" % code))
+        line, self._buf = self._buf.split(b"\n", 1)
+        try:
+            answer = json.loads(line.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            return _failure("runtime_error", "the kernel process wrote no valid answer")
+        if type(answer) is not dict or type(answer.get("ok")) is not bool:
+            return _failure("runtime_error", "the kernel process wrote no valid answer")
         return answer
-    if proc.returncode != 0:
-        return _failure("runtime_error", "the kernel process exited with status %s"
-                        % proc.returncode)
-    try:
-        answer = json.loads(b"".join(chunks).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return _failure("runtime_error", "the kernel process wrote no valid answer")
-    if type(answer) is not dict or type(answer.get("ok")) is not bool:
-        return _failure("runtime_error", "the kernel process wrote no valid answer")
-    return answer
+
+    def _wait(self, deadline):
+        try:
+            self.proc.wait(timeout=max(0.1, min(10.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self):
+        """Stop the child (if still running) and release pipes; its prints go to stderr."""
+        for fd in ("ans", "cmd"):
+            v = getattr(self, fd, None)
+            if v is not None:
+                try:
+                    os.close(v)
+                except OSError:
+                    pass
+                setattr(self, fd, None)
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                try:
+                    self.proc.wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+            self.proc.wait()
+        if self.log is not None:
+            _forward_log(self.log)
+            self.log = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def record_trace(config, timeout=None):
+    """Load and record in one go (config holds the load fields and the request fields)."""
+    kp = KernelProcess(config, timeout)
+    ans = kp.loaded()
+    if not ans.get("ok"):
+        return ans
+    return kp.record({k: config.get(k) for k in ("inputs", "input_dtypes", "grid")})
 
 
 def _readable(fd):
@@ -118,22 +183,28 @@ def _forward_log(log):
 
 
 def _child_main():
-    fd = int(os.environ.get("NKISIM_ANSWER_FD", "-1"))
-    out = os.fdopen(fd, "w", encoding="utf-8")
-    os.environ.pop("NKISIM_ANSWER_FD", None)
+    out = os.fdopen(int(os.environ.pop("NKISIM_ANSWER_FD", "-1")), "w", encoding="utf-8")
+    cmd = os.fdopen(int(os.environ.pop("NKISIM_COMMAND_FD", "-1")), "r", encoding="utf-8")
+
+    def send(answer):
+        out.write(json.dumps(answer, separators=(",", ":"), allow_nan=False) + "\n")
+        out.flush()
+
     try:
         config = json.loads(sys.argv[1])
         if NKISIM_DIR not in sys.path:
             sys.path.insert(0, NKISIM_DIR)
         from nkisim import record  # noqa: PLC0415
-        answer = record.record(config)
+        state = record.load(config)
+        send(state if isinstance(state, dict) else {"ok": True, "kernel_name": state.name})
+        if not isinstance(state, dict):
+            line = cmd.readline()
+            if line:
+                send(record.trace(state, json.loads(line)))
     except SystemExit as e:
-        answer = _failure("runtime_error", "kernel code called exit(%s)" % (e.code,))
+        send(_failure("runtime_error", "kernel code called exit(%s)" % (e.code,)))
     except BaseException as e:  # noqa: BLE001 - every failure becomes an answer
-        answer = _failure("runtime_error", "%s: %s" % (type(e).__name__, e))
-    text = json.dumps(answer, separators=(",", ":"), allow_nan=False)
-    out.write(text)
-    out.flush()
+        send(_failure("runtime_error", "%s: %s" % (type(e).__name__, e)))
     out.close()
     os._exit(0)
 

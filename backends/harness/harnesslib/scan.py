@@ -1,0 +1,351 @@
+"""Static scan of a kernel file before it is imported, for every device.
+
+An NKI kernel describes instructions; it has no use for the interpreter's machinery, the host
+operating system, or the storage behind its tensors. Code that reaches for those is refused as
+`forbidden_access` with the rule and the line, before the file is imported, so it is never run
+and never timed. The rules (ids as they appear in failure messages):
+
+  import        only these modules may be imported: nki, neuronxcc, numpy, math, functools,
+                itertools, typing, dataclasses, enum, collections, abc, numbers, __future__
+                (so no inspect, gc, ctypes, sys, os, subprocess, signal, threading, json,
+                builtins, importlib, pathlib, io, pickle, nkisim, the harness ...); no relative
+                imports
+  private       a name, attribute or imported name beginning with `_` (`__dict__`, `__class__`,
+                `__subclasses__`, `__globals__`, `__closure__`, `__builtins__`, `_data`,
+                `object.__setattr__` ...) except `__init__`, `__name__`, `__doc__`,
+                `__qualname__`; format strings reaching such attributes (`"{0.__class__}"`)
+  builtin       eval, exec, compile, __import__, open, input, breakpoint, globals, locals,
+                vars, dir, setattr, delattr, memoryview; getattr/hasattr with a name that is
+                not a plain string constant
+  frame         interpreter frames and code objects: f_back, f_globals, f_locals, f_builtins,
+                f_code, gi_frame, cr_frame, ag_frame, tb_frame, tb_next, co_code, mro
+  internals     simulator internals through an NKI module (`nl.runtime`, `nl.core`, `nl.np`,
+                `nl.sys`, ...) and assignments to attributes of any imported module
+                (`nl.add = ...`, `np.copyto = ...`)
+  tensor-numpy  numpy applied to kernel tensors (a kernel parameter, or a name bound to an NKI
+                call's result) — `np.asarray(a)`, `np.copyto(out, ...)`, `a.data`, `a.tolist()`;
+                shape math stays legal (`np.prod(a.shape)`, `np.float32(1e-5)`, `np.sqrt(d)`
+                of a Python number); parameters annotated int/float/bool or with a numeric
+                default are not tensors
+  forged-result string constants naming the harness schema (`autocomp-harness/`)
+
+Code under `if __name__ == "__main__":` never runs in the harness and is not scanned.
+"""
+import ast
+import re
+
+ALLOWED_IMPORTS = frozenset((
+    "nki", "neuronxcc", "numpy", "math", "functools", "itertools", "typing", "dataclasses",
+    "enum", "collections", "abc", "numbers", "__future__",
+))
+ALLOWED_DUNDERS = frozenset(("__init__", "__name__", "__doc__", "__qualname__"))
+FORBIDDEN_BUILTINS = frozenset((
+    "eval", "exec", "compile", "__import__", "open", "input", "breakpoint", "globals", "locals",
+    "vars", "dir", "setattr", "delattr", "memoryview",
+))
+NAMED_ATTR_BUILTINS = frozenset(("getattr", "hasattr"))
+FRAME_ATTRS = frozenset((
+    "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "gi_frame", "gi_code", "cr_frame",
+    "cr_code", "ag_frame", "tb_frame", "tb_next", "co_code", "co_consts", "mro",
+))
+SIM_INTERNALS = frozenset((
+    "runtime", "core", "np", "numpy", "sys", "os", "C", "D", "O", "E", "contextlib", "math",
+    "simulator", "buffers", "timing", "ops", "frontend", "activate", "errors", "dtypes",
+    "constants", "builtins", "nkisim",
+))
+TENSOR_DATA_ATTRS = frozenset((
+    "data", "base", "ctypes", "flat", "tobytes", "tolist", "numpy", "item", "itemset",
+    "setflags", "tofile", "dump", "dumps",
+))
+SHAPE_ATTRS = frozenset(("shape", "dtype", "ndim", "size", "itemsize", "buffer", "name"))
+SCALAR_ANNOTATIONS = frozenset(("int", "float", "bool", "str"))
+SCHEMA_MARK = "autocomp-harness/"
+_FORMAT_PRIVATE = re.compile(r"\{[^{}]*\.\s*_")
+
+
+class Finding:
+    """One refused construct: rule id, line and a short reason."""
+
+    def __init__(self, rule, line, reason):
+        self.rule = rule
+        self.line = line
+        self.reason = reason
+
+    def __repr__(self):
+        return "Finding(%s, line %s: %s)" % (self.rule, self.line, self.reason)
+
+    def text(self):
+        return "rule %s, line %s: %s" % (self.rule, self.line, self.reason)
+
+
+def _top(module_name):
+    return (module_name or "").split(".")[0]
+
+
+def _is_main_guard(node):
+    """`if __name__ == "__main__":`"""
+    t = node.test
+    return (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name)
+            and t.left.id == "__name__" and len(t.comparators) == 1
+            and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__")
+
+
+def _root_name(node):
+    """The Name at the root of an attribute/subscript/call chain, or None."""
+    while True:
+        if isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        else:
+            break
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _names_outside_shape(node):
+    """Names used in an expression, except under `.shape`/`.dtype`/... (shape math)."""
+    out = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Attribute) and n.attr in SHAPE_ATTRS:
+            continue
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len":
+            continue
+        if isinstance(n, ast.Name):
+            out.append(n.id)
+        stack.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _is_scalar_param(arg, default):
+    ann = arg.annotation
+    if isinstance(ann, ast.Name) and ann.id in SCALAR_ANNOTATIONS:
+        return True
+    if isinstance(default, ast.Constant) and (default.value is None
+                                              or isinstance(default.value, (bool, int, float, str))):
+        return True
+    return False
+
+
+class _Scanner(ast.NodeVisitor):
+    def __init__(self):
+        self.findings = []
+        self.numpy_modules = set()   # names bound to numpy (np)
+        self.numpy_funcs = set()     # names imported from numpy (from numpy import asarray)
+        self.nki_modules = set()     # names bound to nki / neuronxcc modules or their members
+        self.module_names = set()    # every name bound by an import
+        self.tensors = [set()]       # stack of tensor-name scopes
+
+    def add(self, rule, node, reason):
+        self.findings.append(Finding(rule, getattr(node, "lineno", None), reason))
+
+    # -- module structure
+    def visit_If(self, node):
+        if _is_main_guard(node):
+            for n in node.orelse:
+                self.visit(n)
+            return
+        self.generic_visit(node)
+
+    def _check_module(self, node, name):
+        if node is not None and getattr(node, "level", 0):
+            self.add("import", node, "relative import of %r" % ("." * node.level + (name or "")))
+            return False
+        if _top(name) not in ALLOWED_IMPORTS:
+            self.add("import", node, "import of %r has no place in an NKI kernel (allowed: %s)"
+                     % (name, ", ".join(sorted(ALLOWED_IMPORTS))))
+            return False
+        if any(part.startswith("_") and part != "__future__" for part in name.split(".")):
+            self.add("private", node, "import of private module %r" % name)
+            return False
+        return True
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            if not self._check_module(node, alias.name):
+                continue
+            bound = alias.asname or alias.name.split(".")[0]
+            self.module_names.add(bound)
+            if _top(alias.name) == "numpy":
+                self.numpy_modules.add(bound)
+            elif _top(alias.name) in ("nki", "neuronxcc"):
+                self.nki_modules.add(bound)
+
+    def visit_ImportFrom(self, node):
+        if not self._check_module(node, node.module or ""):
+            return
+        for alias in node.names:
+            if alias.name == "*":
+                self.add("import", node, "star import from %r" % node.module)
+                continue
+            if alias.name.startswith("_") and alias.name not in ALLOWED_DUNDERS:
+                self.add("private", node, "import of private name %r" % alias.name)
+                continue
+            if alias.name in SIM_INTERNALS and _top(node.module) in ("nki", "neuronxcc"):
+                self.add("internals", node, "import of %r from %s" % (alias.name, node.module))
+                continue
+            bound = alias.asname or alias.name
+            self.module_names.add(bound)
+            if _top(node.module) == "numpy":
+                self.numpy_funcs.add(bound)
+            elif _top(node.module) in ("nki", "neuronxcc"):
+                self.nki_modules.add(bound)
+
+    # -- functions and tensor names
+    def _visit_function(self, node):
+        for dec in node.decorator_list:
+            self.visit(dec)
+        args = node.args
+        positional = list(args.posonlyargs) + list(args.args)
+        defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        pairs = list(zip(positional, defaults)) + list(zip(args.kwonlyargs, args.kw_defaults))
+        scope = set(self.tensors[-1])
+        for arg, default in pairs:
+            if not _is_scalar_param(arg, default):
+                scope.add(arg.arg)
+        for d in list(args.defaults) + [d for d in args.kw_defaults if d is not None]:
+            self.visit(d)
+        self.tensors.append(scope)
+        for stmt in node.body:
+            self.visit(stmt)
+        self.tensors.pop()
+
+    visit_FunctionDef = _visit_function
+    visit_AsyncFunctionDef = _visit_function
+
+    def _nki_valued(self, value):
+        """True when an expression calls into NKI or indexes a tensor (its result is a tensor);
+        shape math (`x.shape[1]`, `x.dtype`) is not."""
+        stack = [value]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Attribute) and n.attr in SHAPE_ATTRS:
+                continue
+            if isinstance(n, ast.Call) and _root_name(n.func) in self.nki_modules:
+                return True
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) \
+                    and n.value.id in self.tensors[-1]:
+                return True
+            stack.extend(ast.iter_child_nodes(n))
+        return False
+
+    def _bind(self, targets, value):
+        if len(self.tensors) == 1 or value is None or not self._nki_valued(value):
+            return
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    self.tensors[-1].add(n.id)
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            self._check_store(t)
+        self._bind(node.targets, node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node):
+        self._check_store(node.target)
+        self._bind([node.target], node.value)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        self._check_store(node.target)
+        self.generic_visit(node)
+
+    def _check_store(self, target):
+        for n in ast.walk(target):
+            if isinstance(n, ast.Attribute) and _root_name(n) in self.module_names:
+                self.add("internals", n, "assignment to an attribute of the imported module %r"
+                         % _root_name(n))
+                return
+
+    def visit_Delete(self, node):
+        for t in node.targets:
+            self._check_store(t)
+        self.generic_visit(node)
+
+    # -- names, attributes, calls, constants
+    def visit_Name(self, node):
+        if node.id.startswith("__") and node.id not in ALLOWED_DUNDERS:
+            self.add("private", node, "use of %r" % node.id)
+        elif node.id in FORBIDDEN_BUILTINS:
+            self.add("builtin", node, "use of the builtin %r" % node.id)
+
+    def visit_Attribute(self, node):
+        attr = node.attr
+        root = _root_name(node)
+        if attr.startswith("_") and attr not in ALLOWED_DUNDERS:
+            self.add("private", node, "access to the private attribute %r" % attr)
+        elif attr in FRAME_ATTRS:
+            self.add("frame", node, "access to interpreter internals (%r)" % attr)
+        elif attr in SIM_INTERNALS and root in self.nki_modules:
+            self.add("internals", node, "access to %r through the NKI module %r" % (attr, root))
+        elif (attr in TENSOR_DATA_ATTRS and isinstance(node.value, ast.Name)
+              and node.value.id in self.tensors[-1]):
+            self.add("tensor-numpy", node, "reading the storage of the kernel tensor %r (.%s)"
+                     % (node.value.id, attr))
+        self.generic_visit(node)
+
+    def _is_numpy_call(self, func):
+        if isinstance(func, ast.Name):
+            return func.id in self.numpy_funcs
+        return _root_name(func) in self.numpy_modules
+
+    def visit_Call(self, node):
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in NAMED_ATTR_BUILTINS:
+            name = node.args[1] if len(node.args) > 1 else None
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                self.add("builtin", node, "%s() with a computed attribute name" % func.id)
+            elif name.value.startswith("_") and name.value not in ALLOWED_DUNDERS:
+                self.add("private", node, "%s() of the private attribute %r"
+                         % (func.id, name.value))
+            elif name.value in FRAME_ATTRS or name.value in TENSOR_DATA_ATTRS:
+                self.add("frame" if name.value in FRAME_ATTRS else "tensor-numpy", node,
+                         "%s() of %r" % (func.id, name.value))
+        if self._is_numpy_call(func) and len(self.tensors) > 1:
+            args = list(node.args) + [k.value for k in node.keywords]
+            for a in args:
+                hit = [n for n in _names_outside_shape(a) if n in self.tensors[-1]]
+                if hit:
+                    self.add("tensor-numpy", node, "numpy applied to the kernel tensor %r"
+                             % hit[0])
+                    break
+        self.generic_visit(node)
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, str):
+            if SCHEMA_MARK in node.value:
+                self.add("forged-result", node, "text naming the harness result schema")
+            elif _FORMAT_PRIVATE.search(node.value):
+                self.add("private", node, "format string reaching a private attribute")
+
+
+def scan_source(source, filename="<kernel>"):
+    """Findings for kernel source text (empty list: nothing refused).
+
+    A file that does not parse yields no findings: the import reports the syntax error."""
+    try:
+        tree = ast.parse(source, filename)
+    except (SyntaxError, ValueError):
+        return []
+    scanner = _Scanner()
+    scanner.visit(tree)
+    scanner.findings.sort(key=lambda f: (f.line or 0))
+    return scanner.findings
+
+
+def scan_file(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return scan_source(f.read(), path)
+
+
+def refusal_message(findings, limit=3):
+    """One message naming the first few findings."""
+    head = "; ".join(f.text() for f in findings[:limit])
+    more = len(findings) - limit
+    return "kernel refused before running (static scan): %s%s" % (
+        head, "; and %d more" % more if more > 0 else "")
