@@ -79,6 +79,12 @@ class SimDevice:
     def __init__(self, target):
         self.nkisim = import_nkisim()
         self.target = target
+        self._spare = None
+        try:  # the kernel's process starts now, while the caller makes inputs
+            from nkisim import sandbox  # noqa: PLC0415
+            self._spare = sandbox.KernelProcess()
+        except Exception:  # noqa: BLE001 - load_kernel starts one (and reports why not)
+            self._spare = None
 
     def prepare(self):
         """Install the simulated NKI modules (for callers that import a kernel file here)."""
@@ -98,7 +104,10 @@ class SimDevice:
         config = {"kernel_path": path, "harness_dir": HARNESS_DIR, "target": self.target,
                   "input_names": list(input_names), "kernel_name": explicit_name,
                   "problem_kernel": problem_kernel_name}
-        proc = sandbox.KernelProcess(config)
+        proc, self._spare = self._spare, None
+        if proc is None:
+            proc = sandbox.KernelProcess()
+        proc.start(config)
         ans = proc.loaded()
         if not ans.get("ok"):
             raise _child_failure(ans)

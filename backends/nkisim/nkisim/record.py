@@ -151,6 +151,7 @@ class Recorder:
         self.proxies = {}    # trace id -> Proxy
         self.events = []
         self.error = None    # first simulator error, even if the kernel caught it
+        self.static_cache = {}
         self._next = itertools.count(1)
 
     # -- identities -------------------------------------------------------------------------
@@ -357,12 +358,17 @@ def _fail(e):
     return {"ok": False, "kind": kind, "message": e.message, "line": line}
 
 
+def prepare():
+    """Import what every kernel needs before the kernel is known."""
+    from . import simulator  # noqa: F401
+    B.api_table()
+
+
 def load(config):
     """Install proxy modules, import the kernel file, select the kernel. A `Loaded`, or a
     failure answer dict."""
     global _REC
     rec = Recorder()
-    rec.static_cache = {}
     _REC = rec
     path = config["kernel_path"]
     E.set_kernel_files({path})

@@ -16,9 +16,7 @@ request: inputs (name -> {"shape", "dtype"} or {"value": encoded}), input_dtypes
 import json
 import os
 import select
-import subprocess
 import sys
-import tempfile
 import time
 
 NKISIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,7 +34,11 @@ class KernelProcess:
     Messages are single JSON lines: child -> parent on the answer pipe (first the load
     answer, then the trace answer), parent -> child on the command pipe (the input specs)."""
 
-    def __init__(self, config, timeout=None):
+    def __init__(self, config=None, timeout=None):
+        """Start the child; with config None it only imports the simulator and waits for
+        `start(config)` (so its start overlaps the caller's own work)."""
+        import subprocess  # noqa: PLC0415 - parent side only
+        import tempfile  # noqa: PLC0415
         self.timeout = CHILD_TIMEOUT_S if timeout is None else timeout
         self.proc = None
         self._buf = b""
@@ -44,16 +46,15 @@ class KernelProcess:
         ans_r, ans_w = os.pipe()
         cmd_r, cmd_w = os.pipe()
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
-               "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
+               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
                "OPENBLAS_NUM_THREADS": "1", "NKISIM_ANSWER_FD": str(ans_w),
                "NKISIM_COMMAND_FD": str(cmd_r)}
         self.log = tempfile.TemporaryFile(prefix="nkisim-child-")
-        cmd = [sys.executable, "-I", os.path.abspath(__file__), json.dumps(config)]
+        cmd = [sys.executable, "-I", os.path.abspath(__file__)]
         try:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=env,
-                pass_fds=(ans_w, cmd_r), close_fds=True,
-                cwd=os.path.dirname(config["kernel_path"]) or "/")
+                pass_fds=(ans_w, cmd_r), close_fds=True)
             self.start_error = None
         except OSError as e:
             self.start_error = "cannot start the kernel process: %s" % e
@@ -62,13 +63,33 @@ class KernelProcess:
             os.close(cmd_r)
         self.ans = ans_r
         self.cmd = cmd_w
+        self.started = False
+        if config is not None:
+            self.start(config)
+
+    def start(self, config):
+        """Send the load config (kernel_path, harness_dir, target, input_names, ...)."""
+        self.started = True
+        if self.start_error is None:
+            self.start_error = self._send(config)
+
+    def _send(self, obj):
+        try:
+            os.write(self.cmd, (json.dumps(obj) + "\n").encode("utf-8"))
+        except (OSError, TypeError) as e:
+            return "the kernel process stopped listening: %s" % e
+        return None
 
     def loaded(self):
         """The load answer: {"ok": true, "kernel_name"} or a failure."""
         if self.start_error:
             self.close()
             return _failure("runtime_error", self.start_error)
-        ans = self._message()
+        try:
+            ans = self._message()
+        except BaseException:
+            self.close()
+            raise
         if not ans.get("ok"):
             self.close()
         return ans
@@ -78,15 +99,14 @@ class KernelProcess:
         try:
             if self.proc is None or self.proc.poll() is not None:
                 return _failure("runtime_error", "the kernel process is gone")
-            try:
-                os.write(self.cmd, (json.dumps(request) + "\n").encode("utf-8"))
-            except OSError as e:
-                return _failure("runtime_error", "the kernel process stopped listening: %s" % e)
-            return self._message(final=True)
+            err = self._send(request)
+            if err:
+                return _failure("runtime_error", err)
+            return self._message()
         finally:
             self.close()
 
-    def _message(self, final=False):
+    def _message(self):
         deadline = time.monotonic() + self.timeout
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
@@ -123,7 +143,7 @@ class KernelProcess:
     def _wait(self, deadline):
         try:
             self.proc.wait(timeout=max(0.1, min(10.0, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
+        except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
             pass
 
     def close(self):
@@ -140,7 +160,7 @@ class KernelProcess:
             if self.proc.poll() is None:
                 try:
                     self.proc.wait(timeout=0.5)
-                except subprocess.TimeoutExpired:
+                except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
                     self.proc.kill()
             self.proc.wait()
         if self.log is not None:
@@ -187,14 +207,21 @@ def _child_main():
     cmd = os.fdopen(int(os.environ.pop("NKISIM_COMMAND_FD", "-1")), "r", encoding="utf-8")
 
     def send(answer):
-        out.write(json.dumps(answer, separators=(",", ":"), allow_nan=False) + "\n")
-        out.flush()
+        try:
+            out.write(json.dumps(answer, separators=(",", ":"), allow_nan=False) + "\n")
+            out.flush()
+        except (OSError, ValueError, TypeError):
+            pass  # the parent is gone or the answer is unusable: it sees no answer
 
     try:
-        config = json.loads(sys.argv[1])
         if NKISIM_DIR not in sys.path:
             sys.path.insert(0, NKISIM_DIR)
         from nkisim import record  # noqa: PLC0415
+        record.prepare()
+        line = cmd.readline()
+        if not line:
+            os._exit(0)  # never used
+        config = json.loads(line)
         state = record.load(config)
         send(state if isinstance(state, dict) else {"ok": True, "kernel_name": state.name})
         if not isinstance(state, dict):
@@ -205,6 +232,11 @@ def _child_main():
         send(_failure("runtime_error", "kernel code called exit(%s)" % (e.code,)))
     except BaseException as e:  # noqa: BLE001 - every failure becomes an answer
         send(_failure("runtime_error", "%s: %s" % (type(e).__name__, e)))
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
     out.close()
     os._exit(0)
 
