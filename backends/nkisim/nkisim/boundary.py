@@ -171,8 +171,11 @@ def _npy(a):
 
 
 def _from_npy(text):
-    raw = base64.b64decode(text.encode("ascii"), validate=True)
-    a = np.load(io.BytesIO(raw), allow_pickle=False)
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+        a = np.load(io.BytesIO(raw), allow_pickle=False)
+    except (ValueError, TypeError, OSError, EOFError) as e:
+        raise Divergence("bad array constant: %s" % e)
     if type(a) is not np.ndarray or a.dtype.kind not in "biufc" or a.size > MAX_ARRAY_ELEMENTS:
         raise Divergence("bad array constant")
     return a
