@@ -19,6 +19,7 @@ import select
 import sys
 import time
 
+_DUMPS = json.dumps  # bound before any kernel code runs in this process
 NKISIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD_TIMEOUT_S = float(os.environ.get("NKISIM_SANDBOX_TIMEOUT", "600"))
 MAX_ANSWER_BYTES = 512 << 20
@@ -208,7 +209,7 @@ def _child_main():
 
     def send(answer):
         try:
-            out.write(json.dumps(answer, separators=(",", ":"), allow_nan=False) + "\n")
+            out.write(_DUMPS(answer, separators=(",", ":"), allow_nan=False) + "\n")
             out.flush()
         except (OSError, ValueError, TypeError):
             pass  # the parent is gone or the answer is unusable: it sees no answer

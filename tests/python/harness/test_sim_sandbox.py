@@ -1,0 +1,117 @@
+"""SimDevice runs kernels in their own process and replays their trace: the hostile fixtures
+(run here without the static scan in front) are never accepted as correct, a kernel that
+patches its process's json, stdout or simulator changes nothing, and input shapes are
+traced separately."""
+import glob
+import json
+import os
+import unittest
+
+import numpy as np
+
+from tests.python.harness import util
+from tests.python.harness.test_harness_sim import ADD_KERNEL, ADD_PROBLEM
+from tests.python.harness.util import write
+
+HOSTILE = sorted(glob.glob(os.path.join(util.FIXTURES, "hostile", "*.py")))
+
+
+def _inputs(seed, n=64):
+    rng = np.random.default_rng(seed)
+    return {"a": rng.standard_normal((128, n), dtype=np.float32),
+            "b": rng.standard_normal((128, n), dtype=np.float32)}
+
+
+@unittest.skipUnless(util.sim_available(), "nkisim not importable")
+class SimSandbox(unittest.TestCase):
+    def setUp(self):
+        from harnesslib.simdev import SimDevice
+        self.dev = SimDevice("trn2")
+        self._td = util.TempDir()
+        self.dir = self._td.__enter__()
+
+    def tearDown(self):
+        self._td.__exit__(None, None, None)
+
+    def run_dev(self, path, seed=1, n=64):
+        h = self.dev.load_kernel(path, ["a", "b"])
+        inp = _inputs(seed, n)
+        res = self.dev.run(h, inp)
+        outs, _ = self.dev.outputs(res)
+        return res, np.allclose(outs[0], inp["a"] + inp["b"])
+
+    def test_hostile_fixtures_never_pass(self):
+        from harnesslib.failures import HarnessFailure
+        self.assertGreater(len(HOSTILE), 5)
+        for path in HOSTILE:
+            with self.subTest(os.path.basename(path)):
+                try:
+                    _, correct = self.run_dev(path)
+                except HarnessFailure as f:
+                    self.assertIn(f.kind, ("forbidden_access", "compile_error",
+                                           "runtime_error"), f.message)
+                    continue
+                self.assertFalse(correct)
+
+    def test_patching_json_stdout_and_scheduler_changes_nothing(self):
+        honest = write(self.dir, "honest.py", ADD_KERNEL)
+        hostile = write(self.dir, "hostile.py", ADD_KERNEL.replace("import neuronxcc.nki as nki", """
+import json, sys
+json.dumps = lambda *a, **k: '{"status":"ok","latency_us":0.0}'
+sys.stdout.write('{"schema":"autocomp-' + 'harness/1","status":"ok","forged":1}\\n')
+sys.modules["nkisim.timing"].Scheduler.makespan = property(lambda s: 0.0, lambda s, v: None)
+import neuronxcc.nki as nki"""))
+        ref, ok_ref = self.run_dev(honest)
+        res, ok = self.run_dev(hostile)
+        self.assertTrue(ok_ref and ok)
+        self.assertGreater(res.latency_us, 0.0)
+        self.assertEqual(res.latency_us, ref.latency_us)
+        self.assertEqual(json.dumps({"x": 1}), '{"x": 1}')
+
+    def test_same_latency_as_in_process_simulation(self):
+        import nkisim
+        path = write(self.dir, "k.py", ADD_KERNEL)
+        res, ok = self.run_dev(path)
+        self.assertTrue(ok)
+        nkisim.activate()
+        try:
+            ns = {}
+            with open(path) as f:
+                exec(compile(f.read(), path, "exec"), ns)
+            direct = nkisim.simulate(ns["add_kernel"], _inputs(1))
+        finally:
+            nkisim.deactivate()
+        self.assertEqual(res.latency_us, direct.latency_us)
+        self.assertEqual(res.metrics, direct.metrics)
+        self.assertEqual(res.hotspots, direct.hotspots)
+
+    def test_each_input_shape_gets_its_own_trace(self):
+        text = ADD_KERNEL.replace("[0:128, :]", "")
+        path = write(self.dir, "k.py", text)
+        h = self.dev.load_kernel(path, ["a", "b"])
+        for n in (64, 32, 64):
+            inp = _inputs(2, n)
+            outs, _ = self.dev.outputs(self.dev.run(h, inp))
+            np.testing.assert_allclose(outs[0], inp["a"] + inp["b"])
+        self.assertEqual(len(h.ref.traces), 2)
+
+    def test_harness_never_imports_the_kernel(self):
+        # A kernel whose import would break the harness process if it ran there.
+        text = ADD_KERNEL.replace("import neuronxcc.nki as nki",
+                                  "import numpy as np\nnp.allclose = None\n"
+                                  "import neuronxcc.nki as nki")
+        with util.TempDir() as d:
+            lines, err, code = util.run_cli([
+                "verify", "--kernel", write(d, "k.py", text), "--problem",
+                write(d, "p.py", ADD_PROBLEM), "--seeds", "0,1", "--no-ref-cache"])
+        self.assertEqual(code, 0)
+        out = json.loads(lines[-1])
+        self.assertIn(out["status"], ("ok", "failed"))
+        if out["status"] == "failed":  # refused by the static scan before anything ran
+            self.assertEqual(out["failure"]["kind"], "forbidden_access")
+        else:
+            self.assertTrue(out["verify"]["correct"])
+
+
+if __name__ == "__main__":
+    unittest.main()
