@@ -184,6 +184,38 @@ def _is_api(table, obj):
     return id(obj) in ids
 
 
+def _refs(e, out, depth=0):
+    """Trace ids an encoded value mentions."""
+    if depth > B.MAX_DEPTH:
+        return
+    if type(e) is list:
+        for x in e:
+            _refs(x, out, depth + 1)
+    elif type(e) is dict:
+        for k, x in e.items():
+            if k in ("$r", "$n") and type(x) is int:
+                out.append(x)
+            elif type(x) in (list, dict):
+                _refs(x, out, depth + 1)
+
+
+def _last_uses(events):
+    """{event index: [ids whose last mention is there]}: the replay drops its reference to
+    an object after its last use, as the kernel's variables would, so freed on-chip arrays
+    are recycled like in a direct simulation."""
+    last = {}
+    for i, ev in enumerate(events):
+        ids = []
+        if type(ev) is list:
+            _refs(ev[2:], ids)
+        for x in ids:
+            last[x] = i
+    drops = {}
+    for x, i in last.items():
+        drops.setdefault(i, []).append(x)
+    return drops
+
+
 def check_trace(trace):
     """Shape checks of an answer before replaying it; raises Divergence."""
     if type(trace) is not dict or trace.get("format") != B.TRACE_FORMAT:
@@ -242,8 +274,12 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
             rp.objs[ids[name]] = t
         runtime.CUR = None  # events before the first program ran at import time
         seen = 0
+        keep = set(ids.values())
+        _refs(trace.get("ret"), keep_list := [])
+        keep.update(keep_list)
+        drops = _last_uses(events)
         with np.errstate(all="ignore"):
-            for ev in events:
+            for i, ev in enumerate(events):
                 if type(ev) is list and ev and ev[0] == "pid":
                     if seen >= len(pids) or len(ev) != 2 or ev[1] != pids[seen]:
                         raise B.Divergence("programs out of order")
@@ -253,6 +289,9 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
                     sim.shared_index = 0
                     continue
                 rp.event(ev)
+                for x in drops.get(i, ()):
+                    if x not in keep:
+                        rp.objs.pop(x, None)
         if seen != len(pids):
             raise B.Divergence("the trace ran %d of %d programs" % (seen, len(pids)))
         runtime.CUR = sim
