@@ -310,7 +310,12 @@ def _proxy_modules(rec):
         pm = out[mname]
         canon = mname[len("neuronxcc."):] if mname.startswith("neuronxcc.nki") else mname
         for name, obj in list(vars(m).items()):
+            if name == "__version__":
+                setattr(pm, name, obj)
             if name.startswith("__"):
+                continue
+            if canon == "nki" and name == "tensor":
+                setattr(pm, name, Proxy)  # isinstance(x, nki.tensor) and annotations
                 continue
             if isinstance(obj, types.ModuleType):
                 for n2, m2 in real.items():
