@@ -1,6 +1,6 @@
 """The kernel's own process: record a kernel's trace in a child, hand back only the trace.
 
-Parent side: `KernelProcess(config)` starts `python -I sandbox.py` with a minimal
+Parent side: `KernelProcess(config)` starts `python -I -B sandbox.py` with a minimal
 environment, stdin from /dev/null, stdout and stderr to a scratch file (never the caller's
 streams), one dedicated pipe for its answers and one for the request. `loaded()` waits for
 the import and kernel selection; `record(request)` sends the input specs and waits for the
@@ -51,7 +51,7 @@ class KernelProcess:
                "OPENBLAS_NUM_THREADS": "1", "NKISIM_ANSWER_FD": str(ans_w),
                "NKISIM_COMMAND_FD": str(cmd_r)}
         self.log = tempfile.TemporaryFile(prefix="nkisim-child-")
-        cmd = [sys.executable, "-I", os.path.abspath(__file__)]
+        cmd = [sys.executable, "-I", "-B", os.path.abspath(__file__)]
         try:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=env,
