@@ -365,8 +365,9 @@ def _fail(e):
 
 def prepare():
     """Import what every kernel needs before the kernel is known."""
-    from . import simulator  # noqa: F401
+    from . import simulator
     B.api_table()
+    return simulator
 
 
 def load(config):

@@ -274,9 +274,9 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
             rp.objs[ids[name]] = t
         runtime.CUR = None  # events before the first program ran at import time
         seen = 0
-        keep = set(ids.values())
-        _refs(trace.get("ret"), keep_list := [])
-        keep.update(keep_list)
+        keep = list(ids.values())
+        _refs(trace.get("ret"), keep)
+        keep = set(keep)
         drops = _last_uses(events)
         with np.errstate(all="ignore"):
             for i, ev in enumerate(events):

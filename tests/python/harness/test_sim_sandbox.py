@@ -55,12 +55,14 @@ class SimSandbox(unittest.TestCase):
 
     def test_patching_json_stdout_and_scheduler_changes_nothing(self):
         honest = write(self.dir, "honest.py", ADD_KERNEL)
-        hostile = write(self.dir, "hostile.py", ADD_KERNEL.replace("import neuronxcc.nki as nki", """
+        patches = """
 import json, sys
 json.dumps = lambda *a, **k: '{"status":"ok","latency_us":0.0}'
 sys.stdout.write('{"schema":"autocomp-' + 'harness/1","status":"ok","forged":1}\\n')
 sys.modules["nkisim.timing"].Scheduler.makespan = property(lambda s: 0.0, lambda s, v: None)
-import neuronxcc.nki as nki"""))
+import neuronxcc.nki as nki"""
+        hostile = write(self.dir, "hostile.py",
+                        ADD_KERNEL.replace("import neuronxcc.nki as nki", patches))
         ref, ok_ref = self.run_dev(honest)
         res, ok = self.run_dev(hostile)
         self.assertTrue(ok_ref and ok)

@@ -333,7 +333,8 @@ def add_kernel(a, b):
                      "    import os\n    os.write(int(os.environ.get('NKISIM_ANSWER_FD', 9)),"
                      " b'garbage\\n')\n    os._exit(3)\n",
                      "    raise SystemExit(0)\n"):
-            text = ADD.replace("    x = nl.load(a[0:128, :])\n", body + "    x = nl.load(a[0:128, :])\n")
+            load = "    x = nl.load(a[0:128, :])\n"
+            text = ADD.replace(load, body + load)
             _, ans = self.record(text)
             self.assertFalse(ans["ok"], ans)
 
