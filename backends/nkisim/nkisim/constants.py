@@ -60,6 +60,13 @@ DMA_FIXED_NS = 1300.0
 # nki.md §4.3 "< 256 B badly overhead-bound; >= 2 KiB recommended; >= 4 KiB nearly
 # saturates" [derived/model].
 DMA_DESCRIPTOR_OVERHEAD_BYTES = 512
+# Compiler reordering window: an instruction may start before instructions issued earlier on
+# its engine (filling an idle gap) but not before the one issued SCHED_WINDOW places earlier.
+# nki.md §4.2 ("four independent in-order instruction streams synchronised by semaphores
+# (compiler-inserted)") and §1 (affine_range iterations are independent, so the compiler may
+# unroll and interleave them; sequential_range carries a dependency) [doc]; the window size
+# is a [model] choice (about two unrolled iterations of a typical 8-16 instruction loop body).
+SCHED_WINDOW = 32
 # Dynamic-address (indirect) copies cost ~600 cycles minimum. nki.md §4.2 [doc].
 DYNAMIC_COPY_MIN_CYCLES = 600
 
@@ -94,8 +101,9 @@ TRN1 = Target(
     # DMA transpose on trn1 (`load_transpose2d`) is "much slower" than a copy; modelled at 25%
     # of copy throughput. nki.md §4.3 [doc, factor is a model choice].
     dma_transpose_efficiency=0.25,
-    # VectorE and GpSimdE share the SBUF port on trn1 [doc nki.md §4.1]; modelled only as a
-    # note in MODEL.md (no port contention model).
+    # VectorE and GpSimdE share SBUF access on trn1 (nki.md §4.1 "engine port conflicts"
+    # [doc: arch guides]): the streaming parts of their instructions never overlap [model].
+    vector_gpsimd_shared_port=True,
 )
 
 TRN2 = Target(
@@ -125,6 +133,8 @@ TRN2 = Target(
     # 2x when one side is PSUM; tensor_tensor 2x when both inputs SBUF and all 16-bit.
     # nki.md §4.2 [doc].
     vector_perf_mode=True,
+    # trn2 lifts the VectorE/GpSimdE port sharing. nki.md §4.1 [doc: arch guides].
+    vector_gpsimd_shared_port=False,
     # trn2 transposing DMA HBM->SBUF reaches up to ~90% of copy throughput. nki.md §4.3 [doc].
     dma_transpose_efficiency=0.9,
 )

@@ -87,7 +87,36 @@ def affine_range(*args, **kw):
 
 
 def sequential_range(*args, **kw):
-    return range(*args)
+    """A loop with a loop-carried dependency: its instructions keep program order on every
+    engine (no reordering across iterations), and later code starts after it."""
+    r = range(*args)
+    s = runtime.CUR
+    if s is None:
+        return r
+    return _ordered_loop(r)
+
+
+def _ordered_loop(r):
+    _begin_ordered()
+    try:
+        for i in r:
+            yield i
+    finally:
+        _end_ordered()
+
+
+def _begin_ordered():
+    """Start of a sequential_range loop (scheduler: program order from here)."""
+    s = runtime.CUR
+    if s is not None:
+        s.sched.begin_ordered()
+
+
+def _end_ordered():
+    """End of a sequential_range loop (scheduler: later code starts after the loop)."""
+    s = runtime.CUR
+    if s is not None:
+        s.sched.end_ordered()
 
 
 def static_range(*args, **kw):

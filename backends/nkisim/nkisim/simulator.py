@@ -22,6 +22,9 @@ class SimResult:
     'underutilized'; instructions: number of simulated instructions (engines + DMA);
     output_dtypes: NKI dtype name of each output ('bfloat16', 'float32', ...);
     hotspots: busiest (kernel line, engine) pairs, each {line, engine, instructions, time_us};
+    waits: (with hotspots) where an engine sat idle waiting for another engine's or a DMA's
+    result, each {engine, waiting_on, idle_pct, line}, largest first, top 5; line is the
+    kernel line of the instruction waited for;
     busiest_engine: name of the compute engine with the most active time.
     All values in metrics and roofline are numbers."""
 
@@ -36,6 +39,7 @@ class SimResult:
         self.bottleneck = bottleneck
         self.instructions = instructions
         self.hotspots = []
+        self.waits = []
         self.busiest_engine = None
 
     def __repr__(self):
@@ -170,8 +174,7 @@ def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=F
     sim = runtime.Sim(tgt, numerics)
     sim.grid = grid
     if hotspots:
-        sim.sched.hot = {}
-        sim.sched.line_of = E.current_kernel_line
+        sim.sched.start_attribution(E.current_kernel_line)
     E.set_kernel_files(_kernel_file(fn))
     runtime.CUR = sim
     originals = {}
@@ -244,6 +247,7 @@ def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=F
         res = _result(sim, outputs, returned_tuple)
         res.output_dtypes = out_dts
         res.hotspots = sim.sched.hotspots()
+        res.waits = sim.sched.waits()
         return res
     except E.NkiError as e:
         if e.line is None:

@@ -168,6 +168,51 @@ def fused_pass(x):
     return out
 
 
+# 7. cross-iteration scheduling: a fused chain over affine_range vs two HBM passes ----------
+def _chain_a(t):
+    return nl.add(nl.tanh(nl.multiply(nl.exp(t), 2.0)), 1.0)
+
+
+def _chain_b(d):
+    return nl.add(nl.tanh(nl.multiply(nl.exp(d), d)), 1.0)
+
+
+def make_fused_chain(loop):
+    @nki.jit
+    def fused_chain(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in loop(x.shape[0] // 128):
+            t = nl.load(x[i * 128:(i + 1) * 128, :])
+            nl.store(out[i * 128:(i + 1) * 128, :], value=_chain_b(_chain_a(t)))
+        return out
+    return fused_chain
+
+
+fused_chain_affine = make_fused_chain(nl.affine_range)
+fused_chain_sequential = make_fused_chain(nl.sequential_range)
+
+
+@nki.jit
+def two_chain_passes(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tmp = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)
+    for i in nl.affine_range(x.shape[0] // 128):
+        t = nl.load(x[i * 128:(i + 1) * 128, :])
+        nl.store(tmp[i * 128:(i + 1) * 128, :], value=_chain_a(t))
+    for i in nl.affine_range(x.shape[0] // 128):
+        d = nl.load(tmp[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], value=_chain_b(d))
+    return out
+
+
+@nki.jit
+def load_then_exp(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)  # WAIT:load
+    nl.store(out, value=nl.exp(t))
+    return out
+
+
 class RewardsTest(unittest.TestCase):
     def assert_pair(self, slow, fast, inputs, min_ratio=1.2, rtol=1e-5):
         a = nkisim.simulate(slow, inputs)
@@ -217,6 +262,19 @@ class RewardsTest(unittest.TestCase):
     def test_fusion_beats_two_hbm_passes(self):
         a, b = self.assert_pair(two_passes, fused_pass, {"x": rand(2048, 512)}, 1.3)
         self.assertEqual(a.metrics["hbm_read_bytes"], 2 * b.metrics["hbm_read_bytes"])
+
+
+    def test_fusion_over_affine_range_beats_two_passes(self):
+        # compute-bound chain alternating ScalarE and VectorE: fused, the chain of tile i+1
+        # fills the engine gaps of tile i (the compiler interleaves affine iterations)
+        self.assert_pair(two_chain_passes, fused_chain_affine, {"x": rand(2048, 512)}, 1.1,
+                         rtol=1e-4)
+
+    def test_sequential_range_is_not_faster_than_affine_range(self):
+        a, b = self.assert_pair(fused_chain_sequential, fused_chain_affine,
+                                {"x": rand(2048, 512)}, 1.2)
+        self.assertEqual(a.metrics["vector_engine_active_time"],
+                         b.metrics["vector_engine_active_time"])
 
 
 class ModelTest(unittest.TestCase):
@@ -294,6 +352,23 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(top["instructions"], 8)
         engines = {h["engine"] for h in r.hotspots}
         self.assertTrue({"dma", "scalar", "vector"} <= engines)
+
+    def test_waits_name_the_engine_waited_for(self):
+        r = sim(load_then_exp, x=rand(128, 2048))
+        self.assertTrue(r.waits)
+        top = r.waits[0]
+        self.assertEqual((top["engine"], top["waiting_on"]), ("scalar", "dma"))
+        self.assertEqual(top["line"], _util.marker_line(__file__, "# WAIT:load"))
+        # the load takes most of the kernel: ScalarE idles for most of it
+        self.assertGreater(top["idle_pct"], 30.0)
+        self.assertLess(top["idle_pct"], 100.0)
+        r2 = sim(fused_chain_affine, x=rand(1024, 512))
+        self.assertLessEqual(len(r2.waits), 5)
+        pcts = [w["idle_pct"] for w in r2.waits]
+        self.assertEqual(pcts, sorted(pcts, reverse=True))
+        self.assertEqual({w["engine"] for w in r2.waits} & {"dma"}, set())
+        quiet = nkisim.simulate(load_then_exp, {"x": rand(128, 2048)}, hotspots=False)
+        self.assertEqual(quiet.waits, [])
 
     def test_dependent_chain_is_serial(self):
         # a load, a compute and a store on the same tile cannot overlap each other
