@@ -102,20 +102,25 @@ def scalar_cost(n):
     return (C.ACCESS_OVERHEAD_CYCLES + c) * s.ns_scalar
 
 
-def gpsimd_cost(n, itemsize=4):
+def gpsimd_cost(n, itemsize=4, streams=1):
+    """GpSimdE: start-up + N per element stream (each input tile and the output pass through
+    a core's 512-bit load/store path: one element per partition per cycle for 32-bit types,
+    two for 16-bit). streams=1 is the documented 150 + N of iota / affine_select."""
     s = runtime.CUR
     epc = s.target.gpsimd_elems_per_cycle_16 if itemsize <= 2 else \
         s.target.gpsimd_elems_per_cycle_32
-    return (C.GPSIMD_STARTUP_CYCLES + n / epc) * s.ns_gpsimd
+    return (C.GPSIMD_STARTUP_CYCLES + streams * n / epc) * s.ns_gpsimd
 
 
-def engine_cost(eng, n, itemsize=4):
+def engine_cost(eng, n, itemsize=4, streams=2):
+    """Cost of a simple one-input instruction on `eng` (`streams`: element streams through
+    GpSimdE, input tiles + output; 1 for output-only or reducing instructions)."""
     if eng == VECTOR:
         return vector_cost(n)
     if eng == SCALAR:
         return scalar_cost(n)
     if eng == GPSIMD:
-        return gpsimd_cost(n, itemsize)
+        return gpsimd_cost(n, itemsize, streams)
     return (C.MATMUL_INIT_CYCLES + max(n, 64)) * runtime.CUR.ns_tensor
 
 
@@ -153,7 +158,26 @@ def perf_factor(kind, ins, outs):
             if isinstance(t, Tensor) and t.st.kind != "sbuf":
                 return 1.0
         return 2.0
-    return 2.0 if any_psum else 4.0
+    if any_psum:
+        return 2.0
+    for t in ts:
+        if not _contiguous_inner(t):
+            return 2.0
+    return 4.0
+
+
+def _contiguous_inner(t):
+    """True when the innermost axis of view t is unit-stride in its storage (the trn2 4x
+    perf mode needs it; nki.md §4.2)."""
+    sk, vd = t.sk, t.vd
+    if sk is None:
+        return False
+    if not vd or vd[-1] < 0:
+        return True
+    k = sk[vd[-1]]
+    if type(k) is int or k[2] == 1:
+        return True
+    return vd[-1] == len(sk) - 1 and k[1] == 1
 
 
 # ---- instruction issue ------------------------------------------------------------------
@@ -257,12 +281,14 @@ def copy_op(dst, src, engine=None, mask=None, opname="tensor_copy"):
     compute(eng, cost, [src], [dst], (lambda: src.read()), opname, mask=mask)
 
 
-def memset_tile(t, value, engine=None):
+def memset_tile(t, value, engine=None, mask=None):
     """Fill a tile with a constant (VectorE memset; HBM tensors via a DMA write)."""
     s = sim()
     if isinstance(value, Tensor):
         raise compile_error("memset value must be a scalar")
     if t.st.kind == "hbm":
+        if mask is not None:
+            raise compile_error("memset: mask= on an HBM tensor is not supported by nkisim")
         if s.numerics:
             t.write(np.asarray(value))
         nbytes = t.size * t.st.dt.itemsize
@@ -277,8 +303,8 @@ def memset_tile(t, value, engine=None):
         f = 0.5 if (value == 0 and t.st.dt is D.BFLOAT16) else 1.0
         cost = vector_cost(n, f)
     else:
-        cost = engine_cost(eng, n, t.st.dt.itemsize)
-    compute(eng, cost, [], [t], (lambda: np.asarray(value)), "memset")
+        cost = engine_cost(eng, n, t.st.dt.itemsize, streams=1)
+    compute(eng, cost, [], [t], (lambda: np.asarray(value)), "memset", mask=mask)
 
 
 # ---- DMA --------------------------------------------------------------------------------

@@ -642,7 +642,8 @@ def reduce(name, x, axis, dtype=None, keepdims=False, mask=None, negate=False, o
                 return -r if negate else r
         r = f(v, axis=axes, keepdims=keepdims)
         return -r if negate else r
-    compute(engine, core.vector_cost(n, factor) if engine == VECTOR else engine_cost(engine, n),
+    compute(engine, core.vector_cost(n, factor) if engine == VECTOR
+            else engine_cost(engine, n, streams=1),
             [x], [out], run, "tensor_reduce", mask=mask)
     return out
 
@@ -771,6 +772,6 @@ def gather_flattened(data, indices, **kw):
 
 def rand(shape, dtype=np.float32, **kw):
     out = alloc(_shape(shape), dt_of(dtype), sbuf)
-    compute(GPSIMD, engine_cost(GPSIMD, free_size(out)), [], [out],
+    compute(GPSIMD, engine_cost(GPSIMD, free_size(out), streams=1), [], [out],
             lambda: np.random.default_rng(0).random(out.shape), "rand")
     return out

@@ -205,6 +205,31 @@ def two_chain_passes(x):
     return out
 
 
+# 8. engine costs: GpSimd element-wise work vs VectorE; the trn1 shared SBUF port ----------
+def make_adds(engines, reps=1):
+    @nki.jit
+    def adds(x):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        outs = []
+        for eng in engines:
+            r = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+            for _ in range(reps):
+                nisa.tensor_tensor(dst=r, data1=t, data2=t, op=nl.add, engine=eng)
+            o = nl.ndarray((x.shape[0], 64), dtype=x.dtype, buffer=nl.shared_hbm)
+            nisa.dma_copy(dst=o, src=r[:, 0:64])
+            outs.append(o)
+        return tuple(outs)
+    return adds
+
+
+add_vector = make_adds([nisa.vector_engine])
+add_gpsimd = make_adds([nisa.gpsimd_engine])
+many_adds_vector = make_adds([nisa.vector_engine], 8)
+many_adds_gpsimd = make_adds([nisa.gpsimd_engine], 8)
+many_adds_both = make_adds([nisa.vector_engine, nisa.gpsimd_engine], 8)
+
+
 @nki.jit
 def load_then_exp(x):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
@@ -275,6 +300,29 @@ class RewardsTest(unittest.TestCase):
                                 {"x": rand(2048, 512)}, 1.2)
         self.assertEqual(a.metrics["vector_engine_active_time"],
                          b.metrics["vector_engine_active_time"])
+
+
+    def test_gpsimd_elementwise_not_cheaper_than_vector(self):
+        x = rand(128, 2048)
+        for target in ("trn1", "trn2"):
+            v = nkisim.simulate(add_vector, {"x": x}, target=target)
+            g = nkisim.simulate(add_gpsimd, {"x": x}, target=target)
+            np.testing.assert_array_equal(v.outputs[0], g.outputs[0])
+            self.assertGreaterEqual(g.metrics["gpsimd_engine_active_time"],
+                                    v.metrics["vector_engine_active_time"], target)
+            self.assertGreaterEqual(g.latency_us, v.latency_us, target)
+
+    def test_trn1_vector_and_gpsimd_share_the_sbuf_port(self):
+        # independent adds on VectorE and GpSimdE overlap on trn2 but share the SBUF port
+        # on trn1, so there the pair takes about the sum of their streaming times
+        x = rand(128, 2048)
+        for target, lo, hi in (("trn1", 0.8, 1.01), ("trn2", 0.0, 0.2)):
+            g = nkisim.simulate(many_adds_gpsimd, {"x": x}, target=target)
+            both = nkisim.simulate(many_adds_both, {"x": x}, target=target)
+            vec = both.metrics["vector_engine_active_time"] * 1e6
+            extra = (both.latency_us - g.latency_us) / vec
+            self.assertGreaterEqual(extra, lo, target)
+            self.assertLessEqual(extra, hi, target)
 
 
 class ModelTest(unittest.TestCase):
