@@ -52,9 +52,16 @@ def tmp(shape, dt, buffer=sbuf):
 
 
 def free_size(t):
+    """Elements per partition of view t. For a tensor with block dimensions (nl.par_dim not
+    first) the partition axis is the storage's `pdim`; the blocks are free elements."""
     sh = t.shape
     if not sh:
         return 1
+    st = t.st
+    if st.pdim and t.sk is not None:
+        k = t.sk[st.pdim]
+        p = 1 if type(k) is int else k[2]
+        return t.size // p if p else 0
     return t.size // sh[0] if sh[0] else 0
 
 
