@@ -81,8 +81,11 @@ TRN1 = Target(
     scalar_hz=1.4e9,
     # GpSimdE 1.4 GHz. nki.md §4.1 [doc].
     gpsimd_hz=1.4e9,
-    # GpSimd: 8 cores x 16 fp32 lanes, each core serving 16 partitions -> 1 fp32 (2 x 16-bit)
-    # element per cycle per partition [derived from nki.md §4.1].
+    # GpSimd: 8 cores x 512-bit SIMD (16 fp32 / 32 x 16-bit), each core serving 16
+    # partitions -> 1 fp32 (2 x 16-bit) element per cycle per partition per element stream;
+    # each input tile and the output are separate streams through a core's load/store path
+    # (core.gpsimd_cost). One stream = the documented 150 + N of iota / affine_select
+    # [derived from nki.md §4.1 (core layout) and §4.2 (150 + N)].
     gpsimd_elems_per_cycle_32=1.0,
     gpsimd_elems_per_cycle_16=2.0,
     # NeuronCore base clock used for cycle counts: 1.4 GHz. nki.md §4.1 / §3.3 [doc].
@@ -116,6 +119,7 @@ TRN2 = Target(
     scalar_hz=1.2e9,
     # GpSimdE 1.2 GHz. nki.md §4.1 [doc].
     gpsimd_hz=1.2e9,
+    # Same GpSimd core layout as trn1 (nki.md §4.1 [doc]); see TRN1.
     gpsimd_elems_per_cycle_32=1.0,
     gpsimd_elems_per_cycle_16=2.0,
     # Base clock 1.2 GHz. nki.md §3.3 (`neuroncore_cycle_count`) [doc].
