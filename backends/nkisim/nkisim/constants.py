@@ -41,7 +41,10 @@ MIN_II_CYCLES = 64
 ACCESS_OVERHEAD_CYCLES = 60
 # GpSimd start-up ~150 cycles + N. nki.md §4.2 [doc].
 GPSIMD_STARTUP_CYCLES = 150
-# TensorE MM_INIT_LATENCY = 64 cycles, charged once per matmul instruction [model]. nki.md §4.2 [doc].
+# TensorE MM_INIT_LATENCY = 64 cycles. nki.md §4.2 [doc]. Charged only when TensorE is idle
+# when the matmul/transpose becomes ready: back-to-back instructions stream at the documented
+# average max(min(64, N_stationary), N_moving) (~512 cycles for a full 128x128x512 tile,
+# nki.md §4.2 "[derived]"), the init latency hidden by the pipeline [model].
 MATMUL_INIT_CYCLES = 64
 # fp32 matmul runs at 1/4 of the bf16 rate. nki.md §4.2 ("4x that for fp32") [doc].
 MATMUL_FP32_FACTOR = 4

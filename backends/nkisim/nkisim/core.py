@@ -509,7 +509,7 @@ def matmul_core(dst, stationary, moving, accumulate, opname, transpose_flops=Fal
         cyc = fm
     if a32:
         cyc *= C.MATMUL_FP32_FACTOR
-    cost = (C.MATMUL_INIT_CYCLES + cyc) * s.ns_tensor
+    cost = cyc * s.ns_tensor
     flops = 2.0 * k * fs * fm
     s.flops += flops
     if transpose_flops:
@@ -522,7 +522,7 @@ def matmul_core(dst, stationary, moving, accumulate, opname, transpose_flops=Fal
     s.sbuf_read += nb_a + nb_b
     s.psum_write += dst.size * 4
     s.sched.issue(TENSOR, cost, [(stationary.st.dep, stationary.box), (moving.st.dep, moving.box)],
-                  [(dst.st.dep, dst.box)])
+                  [(dst.st.dep, dst.box)], C.MATMUL_INIT_CYCLES * s.ns_tensor)
     s.last_st = dst.st
     s.last_eng = TENSOR
     return dst
@@ -567,7 +567,7 @@ def transpose_core(x, dst=None, to_sbuf=False, engine=None):
         cyc = p
     if x.st.dt.itemsize == 4 and not s.target.vector_perf_mode:
         cyc *= C.MATMUL_FP32_FACTOR
-    cost = (C.MATMUL_INIT_CYCLES + cyc) * s.ns_tensor
+    cost = cyc * s.ns_tensor
     flops = 2.0 * p * f * p
     s.flops += flops
     s.transpose_flops += flops
@@ -577,7 +577,8 @@ def transpose_core(x, dst=None, to_sbuf=False, engine=None):
         s.psum_write += dst.size * dst.st.dt.itemsize
     else:
         s.sbuf_write += dst.size * dst.st.dt.itemsize
-    s.sched.issue(TENSOR, cost, [(x.st.dep, x.box)], [(dst.st.dep, dst.box)])
+    s.sched.issue(TENSOR, cost, [(x.st.dep, x.box)], [(dst.st.dep, dst.box)],
+                  C.MATMUL_INIT_CYCLES * s.ns_tensor)
     s.last_st = dst.st
     s.last_eng = TENSOR
     return dst

@@ -309,14 +309,18 @@ class Scheduler:
                 self.floor[e] = self.free[e]
 
     # -- placement ---------------------------------------------------------------------------
-    def issue(self, engine, cost, reads, writes):
+    def issue(self, engine, cost, reads, writes, startup=0.0):
         """Schedule a compute instruction of `cost` ns; returns its end time. Engine time is
         taken from the earliest idle time at or after the instruction's ready time (later
         instructions fill idle gaps left by dependency waits, as the compiler's reordering
-        of independent iterations does), within the reordering window."""
+        of independent iterations does), within the reordering window. `startup` is added
+        when the engine is idle at the ready time (a pipeline that has to fill again, e.g.
+        TensorE's MM_INIT_LATENCY), not for back-to-back instructions."""
         lo = self.free[engine] if self.ordered else self.floor[engine]
         t = ready_time(lo, reads, writes)
         tl = self.lines[engine]
+        if startup and t > tl.end():
+            cost += startup
         if self.wait is not None:
             self._record_wait(engine, t, tl.end(), lo)
         if t < tl.end():
