@@ -64,6 +64,16 @@ def matmul_tile_position(x):
 
 
 @nki.jit
+def load_unknown_keyword(x):
+    return nl.exp(nl.load(x, mod_alloc=2))
+
+
+@nki.jit
+def exp_unknown_keyword(x):
+    return nl.exp(nl.load(x), fast_math=True)
+
+
+@nki.jit
 def masked_memset(x):
     out = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
     t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
@@ -94,7 +104,9 @@ class ArgumentsTest(unittest.TestCase):
         cases = ((unknown_keyword, "unexpected keyword argument 'fast'"),
                  (bn_aggr_mask, "mask="),
                  (dma_priority, "priority=3"),
-                 (matmul_tile_position, "tile_position="))
+                 (matmul_tile_position, "tile_position="),
+                 (load_unknown_keyword, "nl.load: argument mod_alloc is not modelled"),
+                 (exp_unknown_keyword, "nl.exp: argument fast_math is not modelled"))
         for kernel, msg in cases:
             with self.subTest(kernel=kernel.__name__):
                 with self.assertRaisesRegex(nkisim.NkiCompileError, msg):
