@@ -41,7 +41,10 @@ MIN_II_CYCLES = 64
 ACCESS_OVERHEAD_CYCLES = 60
 # GpSimd start-up ~150 cycles + N. nki.md §4.2 [doc].
 GPSIMD_STARTUP_CYCLES = 150
-# TensorE MM_INIT_LATENCY = 64 cycles, charged once per matmul instruction [model]. nki.md §4.2 [doc].
+# TensorE MM_INIT_LATENCY = 64 cycles. nki.md §4.2 [doc]. Charged only when TensorE is idle
+# when the matmul/transpose becomes ready: back-to-back instructions stream at the documented
+# average max(min(64, N_stationary), N_moving) (~512 cycles for a full 128x128x512 tile,
+# nki.md §4.2 "[derived]"), the init latency hidden by the pipeline [model].
 MATMUL_INIT_CYCLES = 64
 # fp32 matmul runs at 1/4 of the bf16 rate. nki.md §4.2 ("4x that for fp32") [doc].
 MATMUL_FP32_FACTOR = 4
@@ -60,6 +63,13 @@ DMA_FIXED_NS = 1300.0
 # nki.md §4.3 "< 256 B badly overhead-bound; >= 2 KiB recommended; >= 4 KiB nearly
 # saturates" [derived/model].
 DMA_DESCRIPTOR_OVERHEAD_BYTES = 512
+# Compiler reordering window: an instruction may start before instructions issued earlier on
+# its engine (filling an idle gap) but not before the one issued SCHED_WINDOW places earlier.
+# nki.md §4.2 ("four independent in-order instruction streams synchronised by semaphores
+# (compiler-inserted)") and §1 (affine_range iterations are independent, so the compiler may
+# unroll and interleave them; sequential_range carries a dependency) [doc]; the window size
+# is a [model] choice (about two unrolled iterations of a typical 8-16 instruction loop body).
+SCHED_WINDOW = 32
 # Dynamic-address (indirect) copies cost ~600 cycles minimum. nki.md §4.2 [doc].
 DYNAMIC_COPY_MIN_CYCLES = 600
 
@@ -74,8 +84,11 @@ TRN1 = Target(
     scalar_hz=1.4e9,
     # GpSimdE 1.4 GHz. nki.md §4.1 [doc].
     gpsimd_hz=1.4e9,
-    # GpSimd: 8 cores x 16 fp32 lanes, each core serving 16 partitions -> 1 fp32 (2 x 16-bit)
-    # element per cycle per partition [derived from nki.md §4.1].
+    # GpSimd: 8 cores x 512-bit SIMD (16 fp32 / 32 x 16-bit), each core serving 16
+    # partitions -> 1 fp32 (2 x 16-bit) element per cycle per partition per element stream;
+    # each input tile and the output are separate streams through a core's load/store path
+    # (core.gpsimd_cost). One stream = the documented 150 + N of iota / affine_select
+    # [derived from nki.md §4.1 (core layout) and §4.2 (150 + N)].
     gpsimd_elems_per_cycle_32=1.0,
     gpsimd_elems_per_cycle_16=2.0,
     # NeuronCore base clock used for cycle counts: 1.4 GHz. nki.md §4.1 / §3.3 [doc].
@@ -94,8 +107,9 @@ TRN1 = Target(
     # DMA transpose on trn1 (`load_transpose2d`) is "much slower" than a copy; modelled at 25%
     # of copy throughput. nki.md §4.3 [doc, factor is a model choice].
     dma_transpose_efficiency=0.25,
-    # VectorE and GpSimdE share the SBUF port on trn1 [doc nki.md §4.1]; modelled only as a
-    # note in MODEL.md (no port contention model).
+    # VectorE and GpSimdE share SBUF access on trn1 (nki.md §4.1 "engine port conflicts"
+    # [doc: arch guides]): the streaming parts of their instructions never overlap [model].
+    vector_gpsimd_shared_port=True,
 )
 
 TRN2 = Target(
@@ -108,6 +122,7 @@ TRN2 = Target(
     scalar_hz=1.2e9,
     # GpSimdE 1.2 GHz. nki.md §4.1 [doc].
     gpsimd_hz=1.2e9,
+    # Same GpSimd core layout as trn1 (nki.md §4.1 [doc]); see TRN1.
     gpsimd_elems_per_cycle_32=1.0,
     gpsimd_elems_per_cycle_16=2.0,
     # Base clock 1.2 GHz. nki.md §3.3 (`neuroncore_cycle_count`) [doc].
@@ -125,6 +140,8 @@ TRN2 = Target(
     # 2x when one side is PSUM; tensor_tensor 2x when both inputs SBUF and all 16-bit.
     # nki.md §4.2 [doc].
     vector_perf_mode=True,
+    # trn2 lifts the VectorE/GpSimdE port sharing. nki.md §4.1 [doc: arch guides].
+    vector_gpsimd_shared_port=False,
     # trn2 transposing DMA HBM->SBUF reaches up to ~90% of copy throughput. nki.md §4.3 [doc].
     dma_transpose_efficiency=0.9,
 )

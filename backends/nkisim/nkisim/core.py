@@ -52,9 +52,16 @@ def tmp(shape, dt, buffer=sbuf):
 
 
 def free_size(t):
+    """Elements per partition of view t. For a tensor with block dimensions (nl.par_dim not
+    first) the partition axis is the storage's `pdim`; the blocks are free elements."""
     sh = t.shape
     if not sh:
         return 1
+    st = t.st
+    if st.pdim and t.sk is not None:
+        k = t.sk[st.pdim]
+        p = 1 if type(k) is int else k[2]
+        return t.size // p if p else 0
     return t.size // sh[0] if sh[0] else 0
 
 
@@ -102,20 +109,25 @@ def scalar_cost(n):
     return (C.ACCESS_OVERHEAD_CYCLES + c) * s.ns_scalar
 
 
-def gpsimd_cost(n, itemsize=4):
+def gpsimd_cost(n, itemsize=4, streams=1):
+    """GpSimdE: start-up + N per element stream (each input tile and the output pass through
+    a core's 512-bit load/store path: one element per partition per cycle for 32-bit types,
+    two for 16-bit). streams=1 is the documented 150 + N of iota / affine_select."""
     s = runtime.CUR
     epc = s.target.gpsimd_elems_per_cycle_16 if itemsize <= 2 else \
         s.target.gpsimd_elems_per_cycle_32
-    return (C.GPSIMD_STARTUP_CYCLES + n / epc) * s.ns_gpsimd
+    return (C.GPSIMD_STARTUP_CYCLES + streams * n / epc) * s.ns_gpsimd
 
 
-def engine_cost(eng, n, itemsize=4):
+def engine_cost(eng, n, itemsize=4, streams=2):
+    """Cost of a simple one-input instruction on `eng` (`streams`: element streams through
+    GpSimdE, input tiles + output; 1 for output-only or reducing instructions)."""
     if eng == VECTOR:
         return vector_cost(n)
     if eng == SCALAR:
         return scalar_cost(n)
     if eng == GPSIMD:
-        return gpsimd_cost(n, itemsize)
+        return gpsimd_cost(n, itemsize, streams)
     return (C.MATMUL_INIT_CYCLES + max(n, 64)) * runtime.CUR.ns_tensor
 
 
@@ -153,7 +165,26 @@ def perf_factor(kind, ins, outs):
             if isinstance(t, Tensor) and t.st.kind != "sbuf":
                 return 1.0
         return 2.0
-    return 2.0 if any_psum else 4.0
+    if any_psum:
+        return 2.0
+    for t in ts:
+        if not _contiguous_inner(t):
+            return 2.0
+    return 4.0
+
+
+def _contiguous_inner(t):
+    """True when the innermost axis of view t is unit-stride in its storage (the trn2 4x
+    perf mode needs it; nki.md §4.2)."""
+    sk, vd = t.sk, t.vd
+    if sk is None:
+        return False
+    if not vd or vd[-1] < 0:
+        return True
+    k = sk[vd[-1]]
+    if type(k) is int or k[2] == 1:
+        return True
+    return vd[-1] == len(sk) - 1 and k[1] == 1
 
 
 # ---- instruction issue ------------------------------------------------------------------
@@ -257,12 +288,14 @@ def copy_op(dst, src, engine=None, mask=None, opname="tensor_copy"):
     compute(eng, cost, [src], [dst], (lambda: src.read()), opname, mask=mask)
 
 
-def memset_tile(t, value, engine=None):
+def memset_tile(t, value, engine=None, mask=None):
     """Fill a tile with a constant (VectorE memset; HBM tensors via a DMA write)."""
     s = sim()
     if isinstance(value, Tensor):
         raise compile_error("memset value must be a scalar")
     if t.st.kind == "hbm":
+        if mask is not None:
+            raise compile_error("memset: mask= on an HBM tensor is not supported by nkisim")
         if s.numerics:
             t.write(np.asarray(value))
         nbytes = t.size * t.st.dt.itemsize
@@ -277,8 +310,8 @@ def memset_tile(t, value, engine=None):
         f = 0.5 if (value == 0 and t.st.dt is D.BFLOAT16) else 1.0
         cost = vector_cost(n, f)
     else:
-        cost = engine_cost(eng, n, t.st.dt.itemsize)
-    compute(eng, cost, [], [t], (lambda: np.asarray(value)), "memset")
+        cost = engine_cost(eng, n, t.st.dt.itemsize, streams=1)
+    compute(eng, cost, [], [t], (lambda: np.asarray(value)), "memset", mask=mask)
 
 
 # ---- DMA --------------------------------------------------------------------------------
@@ -476,7 +509,7 @@ def matmul_core(dst, stationary, moving, accumulate, opname, transpose_flops=Fal
         cyc = fm
     if a32:
         cyc *= C.MATMUL_FP32_FACTOR
-    cost = (C.MATMUL_INIT_CYCLES + cyc) * s.ns_tensor
+    cost = cyc * s.ns_tensor
     flops = 2.0 * k * fs * fm
     s.flops += flops
     if transpose_flops:
@@ -489,7 +522,7 @@ def matmul_core(dst, stationary, moving, accumulate, opname, transpose_flops=Fal
     s.sbuf_read += nb_a + nb_b
     s.psum_write += dst.size * 4
     s.sched.issue(TENSOR, cost, [(stationary.st.dep, stationary.box), (moving.st.dep, moving.box)],
-                  [(dst.st.dep, dst.box)])
+                  [(dst.st.dep, dst.box)], C.MATMUL_INIT_CYCLES * s.ns_tensor)
     s.last_st = dst.st
     s.last_eng = TENSOR
     return dst
@@ -534,7 +567,7 @@ def transpose_core(x, dst=None, to_sbuf=False, engine=None):
         cyc = p
     if x.st.dt.itemsize == 4 and not s.target.vector_perf_mode:
         cyc *= C.MATMUL_FP32_FACTOR
-    cost = (C.MATMUL_INIT_CYCLES + cyc) * s.ns_tensor
+    cost = cyc * s.ns_tensor
     flops = 2.0 * p * f * p
     s.flops += flops
     s.transpose_flops += flops
@@ -544,7 +577,8 @@ def transpose_core(x, dst=None, to_sbuf=False, engine=None):
         s.psum_write += dst.size * dst.st.dt.itemsize
     else:
         s.sbuf_write += dst.size * dst.st.dt.itemsize
-    s.sched.issue(TENSOR, cost, [(x.st.dep, x.box)], [(dst.st.dep, dst.box)])
+    s.sched.issue(TENSOR, cost, [(x.st.dep, x.box)], [(dst.st.dep, dst.box)],
+                  C.MATMUL_INIT_CYCLES * s.ns_tensor)
     s.last_st = dst.st
     s.last_eng = TENSOR
     return dst

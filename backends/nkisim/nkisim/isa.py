@@ -87,7 +87,12 @@ def get_nc_version():
 
 # ---- argument binding ---------------------------------------------------------------------
 def _bind(fname, args, kw, names, new):
-    """Map positional/keyword arguments onto `names` (with 'dst' first when `new`)."""
+    """Map positional/keyword arguments onto `names` (with 'dst' first when `new`). An
+    unknown keyword is a compile error (it would otherwise be silently ignored)."""
+    for k in kw:
+        if k != "dst" and k not in names:
+            raise compile_error("nisa.%s got an unexpected keyword argument %r (accepted: %s)"
+                                % (fname, k, ", ".join(["dst"] + list(names))))
     if not args:
         return kw
     names = (["dst"] + names) if new else names
@@ -101,6 +106,21 @@ def _bind(fname, args, kw, names, new):
             raise compile_error("nisa.%s: argument %r given twice" % (fname, k))
         out[k] = v
     return out
+
+
+_DEFAULTS = (None, False, 0, "none")
+
+
+def _reject(fname, p, *names):
+    """Arguments nkisim does not model: a non-default value is a compile error rather than
+    an argument silently ignored."""
+    for n in names:
+        v = p.get(n)
+        if isinstance(v, (tuple, list)) or not any(v is d or (type(v) is type(d) and v == d)
+                                                   for d in _DEFAULTS):
+            raise compile_error("nisa.%s: %s=%r is not modelled by nkisim (the simulator would "
+                                "ignore it); remove it or use an equivalent supported form"
+                                % (fname, n, v))
 
 
 def _is_new(args, kw, pos):
@@ -149,6 +169,8 @@ def nc_matmul(*args, **kw):
                                       "is_moving_onezero", "is_transpose", "accumulate",
                                       "tile_position", "tile_size", "perf_mode", "mask",
                                       "name", "dtype", "psum_accumulate_flag"], new)
+    _reject("nc_matmul", p, "is_transpose", "tile_position", "tile_size", "perf_mode", "mask",
+            "psum_accumulate_flag")
     dst = p.get("dst")
     return matmul_core(dst, p["stationary"], p["moving"], p.get("accumulate"), "nisa.nc_matmul")
 
@@ -157,6 +179,7 @@ def nc_transpose(*args, **kw):
     """Transpose partition and free axes (TensorE into PSUM, or VectorE for <=32x32)."""
     new = _is_new(args, kw, 1)
     p = _bind("nc_transpose", args, kw, ["data", "engine", "mask", "dtype", "name"], new)
+    _reject("nc_transpose", p, "mask")
     eng = _engine(p.get("engine"), TENSOR)
     check_onchip(p["data"], "nisa.nc_transpose")
     return transpose_core(p["data"], dst=p.get("dst"),
@@ -168,6 +191,7 @@ def _activation(fname, args, kw, force_reduce=False):
     new = _is_new(args, kw, 0)
     p = _bind(fname, args, kw, ["op", "data", "bias", "scale", "reduce_op", "reduce_res",
                                 "reduce_cmd", "mask", "dtype", "name", "acc_flags"], new)
+    _reject(fname, p, "reduce_cmd", "acc_flags")
     op = O.op_name(p["op"])
     data = p["data"]
     if op not in O.UNARY:
@@ -261,7 +285,7 @@ def tensor_tensor(*args, **kw):
     eng = _engine(p.get("engine"), VECTOR)
     n = free_size(dst)
     if eng == GPSIMD:
-        cost = gpsimd_cost(n, dst.st.dt.itemsize)
+        cost = gpsimd_cost(n, dst.st.dt.itemsize, streams=3)
     elif eng == SCALAR:
         cost = scalar_cost(2 * n)
     else:
@@ -311,7 +335,7 @@ def tensor_scalar(*args, **kw):
     if eng == SCALAR:
         cost = scalar_cost(n)
     elif eng == GPSIMD:
-        cost = gpsimd_cost(n, dst.st.dt.itemsize)
+        cost = gpsimd_cost(n, dst.st.dt.itemsize, streams=2)
     else:
         cost = vector_cost(n, 1.0, perf_factor("tensor_scalar", [data], [dst]))
     r0 = bool(p.get("reverse0", False))
@@ -352,8 +376,15 @@ def scalar_tensor_tensor(*args, **kw):
     def run():
         v = _apply(op0, _f32(data.read()), _opnd(o0, nd), r0)
         return _apply(op1, v, _opnd(o1, nd), r1)
-    compute(VECTOR, vector_cost(n, 2.0), ins, [dst], run, "nisa.scalar_tensor_tensor",
-            mask=p.get("mask"))
+    eng = _engine(p.get("engine"), VECTOR)
+    if eng == GPSIMD:
+        cost = gpsimd_cost(n, dst.st.dt.itemsize, streams=1 + len(ins))
+    elif eng == VECTOR:
+        cost = vector_cost(n, 2.0)
+    else:
+        raise compile_error("nisa.scalar_tensor_tensor runs on VectorE or GpSimdE (engine=%r)"
+                            % (p.get("engine"),))
+    compute(eng, cost, ins, [dst], run, "nisa.scalar_tensor_tensor", mask=p.get("mask"))
     return None if p.get("dst") is not None else dst
 
 
@@ -416,7 +447,7 @@ def memset(*args, **kw):
     dst = p.get("dst")
     if dst is None:
         dst = alloc(tuple(p["shape"]), dt_of(p["dtype"]), sbuf)
-    memset_tile(dst, p["value"], engine=_engine(p.get("engine"), VECTOR))
+    memset_tile(dst, p["value"], engine=_engine(p.get("engine"), VECTOR), mask=p.get("mask"))
     return None if p.get("dst") is not None else dst
 
 
@@ -441,8 +472,18 @@ def reciprocal(*args, **kw):
     data = p["data"]
     check_onchip(data, "nisa.reciprocal")
     dst, _ = _out(p, data.shape, data.st.dt)
-    compute(VECTOR, vector_cost(free_size(data), C.VECTOR_RECIPROCAL_FACTOR), [data], [dst],
-            lambda: O.reciprocal(_f32(data.read())), "nisa.reciprocal", mask=p.get("mask"))
+    eng = _engine(p.get("engine"), VECTOR)
+    n = free_size(data)
+    if eng == SCALAR:
+        cost = scalar_cost(n)
+    elif eng == GPSIMD:
+        cost = gpsimd_cost(n, dst.st.dt.itemsize, streams=2)
+    elif eng == VECTOR:
+        cost = vector_cost(n, C.VECTOR_RECIPROCAL_FACTOR)
+    else:
+        raise compile_error("nisa.reciprocal cannot run on TensorE")
+    compute(eng, cost, [data], [dst], lambda: O.reciprocal(_f32(data.read())),
+            "nisa.reciprocal", mask=p.get("mask"))
     return None if p.get("dst") is not None else dst
 
 
@@ -517,6 +558,7 @@ def bn_aggr(*args, **kw):
     """Combine bn_stats groups ([P, 6k]) into [P, 2] = (mean, variance)."""
     new = _is_new(args, kw, 1)
     p = _bind("bn_aggr", args, kw, ["data", "mask", "dtype", "name"], new)
+    _reject("bn_aggr", p, "mask")
     data = p["data"]
     check_onchip(data, "nisa.bn_aggr")
     dst, _ = _out(p, (data.shape[0], 2), D.FLOAT32)
@@ -558,6 +600,7 @@ def tensor_scalar_reduce(*args, **kw):
     p = _bind("tensor_scalar_reduce", args, kw, ["data", "op0", "operand0", "reduce_op",
                                                  "reduce_res", "reverse0", "mask", "dtype",
                                                  "name"], new)
+    _reject("tensor_scalar_reduce", p, "mask")
     data = p["data"]
     dst = p.get("dst")
     kw2 = dict(data=data, op0=p["op0"], operand0=p["operand0"],
@@ -583,6 +626,7 @@ def max8(*args, **kw):
     """Top-8 values per partition, descending (VectorE)."""
     new = _is_new(args, kw, 1)
     p = _bind("max8", args, kw, ["src", "mask", "dtype", "name"], new)
+    _reject("max8", p, "mask")
     src = p["src"]
     check_onchip(src, "nisa.max8")
     dst, _ = _out(p, (src.shape[0], 8), src.st.dt)
@@ -596,6 +640,7 @@ def nc_find_index8(*args, **kw):
     """Indices of the 8 given values in each partition (VectorE)."""
     new = _is_new(args, kw, 1)
     p = _bind("nc_find_index8", args, kw, ["data", "vals", "mask", "dtype", "name"], new)
+    _reject("nc_find_index8", p, "mask")
     data, vals = p["data"], p["vals"]
     dst, _ = _out(p, (data.shape[0], 8), D.UINT32)
 
@@ -614,6 +659,7 @@ def dropout(*args, **kw):
     """Dropout with a deterministic mask."""
     new = _is_new(args, kw, 1)
     p = _bind("dropout", args, kw, ["data", "prob", "mask", "dtype", "name"], new)
+    _reject("dropout", p, "mask")
     data = p["data"]
     dst, _ = _out(p, data.shape, data.st.dt)
     prob = p["prob"]
@@ -631,6 +677,10 @@ def dma_copy(*args, **kw):
     """DMA between HBM and SBUF (or within either); converts dtype through fp32."""
     p = _bind("dma_copy", args, kw, ["dst", "src", "mask", "dst_rmw_op", "oob_mode",
                                      "dge_mode", "engine", "priority", "name"], False)
+    _reject("dma_copy", p, "engine", "priority")
+    if p.get("oob_mode") not in (None, oob_mode.error):
+        raise compile_error("nisa.dma_copy: oob_mode=%r is not modelled by nkisim (only "
+                            "oob_mode.error)" % (p.get("oob_mode"),))
     dst, src = p["dst"], p["src"]
     dge = p.get("dge_mode")
     if dge is not None and dge == dge_mode.hwdge and isinstance(src, Tensor) \
@@ -657,6 +707,9 @@ def dma_transpose(*args, **kw):
     src = p["src"]
     if len(src.shape) != 2:
         raise compile_error("nisa.dma_transpose: only 2-D tiles are supported by nkisim")
+    if p.get("axes") is not None and tuple(p["axes"]) != (1, 0):
+        raise compile_error("nisa.dma_transpose: axes=%r is not supported by nkisim (2-D "
+                            "transpose only, axes=(1, 0))" % (p["axes"],))
     shape = (src.shape[1], src.shape[0])
     dst, _ = _out(p, shape, src.st.dt)
     _dma(dst, src, p.get("mask"), transpose=True, opname="nisa.dma_transpose")

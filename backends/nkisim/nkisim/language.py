@@ -81,13 +81,52 @@ def par_dim(n):
     return ParDim(int(n))
 
 
+def _unmodelled(fname, kw):
+    """Keyword arguments nkisim does not model are an error, not silently ignored."""
+    raise compile_error("%s: argument%s %s %s not modelled by nkisim (the simulator would "
+                        "ignore %s); remove %s" % (fname, "s" if len(kw) > 1 else "",
+                                                   ", ".join(sorted(kw)),
+                                                   "are" if len(kw) > 1 else "is",
+                                                   "them" if len(kw) > 1 else "it",
+                                                   "them" if len(kw) > 1 else "it"))
+
+
 # ---- loops --------------------------------------------------------------------------------
 def affine_range(*args, **kw):
     return range(*args)
 
 
 def sequential_range(*args, **kw):
-    return range(*args)
+    """A loop with a loop-carried dependency: its instructions keep program order on every
+    engine (no reordering across iterations), and later code starts after it."""
+    r = range(*args)
+    s = runtime.CUR
+    if s is None:
+        return r
+    return _ordered_loop(r)
+
+
+def _ordered_loop(r):
+    _begin_ordered()
+    try:
+        for i in r:
+            yield i
+    finally:
+        _end_ordered()
+
+
+def _begin_ordered():
+    """Start of a sequential_range loop (scheduler: program order from here)."""
+    s = runtime.CUR
+    if s is not None:
+        s.sched.begin_ordered()
+
+
+def _end_ordered():
+    """End of a sequential_range loop (scheduler: later code starts after the loop)."""
+    s = runtime.CUR
+    if s is not None:
+        s.sched.end_ordered()
 
 
 def static_range(*args, **kw):
@@ -99,6 +138,8 @@ def dynamic_range(*args, **kw):
 
 
 def fori_loop(lower, upper, body_fun, init_val=None, step=1, **kw):
+    if kw:
+        _unmodelled("nl.fori_loop", kw)
     val = init_val
     for i in range(lower, upper, step):
         r = body_fun(i, val) if init_val is not None else body_fun(i)
@@ -174,6 +215,8 @@ def _shape(shape):
 
 def ndarray(shape, dtype, buffer=None, name="", **kw):
     """Uninitialised tensor (filled with NaN / a sentinel so unwritten data is detectable)."""
+    if kw:
+        _unmodelled("nl.ndarray", kw)
     pdim = 0
     if isinstance(shape, (tuple, list)):
         for i, s in enumerate(shape):
@@ -190,38 +233,54 @@ def _filled(shape, dtype, buffer, value, name=""):
 
 
 def zeros(shape, dtype, buffer=None, name="", **kw):
+    if kw:
+        _unmodelled("nl.zeros", kw)
     return _filled(shape, dtype, buffer, 0, name)
 
 
 def ones(shape, dtype, buffer=None, name="", **kw):
+    if kw:
+        _unmodelled("nl.ones", kw)
     return _filled(shape, dtype, buffer, 1, name)
 
 
 def full(shape, fill_value, dtype, buffer=None, name="", **kw):
+    if kw:
+        _unmodelled("nl.full", kw)
     return _filled(shape, dtype, buffer, fill_value, name)
 
 
 def empty_like(a, dtype=None, buffer=None, name="", **kw):
+    if kw:
+        _unmodelled("nl.empty_like", kw)
     return ndarray(a.shape, dtype if dtype is not None else a.dtype,
                    buffer if buffer is not None else a.buffer, name)
 
 
 def zeros_like(a, dtype=None, buffer=None, name="", **kw):
+    if kw:
+        _unmodelled("nl.zeros_like", kw)
     return zeros(a.shape, dtype if dtype is not None else a.dtype,
                  buffer if buffer is not None else a.buffer, name)
 
 
 def ones_like(a, dtype=None, buffer=None, name="", **kw):
+    if kw:
+        _unmodelled("nl.ones_like", kw)
     return ones(a.shape, dtype if dtype is not None else a.dtype,
                 buffer if buffer is not None else a.buffer, name)
 
 
 def full_like(a, fill_value, dtype=None, buffer=None, name="", **kw):
+    if kw:
+        _unmodelled("nl.full_like", kw)
     return full(a.shape, fill_value, dtype if dtype is not None else a.dtype,
                 buffer if buffer is not None else a.buffer, name)
 
 
 def shared_constant(constant, dtype=None, **kw):
+    if kw:
+        _unmodelled("nl.shared_constant", kw)
     arr = np.asarray(constant)
     dt = dt_of(dtype if dtype is not None else arr.dtype)
     st = Storage(tuple(arr.shape), dt, shared_hbm, data=D.quantize(arr, dt).copy()
@@ -230,6 +289,8 @@ def shared_constant(constant, dtype=None, **kw):
 
 
 def shared_identity_matrix(n, dtype=np.uint8, **kw):
+    if kw:
+        _unmodelled("nl.shared_identity_matrix", kw)
     return shared_constant(np.eye(n), dtype)
 
 
@@ -242,6 +303,8 @@ def static_cast(arr, dtype):
 # ---- memory movement ----------------------------------------------------------------------
 def load(src, mask=None, dtype=None, **kw):
     """HBM -> new SBUF tile with the shape of `src`."""
+    if kw:
+        _unmodelled("nl.load", kw)
     if not isinstance(src, Tensor):
         raise compile_error("nl.load expects a tensor, got %r" % (type(src).__name__,))
     dt = dt_of(dtype) if dtype is not None else src.st.dt
@@ -252,6 +315,8 @@ def load(src, mask=None, dtype=None, **kw):
 
 def store(dst, value, mask=None, **kw):
     """Tile (SBUF/PSUM) or scalar -> HBM (or any tensor) via DMA."""
+    if kw:
+        _unmodelled("nl.store", kw)
     if not isinstance(dst, Tensor):
         raise compile_error("nl.store expects a destination tensor")
     if not isinstance(value, Tensor):
@@ -268,6 +333,8 @@ def store(dst, value, mask=None, **kw):
 
 def load_transpose2d(src, mask=None, dtype=None, **kw):
     """DMA transpose of a 2-D HBM tile."""
+    if kw:
+        _unmodelled("nl.load_transpose2d", kw)
     if len(src.shape) != 2:
         raise compile_error("load_transpose2d expects a 2-D tile")
     dt = dt_of(dtype) if dtype is not None else src.st.dt
@@ -278,6 +345,8 @@ def load_transpose2d(src, mask=None, dtype=None, **kw):
 
 def copy(src, mask=None, dtype=None, **kw):
     """New SBUF tile holding a copy of `src` (may convert dtype)."""
+    if kw:
+        _unmodelled("nl.copy", kw)
     if not isinstance(src, Tensor):
         raise compile_error("nl.copy expects a tensor")
     dt = dt_of(dtype) if dtype is not None else src.st.dt
@@ -313,6 +382,8 @@ def assign(view, value):
 
 def broadcast_to(src, shape, **kw):
     """New tile with `src` broadcast to `shape`."""
+    if kw:
+        _unmodelled("nl.broadcast_to", kw)
     shape = _shape(shape)
     out = core.tmp(shape, src.st.dt, sbuf)
     nd = len(shape)
@@ -370,6 +441,8 @@ def unary(name, x, dtype=None, mask=None):
 
 def _make_unary(name):
     def fn(x, dtype=None, mask=None, **kw):
+        if kw:
+            _unmodelled("nl." + name, kw)
         return unary(name, x, dtype, mask)
     fn.__name__ = name
     fn.nkisim_op = name
@@ -478,6 +551,8 @@ def binary(name, a, b, dtype=None, mask=None):
 
 def _make_binary(name):
     def fn(x, y, dtype=None, mask=None, **kw):
+        if kw:
+            _unmodelled("nl." + name, kw)
         return binary(name, x, y, dtype, mask)
     fn.__name__ = name
     fn.nkisim_op = name
@@ -526,6 +601,8 @@ def inplace(t, o, name):
 
 def where(condition, x, y, dtype=None, mask=None, **kw):
     """Element-wise select: x where condition is non-zero, else y."""
+    if kw:
+        _unmodelled("nl.where", kw)
     tensors = [v for v in (condition, x, y) if isinstance(v, Tensor)]
     for v in tensors:
         check_onchip(v, "where")
@@ -613,13 +690,16 @@ def reduce(name, x, axis, dtype=None, keepdims=False, mask=None, negate=False, o
                 return -r if negate else r
         r = f(v, axis=axes, keepdims=keepdims)
         return -r if negate else r
-    compute(engine, core.vector_cost(n, factor) if engine == VECTOR else engine_cost(engine, n),
+    compute(engine, core.vector_cost(n, factor) if engine == VECTOR
+            else engine_cost(engine, n, streams=1),
             [x], [out], run, "tensor_reduce", mask=mask)
     return out
 
 
 def _make_reduce(name):
     def fn(x, axis=None, dtype=None, keepdims=False, mask=None, **kw):
+        if kw:
+            _unmodelled("nl." + name, kw)
         return reduce(name, x, axis, dtype, keepdims, mask)
     fn.__name__ = name
     fn.__doc__ = "Reduction (%s) along free axes." % name
@@ -641,6 +721,8 @@ O.register(prod, "multiply")
 
 def var(x, axis=None, dtype=None, keepdims=False, mask=None, **kw):
     """Variance along free axes (bn_stats + bn_aggr on VectorE)."""
+    if kw:
+        _unmodelled("nl.var", kw)
     check_onchip(x, "var")
     axes = _axes(x, axis)
     shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdims else \
@@ -657,6 +739,8 @@ def var(x, axis=None, dtype=None, keepdims=False, mask=None, **kw):
 
 def softmax(x, axis=-1, dtype=None, mask=None, **kw):
     """Softmax along a free axis (max, exp with bias, sum, reciprocal, multiply)."""
+    if kw:
+        _unmodelled("nl.softmax", kw)
     m = reduce("max", x, axis, keepdims=True)
     e = exp(subtract(x, m))
     s = reduce("sum", e, axis, keepdims=True)
@@ -665,6 +749,8 @@ def softmax(x, axis=-1, dtype=None, mask=None, **kw):
 
 def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, **kw):
     """x * rsqrt(mean(x^2) + eps) * w along a free axis."""
+    if kw:
+        _unmodelled("nl.rms_norm", kw)
     sq = square(x)
     ms = reduce("mean", sq, axis, keepdims=True)
     r = rsqrt(add(ms, float(epsilon)))
@@ -673,6 +759,8 @@ def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, **kw):
 
 def cumsum(x, axis=-1, dtype=None, **kw):
     """Inclusive prefix sum along the last free axis (VectorE scan)."""
+    if kw:
+        _unmodelled("nl.cumsum", kw)
     check_onchip(x, "cumsum")
     out = core.tmp(x.shape, dt_of(dtype) if dtype is not None else x.st.dt, sbuf)
     compute(VECTOR, core.vector_cost(free_size(x), 2.0), [x], [out],
@@ -682,6 +770,8 @@ def cumsum(x, axis=-1, dtype=None, **kw):
 
 def dropout(x, rate, dtype=None, mask=None, **kw):
     """Dropout with a fixed-seed mask (deterministic)."""
+    if kw:
+        _unmodelled("nl.dropout", kw)
     check_onchip(x, "dropout")
     out = alloc(x.shape, dt_of(dtype) if dtype is not None else x.st.dt, sbuf)
     r = float(rate) if not isinstance(rate, Tensor) else 0.0
@@ -706,6 +796,8 @@ def _to_sbuf(t):
 
 def matmul(x, y, transpose_x=False, mask=None, **kw):
     """x @ y (or x.T @ y with transpose_x) into a new PSUM fp32 tile."""
+    if kw:
+        _unmodelled("nl.matmul", kw)
     check_onchip(x, "matmul")
     check_onchip(y, "matmul")
     x = _to_sbuf(x)
@@ -721,6 +813,8 @@ def matmul(x, y, transpose_x=False, mask=None, **kw):
 
 def transpose(x, dtype=None, mask=None, **kw):
     """2-D partition <-> free transpose on TensorE (result in PSUM)."""
+    if kw:
+        _unmodelled("nl.transpose", kw)
     check_onchip(x, "transpose")
     return transpose_core(x)
 
@@ -741,7 +835,9 @@ def gather_flattened(data, indices, **kw):
 
 
 def rand(shape, dtype=np.float32, **kw):
+    if kw:
+        _unmodelled("nl.rand", kw)
     out = alloc(_shape(shape), dt_of(dtype), sbuf)
-    compute(GPSIMD, engine_cost(GPSIMD, free_size(out)), [], [out],
+    compute(GPSIMD, engine_cost(GPSIMD, free_size(out), streams=1), [], [out],
             lambda: np.random.default_rng(0).random(out.shape), "rand")
     return out

@@ -6,14 +6,26 @@ import numpy as np
 _SQRT2 = math.sqrt(2.0)
 
 
+_OPTIMISED_BLAS = ("openblas", "blis", "mkl", "atlas", "accelerate")
+
+
 def _reference_blas():
-    """True when numpy is linked against the unoptimised reference BLAS (libblas)."""
+    """True when numpy is linked against the unoptimised reference BLAS (libblas). numpy
+    built against the generic libblas.so.3 (as Debian's is) may load an optimised library
+    through the system's alternatives; the mapped libraries of the process tell which."""
     try:
         info = getattr(np.__config__, "blas_opt_info", None) or {}
         libs = [str(x).lower() for x in info.get("libraries", [])]
     except Exception:
         return False
-    return bool(libs) and all(x in ("blas", "cblas") for x in libs)
+    if not (bool(libs) and all(x in ("blas", "cblas") for x in libs)):
+        return False
+    try:
+        with open("/proc/self/maps") as f:
+            mapped = f.read().lower()
+    except OSError:
+        return True
+    return not any(name in mapped for name in _OPTIMISED_BLAS)
 
 
 _USE_EINSUM = _reference_blas()

@@ -19,6 +19,8 @@ class Sim:
         self.sbuf_cap = target.sbuf_bytes_per_partition
         self.psum_cap = C.PSUM_BYTES_PER_PARTITION
         self.sbuf_peak = 0
+        self.spill_save = 0      # bytes the compiler would spill to HBM and reload
+        self.spill_reload = 0
         self.psum_peak = 0
         # on-chip allocations: (sequence number at allocation, bytes per partition,
         # DepState, 'sbuf'|'psum', kernel line); liveness ends at the last access

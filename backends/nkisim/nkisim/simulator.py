@@ -22,6 +22,9 @@ class SimResult:
     'underutilized'; instructions: number of simulated instructions (engines + DMA);
     output_dtypes: NKI dtype name of each output ('bfloat16', 'float32', ...);
     hotspots: busiest (kernel line, engine) pairs, each {line, engine, instructions, time_us};
+    waits: (with hotspots) where an engine sat idle waiting for another engine's or a DMA's
+    result, each {engine, waiting_on, idle_pct, line}, largest first, top 5; line is the
+    kernel line of the instruction waited for;
     busiest_engine: name of the compute engine with the most active time.
     All values in metrics and roofline are numbers."""
 
@@ -36,6 +39,7 @@ class SimResult:
         self.bottleneck = bottleneck
         self.instructions = instructions
         self.hotspots = []
+        self.waits = []
         self.busiest_engine = None
 
     def __repr__(self):
@@ -170,8 +174,7 @@ def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=F
     sim = runtime.Sim(tgt, numerics)
     sim.grid = grid
     if hotspots:
-        sim.sched.hot = {}
-        sim.sched.line_of = E.current_kernel_line
+        sim.sched.start_attribution(E.current_kernel_line)
     E.set_kernel_files(_kernel_file(fn))
     runtime.CUR = sim
     originals = {}
@@ -244,6 +247,7 @@ def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=F
         res = _result(sim, outputs, returned_tuple)
         res.output_dtypes = out_dts
         res.hotspots = sim.sched.hotspots()
+        res.waits = sim.sched.waits()
         return res
     except E.NkiError as e:
         if e.line is None:
@@ -265,8 +269,13 @@ def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=F
 
 def _check_capacity(sim):
     """Peak SBUF/PSUM use with last-use liveness (an allocation is live from its creation to
-    the last instruction that touches it, as the compiler's allocator sees it); raises the
-    out-of-memory compile error at the allocation that first exceeds capacity."""
+    the last instruction that touches it, as the compiler's allocator sees it).
+
+    PSUM over capacity, or SBUF tiles allocated together (no instruction in between) that
+    alone exceed capacity, raise the out-of-memory compile error at the allocation that
+    first exceeds it. Otherwise live SBUF data beyond capacity is spilled, as the compiler
+    does: every byte per partition over capacity is saved to HBM and reloaded once, and the
+    transfers are charged as DMA time on the critical path (see _charge_spills)."""
     from .buffers import capacity_message
     for kind, cap in (("sbuf", sim.sbuf_cap), ("psum", sim.psum_cap)):
         events = []
@@ -280,22 +289,59 @@ def _check_capacity(sim):
         events.sort()
         cur = 0
         peak = 0
+        over = 0
+        spilled = 0
+        group_seq = None
+        group = 0
         for pos, is_start, pb, i in events:
             if is_start:
                 cur += pb
+                seq = sim.allocs[i][0]
+                if seq != group_seq:
+                    group_seq, group = seq, 0
+                group += pb
                 if cur > peak:
                     peak = cur
-                    if peak > cap:
-                        line = sim.allocs[i][4]
-                        raise E.NkiCompileError(
-                            capacity_message(kind, peak, cap, sim.target.name), line)
+                if cur > cap and (kind == "psum" or group > cap):
+                    line = sim.allocs[i][4]
+                    raise E.NkiCompileError(
+                        capacity_message(kind, cur if kind == "psum" else group, cap,
+                                         sim.target.name), line)
+                if cur - cap > over:
+                    spilled += cur - cap - over
+                    over = cur - cap
             else:
                 cur -= pb
+                over = cur - cap if cur > cap else 0
         if kind == "sbuf":
             sim.sbuf_peak = peak
+            if spilled:
+                _charge_spills(sim, spilled * C.PMAX)
         else:
             sim.psum_peak = peak
     sim.allocs = []
+
+
+def _charge_spills(sim, nbytes):
+    """Save `nbytes` SBUF -> HBM and reload them: two DMA transfers (fixed latency each,
+    bytes at the HBM-side DMA bandwidth) added to the makespan, since the compiler's
+    spill/reload traffic (qSyncSpillReload, nki.md §4.4) sits between the instructions
+    that overflow SBUF and the later ones that need the data back."""
+    sim.spill_save = nbytes
+    sim.spill_reload = nbytes
+    sched = sim.sched
+    per_pass = C.DMA_FIXED_NS + (nbytes + C.PMAX * C.DMA_DESCRIPTOR_OVERHEAD_BYTES) / sim.dma_bw
+    start = sched.makespan
+    sched.dma_starts.append(start)
+    sched.dma_ends.append(start + 2 * per_pass)
+    sched.dma_count += 2
+    sched.bw.busy += 2 * (per_pass - C.DMA_FIXED_NS)
+    sched.makespan = start + 2 * per_pass
+    sim.hbm_write += nbytes
+    sim.hbm_read += nbytes
+    sim.sbuf_read += nbytes
+    sim.sbuf_write += nbytes
+    sim.dma_bytes += 2 * nbytes
 
 
 def _collect(ret, numerics):
@@ -354,8 +400,8 @@ def _result(sim, outputs, returned_tuple):
     m["sbuf_write_bytes"] = sim.sbuf_write
     m["psum_read_bytes"] = sim.psum_read
     m["psum_write_bytes"] = sim.psum_write
-    m["spill_save_bytes"] = 0
-    m["spill_reload_bytes"] = 0
+    m["spill_save_bytes"] = sim.spill_save
+    m["spill_reload_bytes"] = sim.spill_reload
     m["hardware_flops"] = sim.flops
     m["transpose_flops"] = sim.transpose_flops
     model_flops = sim.flops - sim.transpose_flops

@@ -1,13 +1,20 @@
 """List scheduler for the timing model.
 
-Each instruction is issued in program order to one in-order queue (an engine or one of
-the DMA queues). It starts when its queue is free and every earlier instruction it depends
-on has finished. Dependencies are read-after-write, write-after-read and write-after-write
+Each compute instruction goes to its engine (TensorE, VectorE, ScalarE, GpSimdE). Like the
+compiler's list scheduler over unrolled loop iterations, it takes the earliest idle gap of
+its engine that is long enough, once every earlier instruction it depends on has finished,
+but it may not start before the instruction issued `SCHED_WINDOW` places earlier on the
+same engine (a bounded reordering window). Inside `sequential_range` loops each engine runs
+strictly in program order, and code after such a loop starts after it. On trn1 VectorE and
+GpSimdE share one SBUF port: the streaming part of their instructions never overlaps.
+DMA transfers go to the earliest-free of the DMA queues. Dependencies are read-after-write, write-after-read and write-after-write
 on overlapping regions of the same storage; a region is a box (lo, hi per storage
 dimension, flattened into one tuple) or None for the whole storage. DMA transfers also
 share one bandwidth timeline that later transfers may back-fill.
 """
 from bisect import bisect_right
+
+from . import constants as C
 
 TENSOR, VECTOR, SCALAR, GPSIMD = 0, 1, 2, 3
 ENGINE_NAMES = ("tensor", "vector", "scalar", "gpsimd")
@@ -153,6 +160,10 @@ class Timeline:
         self.s = []
         self.e = []
         self.busy = 0.0
+        self.first = 0.0  # where the last request started
+
+    def end(self):
+        return self.e[-1] if self.e else 0.0
 
     def consume(self, t, dur):
         """Take `dur` of free time starting no earlier than t; return the finish time."""
@@ -161,6 +172,7 @@ class Timeline:
         n = len(s)
         i = bisect_right(e, t)
         if i == n:
+            self.first = t
             if n and e[-1] == t:
                 e[-1] = t + dur
             else:
@@ -181,6 +193,8 @@ class Timeline:
             take = gap_end - cur
             if take > rem:
                 take = rem
+            if not pieces:
+                self.first = cur
             pieces.append((cur, cur + take))
             cur += take
             rem -= take
@@ -211,7 +225,19 @@ class Scheduler:
 
     def __init__(self, target):
         self.target = target
-        self.free = [0.0, 0.0, 0.0, 0.0]
+        self.free = [0.0, 0.0, 0.0, 0.0]      # latest end per engine
+        self.floor = [0.0, 0.0, 0.0, 0.0]     # no instruction of the engine starts earlier
+        self.lines = [Timeline(), Timeline(), Timeline(), Timeline()]  # busy time per engine
+        self.recent = [[], [], [], []]        # starts of the last SCHED_WINDOW instructions
+        self.window = C.SCHED_WINDOW
+        self.ordered = 0                      # > 0 inside sequential_range
+        # trn1: VectorE and GpSimdE stream through one shared SBUF port
+        self.shared_port = bool(getattr(target, "vector_gpsimd_shared_port", False))
+        self.port = Timeline()
+        self.overhead = [0.0,
+                         C.ACCESS_OVERHEAD_CYCLES * 1e9 / target.vector_hz,
+                         0.0,
+                         C.GPSIMD_STARTUP_CYCLES * 1e9 / target.gpsimd_hz]
         self.active = [0.0, 0.0, 0.0, 0.0]
         self.count = [0, 0, 0, 0]
         self.nq = 16
@@ -223,9 +249,17 @@ class Scheduler:
         self.makespan = 0.0
         self.hot = None          # (line, engine) -> [instructions, ns] when attribution is on
         self.line_of = None
+        self.producer = None     # end time -> (engine, line) when attribution is on
+        self.wait = None         # (engine, waiting_on, line) -> idle ns
 
-    def _attribute(self, engine, ns):
-        line = self.line_of()
+    def start_attribution(self, line_of):
+        """Record hotspots and engine waits; `line_of()` names the current kernel line."""
+        self.hot = {}
+        self.producer = {}
+        self.wait = {}
+        self.line_of = line_of
+
+    def _attribute(self, engine, ns, line):
         key = (line, engine)
         rec = self.hot.get(key)
         if rec is None:
@@ -244,24 +278,104 @@ class Scheduler:
         rows.sort(key=lambda r: (-r["time_us"], r["line"] or 0, r["engine"]))
         return rows[:top]
 
-    def issue(self, engine, cost, reads, writes):
-        """Schedule a compute instruction of `cost` ns; returns its end time."""
-        t = ready_time(self.free[engine], reads, writes)
-        end = t + cost
-        self.free[engine] = end
+    def waits(self, top=5):
+        """Where engines sat idle waiting for another engine's (or DMA's) result: dicts with
+        engine, waiting_on, idle_pct (of the makespan) and line (of the instruction waited
+        for), largest first."""
+        if not self.wait or self.makespan <= 0:
+            return []
+        names = ENGINE_NAMES + ("dma",)
+        rows = [{"engine": names[e], "waiting_on": names[w],
+                 "idle_pct": 100.0 * ns / self.makespan, "line": line}
+                for (e, w, line), ns in self.wait.items() if ns > 0]
+        rows.sort(key=lambda r: (-r["idle_pct"], r["engine"], r["waiting_on"], r["line"] or 0))
+        return rows[:top]
+
+    # -- sequential_range ------------------------------------------------------------------
+    def begin_ordered(self):
+        """Enter a sequential_range loop: engines run in program order until end_ordered."""
+        self.ordered += 1
+        self._barrier()
+
+    def end_ordered(self):
+        """Leave a sequential_range loop: later instructions start after it."""
+        if self.ordered > 0:
+            self.ordered -= 1
+        self._barrier()
+
+    def _barrier(self):
+        for e in range(4):
+            if self.free[e] > self.floor[e]:
+                self.floor[e] = self.free[e]
+
+    # -- placement ---------------------------------------------------------------------------
+    def issue(self, engine, cost, reads, writes, startup=0.0):
+        """Schedule a compute instruction of `cost` ns; returns its end time. Engine time is
+        taken from the earliest idle time at or after the instruction's ready time (later
+        instructions fill idle gaps left by dependency waits, as the compiler's reordering
+        of independent iterations does), within the reordering window. `startup` is added
+        when the engine is idle at the ready time (a pipeline that has to fill again, e.g.
+        TensorE's MM_INIT_LATENCY), not for back-to-back instructions."""
+        lo = self.free[engine] if self.ordered else self.floor[engine]
+        t = ready_time(lo, reads, writes)
+        tl = self.lines[engine]
+        if startup and t > tl.end():
+            cost += startup
+        if self.wait is not None:
+            self._record_wait(engine, t, tl.end(), lo)
+        if t < tl.end():
+            tl.prune(self.floor[engine])
+        end = tl.consume(t, cost)
+        start = tl.first
+        if self.shared_port and (engine == 1 or engine == 3):
+            off = self.overhead[engine]
+            if off > cost:
+                off = cost
+            pt = self.port
+            if start + off < pt.end():
+                pt.prune(min(self.floor[1], self.floor[3]))
+            pend = pt.consume(start + off, cost - off)
+            if pend > end:
+                end = pend
+        rc = self.recent[engine]
+        rc.append(start)
+        if len(rc) >= self.window:
+            f = rc[-self.window]
+            if f > self.floor[engine]:
+                self.floor[engine] = f
+            if len(rc) > 4 * self.window:
+                del rc[:-self.window]
+        if end > self.free[engine]:
+            self.free[engine] = end
         self.active[engine] += cost
         self.count[engine] += 1
         if self.hot is not None:
-            self._attribute(engine, cost)
+            line = self.line_of()
+            self._attribute(engine, cost, line)
+            self.producer[end] = (engine, line)
         record(reads, writes, end)
         if end > self.makespan:
             self.makespan = end
         return end
 
+    def _record_wait(self, engine, t, busy_end, lo):
+        """Idle time of `engine` right before an instruction that had to wait for the result
+        of another engine or a DMA (its dependencies, not its engine, set its start; gaps
+        later filled by other instructions are not subtracted)."""
+        if t <= lo or t <= busy_end:
+            return
+        who = self.producer.get(t)
+        if who is None or who[0] == engine:
+            return
+        prev = busy_end if busy_end > lo else lo
+        if t > prev:
+            key = (engine, who[0], who[1])
+            self.wait[key] = self.wait.get(key, 0.0) + (t - prev)
+
     def issue_zero(self, engine, reads, writes):
         """A bookkeeping step with no cost and no instruction (e.g. a fused accumulate)."""
-        t = ready_time(self.free[engine], reads, writes)
-        self.free[engine] = t
+        lo = self.free[engine] if self.ordered else self.floor[engine]
+        t = ready_time(lo, reads, writes)
         record(reads, writes, t)
         return t
 
@@ -279,7 +393,9 @@ class Scheduler:
             end = t + fixed_ns + min_data_ns
         qf[q] = end
         if self.hot is not None:
-            self._attribute(4, end - t)
+            line = self.line_of()
+            self._attribute(4, end - t, line)
+            self.producer[end] = (4, line)
         self.dma_starts.append(t)
         self.dma_ends.append(end)
         self.dma_count += 1
