@@ -248,8 +248,7 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
     sim = runtime.Sim(tgt, numerics)
     sim.grid = grid
     if hotspots:
-        sim.sched.hot = {}
-        sim.sched.line_of = E.current_kernel_line
+        sim.sched.start_attribution(E.current_kernel_line)
     E.set_kernel_files({kernel_path})
     originals = {}
     events = trace["events"]
@@ -309,6 +308,7 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
         res = _result(sim, outputs, returned_tuple)
         res.output_dtypes = out_dts
         res.hotspots = sim.sched.hotspots()
+        res.waits = sim.sched.waits()
         return res
     except B.Divergence as d:
         raise B.NkiForbiddenAccess("the kernel's instruction trace does not replay: %s" % d)
