@@ -89,8 +89,8 @@ struct Task {
 };
 
 struct RoundOutcome {
-  std::vector<std::size_t> retry;  // requests to submit once more
-  std::map<std::size_t, std::string> retry_reasons;
+  std::vector<std::size_t> retry;                    // requests to submit once more
+  std::map<std::size_t, EvalResult> first_attempts;  // the failed first attempt of each
   std::set<std::string> bad_nodes;
 };
 
@@ -155,21 +155,29 @@ class SlurmBackend final : public Backend {
       pending[i] = i;
     }
     std::set<std::string> exclude;
-    std::map<std::size_t, std::string> first_failures;
+    std::map<std::size_t, EvalResult> first_attempts;
     for (int round = 0; round < 2 && !pending.empty(); ++round) {
       RoundOutcome outcome = run_round(batch, pending, exclude, round == 0, cancel, results);
       for (std::size_t index : pending) {
         if (std::find(outcome.retry.begin(), outcome.retry.end(), index) != outcome.retry.end()) {
           continue;
         }
-        auto first = first_failures.find(index);
-        if (first != first_failures.end() && results[index].failure) {
-          results[index].failure->message += " (a retry after: " + first->second + ")";
+        auto first = first_attempts.find(index);
+        if (first != first_attempts.end() && results[index].failure) {
+          if (results[index].failure->stage == "submit") {
+            // No other node could take it: the node failure is the answer.
+            std::string why = results[index].failure->message;
+            results[index] = first->second;
+            results[index].failure->message += "; not retried elsewhere: " + why;
+          } else {
+            results[index].failure->message +=
+                " (on a retry after: " + first->second.failure->message + ")";
+          }
         }
         finished(index);
       }
       exclude.insert(outcome.bad_nodes.begin(), outcome.bad_nodes.end());
-      first_failures.insert(outcome.retry_reasons.begin(), outcome.retry_reasons.end());
+      first_attempts.insert(outcome.first_attempts.begin(), outcome.first_attempts.end());
       pending = std::move(outcome.retry);
     }
     return results;
@@ -535,7 +543,9 @@ class SlurmBackend final : public Backend {
             if (!task.node.empty()) {
               outcome.bad_nodes.insert(task.node);
             }
-            outcome.retry_reasons[task.request] = failure.message;
+            EvalResult& first = outcome.first_attempts[task.request];
+            first.failure = failure;
+            fill_where(first, task);
             continue;
           }
           results[task.request] = EvalResult{};
