@@ -67,6 +67,7 @@ struct SlurmConfig {
   int max_parallel = 0;
   int slots = 16;
   std::string stage;  // empty: ~/.autocomp/slurm on the head
+  std::string setup;  // a file sourced before Slurm's commands (module loads, SLURM_CONF)
   std::chrono::milliseconds poll{100};
   std::chrono::milliseconds queue_timeout{std::chrono::minutes(30)};
   bool remote = false;
@@ -415,7 +416,7 @@ class SlurmBackend final : public Backend {
     // submit
     start = Clock::now();
     auto submitted =
-        m_head->run(submit_command(work, tasks.size(), requests, exclude), k_command_timeout, {});
+        slurm_command(submit_command(work, tasks.size(), requests, exclude), k_command_timeout, {});
     steps.push_back({"submit", ms_since(start)});
     std::string array_job;
     if (submitted.ok() && submitted->exit_status == 0) {
@@ -467,7 +468,7 @@ class SlurmBackend final : public Backend {
         }
         break;
       }
-      auto polled = m_head->run(poll, k_command_timeout, {});
+      auto polled = slurm_command(poll, k_command_timeout, {});
       if (!polled.ok()) {
         if (polled.failure().kind == core::FailureKind::transport_error && ++empty_polls > 3) {
           scancel(array_job);
@@ -593,7 +594,7 @@ class SlurmBackend final : public Backend {
       if (progressed) {
         interval = m_config.poll;
       } else {
-        interval = std::min<std::chrono::milliseconds>(interval * 3 / 2, 1000ms);
+        interval = std::min<std::chrono::milliseconds>(interval * 3 / 2, 500ms);
       }
       std::this_thread::sleep_for(interval);
     }
@@ -685,7 +686,7 @@ class SlurmBackend final : public Backend {
   }
 
   void scancel(const std::string& job) {
-    (void)m_head->run("scancel " + shell_quote(job), k_command_timeout, {});
+    (void)slurm_command("scancel " + shell_quote(job), k_command_timeout, {});
   }
 
   // Waits until none of the array's tasks is pending, running or completing any more.
@@ -693,13 +694,24 @@ class SlurmBackend final : public Backend {
     auto deadline = Clock::now() + k_drain_timeout;
     while (Clock::now() < deadline) {
       auto listed =
-          m_head->run("squeue -h -j " + array_job + " -o %i 2>/dev/null", k_command_timeout, {});
+          slurm_command("squeue -h -j " + array_job + " -o %i 2>/dev/null", k_command_timeout, {});
       if (listed.ok() && listed->stdout_text.find_first_not_of(" \n") == std::string::npos) {
         return;
       }
       std::this_thread::sleep_for(200ms);
       scancel(array_job);
     }
+  }
+
+  // Runs a Slurm command on the head, after sourcing the `setup` file when one is configured.
+  core::Result<ExecOutput> slurm_command(const std::string& command,
+                                         std::chrono::milliseconds timeout,
+                                         const core::CancelToken& cancel) {
+    if (m_config.setup.empty()) {
+      return m_head->run(command, timeout, cancel);
+    }
+    return m_head->run(". " + shell_quote(m_config.setup) + " >/dev/null 2>&1; " + command, timeout,
+                       cancel);
   }
 
   void remove_work(const std::string& work) {
@@ -806,11 +818,26 @@ core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<Back
                               "invalid backend spec '" + spec.text + "': " + why);
   };
   bool remote = spec.scheme == "slurm+ssh";
-  static const std::set<std::string> k_known{
-      "partition",      "device",        "python",  "stage",   "account",     "qos",
-      "time",           "gres",          "target",  "fake_ms", "slots",       "cores_per_task",
-      "max_parallel",   "queue_timeout", "poll_ms", "key",     "known_hosts", "accept_new_host_key",
-      "connect_timeout"};
+  static const std::set<std::string> k_known{"partition",
+                                             "device",
+                                             "python",
+                                             "stage",
+                                             "account",
+                                             "qos",
+                                             "time",
+                                             "gres",
+                                             "target",
+                                             "fake_ms",
+                                             "slots",
+                                             "cores_per_task",
+                                             "max_parallel",
+                                             "queue_timeout",
+                                             "poll_ms",
+                                             "key",
+                                             "known_hosts",
+                                             "accept_new_host_key",
+                                             "connect_timeout",
+                                             "setup"};
   for (const auto& [name, value] : spec.params) {
     if (k_known.count(name) == 0) {
       return bad("unknown option '" + name + "'");
@@ -865,6 +892,7 @@ core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<Back
   config.time = spec.param("time").value_or("");
   config.gres = spec.param("gres").value_or("");
   config.stage = spec.param("stage").value_or("");
+  config.setup = spec.param("setup").value_or("");
   config.target = spec.param("target").value_or(options.default_target);
   config.local_python = resolve_python(options.python);
   config.python = spec.param("python").value_or(remote ? "python3" : config.local_python);

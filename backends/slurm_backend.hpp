@@ -17,7 +17,8 @@ namespace autocomp::backends {
 // Options: partition, device=neuron|sim|fake, python, stage (shared folder; default
 // ~/.autocomp/slurm), account, qos, time (sbatch --time), cores_per_task (NeuronCores per
 // evaluation), gres (GRES name for NeuronCores, e.g. neuron), max_parallel (array %N), target,
-// fake_ms, slots, queue_timeout (seconds a job may wait in the queue), poll_ms, and for
+// fake_ms, slots, queue_timeout (seconds a job may wait in the queue), poll_ms, setup (a file
+// sourced on the head before Slurm commands), and for
 // slurm+ssh the ssh options key, known_hosts, accept_new_host_key, connect_timeout.
 // See docs/backends.md.
 core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<BackendSpec>& specs,

@@ -87,6 +87,12 @@ int main(int argc, char** argv) {
       local_s.push_back(seconds_for(*local, {fake_request()}));
       slurm_s.push_back(seconds_for(*slurm, {fake_request()}));
     }
+    auto last = slurm->evaluate({fake_request()}, {}, {});
+    std::printf("steps of one Slurm evaluation:");
+    for (const auto& step : last[0].steps) {
+      std::printf(" %s %.0f ms;", step.step.c_str(), step.ms);
+    }
+    std::printf("\n");
     double l = median(local_s) * 1000;
     double s = median(slurm_s) * 1000;
     std::printf(
