@@ -3,6 +3,7 @@
 #include "backends/backend.hpp"
 #include "backends/hosts_file.hpp"
 #include "backends/local_backend.hpp"
+#include "backends/slurm_backend.hpp"
 #include "backends/spec.hpp"
 #include "backends/ssh_backend.hpp"
 
@@ -19,10 +20,13 @@ struct BackendEntry {
 };
 
 // The one table of backends. A new backend is a source file with a factory plus a row here.
-constexpr std::array<BackendEntry, 3> k_backends{{
+constexpr std::array<BackendEntry, 5> k_backends{{
     {"sim", make_local_backend, "the NKI simulator on this machine (default)"},
     {"local", make_local_backend, "the harness on this machine: local?device=sim|fake|neuron"},
     {"ssh", make_ssh_backend, "Trainium hosts over SSH: ssh://[user@]host[:port][?options]"},
+    {"slurm", make_slurm_backend, "Slurm jobs from this machine: slurm:?partition=P[&options]"},
+    {"slurm+ssh", make_slurm_backend,
+     "Slurm jobs from a remote head node: slurm+ssh://[user@]head[:port]?partition=P"},
 }};
 
 }  // namespace

@@ -160,6 +160,9 @@ core::Result<BackendSpec> parse_spec(std::string_view text) {
     spec.host = std::string(host);
   } else {
     spec.scheme = std::string(rest);
+    if (!spec.scheme.empty() && spec.scheme.back() == ':') {
+      spec.scheme.pop_back();  // "slurm:?partition=P" names the scheme like a URI does
+    }
   }
   if (spec.scheme.empty()) {
     return bad_spec(text, "no backend name");
