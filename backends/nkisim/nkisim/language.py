@@ -395,7 +395,9 @@ def broadcast_to(src, shape, **kw):
         raise compile_error("cannot broadcast tile of shape %s to %s"
                             % (list(src.shape), list(shape)))
     eng = GPSIMD if padded[0] != shape[0] else VECTOR
-    compute(eng, engine_cost(eng, free_size(out)), [src], [out],
+    # a partition broadcast reads one source row per core and writes every partition: one
+    # element stream per partition (the output)
+    compute(eng, engine_cost(eng, free_size(out), streams=1), [src], [out],
             (lambda: np.broadcast_to(value_of(src, nd), shape)), "broadcast")
     return out
 
