@@ -49,7 +49,8 @@ class KernelProcess:
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
                "OPENBLAS_NUM_THREADS": "1", "NKISIM_ANSWER_FD": str(ans_w),
-               "NKISIM_COMMAND_FD": str(cmd_r)}
+               "NKISIM_COMMAND_FD": str(cmd_r), "NKISIM_PARENT": str(os.getpid()),
+               "NKISIM_CPU_LIMIT": str(int(self.timeout) + 60)}
         self.log = tempfile.TemporaryFile(prefix="nkisim-child-")
         cmd = [sys.executable, "-I", "-B", os.path.abspath(__file__)]
         try:
@@ -203,7 +204,29 @@ def _forward_log(log):
         log.close()
 
 
+def _bind_to_parent():
+    """End with the parent (Linux: parent-death signal) and after a CPU-time budget, so a
+    kernel that never finishes cannot outlive the evaluation."""
+    try:
+        import resource  # noqa: PLC0415
+        limit = int(os.environ.pop("NKISIM_CPU_LIMIT", "0"))
+        if limit > 0:
+            resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
+    except (ImportError, ValueError, OSError):
+        pass
+    parent = os.environ.pop("NKISIM_PARENT", "")
+    try:
+        import ctypes  # noqa: PLC0415
+        import signal  # noqa: PLC0415
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (ImportError, OSError, AttributeError):
+        pass
+    if parent and str(os.getppid()) != parent:
+        os._exit(0)  # the parent is already gone
+
+
 def _child_main():
+    _bind_to_parent()
     out = os.fdopen(int(os.environ.pop("NKISIM_ANSWER_FD", "-1")), "w", encoding="utf-8")
     cmd = os.fdopen(int(os.environ.pop("NKISIM_COMMAND_FD", "-1")), "r", encoding="utf-8")
 
