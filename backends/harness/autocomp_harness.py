@@ -433,18 +433,24 @@ def hotspot_rows(rows, latency_us, kernel_path, limit=HOTSPOT_ROWS):
     return out[:limit]
 
 
+def sim_profile(device, result, kernel_path):
+    """The profile section of a simulator result: the device's metrics, roofline and
+    bottleneck, plus `hotspots` (from the result's `hotspots` rows) and `waits` (passed
+    through) when the result has them."""
+    profile = device.profile(result)
+    hot = getattr(result, "hotspots", None)
+    if hot is not None:
+        profile["hotspots"] = hotspot_rows(hot, device.latency_us(result), kernel_path)
+    waits = getattr(result, "waits", None)
+    if waits is not None:
+        profile["waits"] = [dict(w) for w in waits if isinstance(w, dict)]
+    return profile
+
+
 def _profile(run, out):
     device = run.device
     if _is_sim(device):
-        result = run.simulate_first()
-        profile = device.profile(result)
-        hot = getattr(result, "hotspots", None)
-        if hot is not None:
-            profile["hotspots"] = hotspot_rows(hot, device.latency_us(result), run.kernel.path)
-        waits = getattr(result, "waits", None)
-        if waits is not None:
-            profile["waits"] = [dict(w) for w in waits if isinstance(w, dict)]
-        out["profile"] = profile
+        out["profile"] = sim_profile(device, run.simulate_first(), run.kernel.path)
     else:
         from harnesslib import neuron  # noqa: PLC0415
         metrics = device.profile_metrics(run.kernel, run.first_inputs, grid=run.problem.grid,
@@ -488,8 +494,8 @@ def _run_device(args, out, ctx, holder):
         raise HarnessFailure("unavailable", "device %r needs numpy: python module 'numpy' not "
                              "importable by %s" % (args.device, sys.executable))
     from harnesslib import scan  # noqa: PLC0415
-    from harnesslib.problem import (describe_inputs, load_problem, make_outputs,  # noqa: PLC0415
-                                    outputs_need_reference, signature)
+    from harnesslib.problem import (describe_inputs, load_problem, output_names,  # noqa: PLC0415
+                                    signature)
     from harnesslib.refcache import RefCache, default_dir  # noqa: PLC0415
 
     for flag, value in (("--kernel", args.kernel), ("--problem", args.problem)):
@@ -519,12 +525,8 @@ def _run_device(args, out, ctx, holder):
                       "inputs": describe_inputs(first_inputs, problem.input_dtypes)}
     params = list(first_inputs)
     if problem.outputs_spec is not None:
-        if outputs_need_reference(problem):
-            params += [n for n in (problem.outputs_spec if not isinstance(
-                problem.outputs_spec, dict) else list(problem.outputs_spec))]
-        else:
-            params += list(make_outputs(problem, first_inputs))
-        out["problem"]["outputs"] = params[len(first_inputs):]
+        out["problem"]["outputs"] = output_names(problem, first_inputs)
+        params += out["problem"]["outputs"]
     kernel = device.load_kernel(kernel_path, params, args.kernel_name, problem.kernel_name)
     out["kernel"] = {"name": kernel.name, "file": kernel_path}
     if hasattr(device, "namespace"):

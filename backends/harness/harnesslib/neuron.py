@@ -287,6 +287,8 @@ def newest_file(pattern):
 # ---------------------------------------------------------------- the device
 
 def _to_device_array(arr, dtype_name):
+    if not isinstance(arr, np.ndarray):
+        return arr  # a Python scalar bound as a kernel argument
     if not dtype_name or dtype_name == arr.dtype.name:
         return arr
     if dtype_name == "bfloat16":
@@ -397,6 +399,8 @@ class NeuronDevice:
         folder = os.path.join(self.workdir, "inputs")
         os.makedirs(folder, exist_ok=True)
         for name, arr in inputs.items():
+            if not isinstance(arr, np.ndarray):
+                continue  # scalars are compiled into the NEFF, not fed to it
             path = os.path.join(folder, name + ".npy")
             np.save(path, _to_device_array(arr, (input_dtypes or {}).get(name)))
             paths[name] = path

@@ -173,6 +173,13 @@ def _filled(shape, dtype):
     return np.zeros(shape, dtype=dtype)
 
 
+def output_names(problem, inputs):
+    """Names of the problem's OUTPUTS parameters (validated), [] without OUTPUTS."""
+    if problem.outputs_spec is None:
+        return []
+    return [name for name, _ in _output_entries(problem, inputs)]
+
+
 def outputs_need_reference(problem):
     """True when some OUTPUTS entry takes its shape from the reference."""
     spec = problem.outputs_spec
