@@ -22,8 +22,11 @@ and never timed. The rules (ids as they appear in failure messages):
   internals     simulator internals through an NKI module (`nl.runtime`, `nl.core`, `nl.np`,
                 `nl.sys`, ...) and assignments to attributes of any imported module
                 (`nl.add = ...`, `np.copyto = ...`)
+  internals     also the simulator tensor's own attributes, on any object (`.st`, `.arr`,
+                `.mark_written`, `.vd`, `.dep` ...)
   tensor-numpy  numpy applied to kernel tensors (a kernel parameter, or a name bound to an NKI
-                call's result) — `np.asarray(a)`, `np.copyto(out, ...)`, `a.data`, `a.tolist()`;
+                call's result or to a tensor) — `np.asarray(a)`, `np.copyto(out, ...)`,
+                `a.data`, `a[0:4].read()`, `a.tolist()`;
                 shape math stays legal (`np.prod(a.shape)`, `np.float32(1e-5)`, `np.sqrt(d)`
                 of a Python number); parameters annotated int/float/bool or with a numeric
                 default are not tensors
@@ -55,7 +58,14 @@ SIM_INTERNALS = frozenset((
 ))
 TENSOR_DATA_ATTRS = frozenset((
     "data", "base", "ctypes", "flat", "tobytes", "tolist", "numpy", "item", "itemset",
-    "setflags", "tofile", "dump", "dumps",
+    "setflags", "tofile", "dump", "dumps", "read", "write", "root", "box", "valid", "sim",
+    "alias",
+))
+# Attributes of the simulator's tensor and storage objects that are no NKI API (refused on any
+# object: the names are unambiguous).
+SIM_TENSOR_ATTRS = frozenset((
+    "st", "arr", "mark_written", "written_state", "vd", "sk", "adv", "advanced", "dep",
+    "check_valid",
 ))
 SHAPE_ATTRS = frozenset(("shape", "dtype", "ndim", "size", "itemsize", "buffer", "name"))
 SCALAR_ANNOTATIONS = frozenset(("int", "float", "bool", "str"))
@@ -224,6 +234,10 @@ class _Scanner(ast.NodeVisitor):
             n = stack.pop()
             if isinstance(n, ast.Attribute) and n.attr in SHAPE_ATTRS:
                 continue
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len":
+                continue
+            if isinstance(n, ast.Name) and n.id in self.tensors[-1]:
+                return True
             if isinstance(n, ast.Call) and _root_name(n.func) in self.nki_modules:
                 return True
             if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) \
@@ -256,11 +270,18 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _check_store(self, target):
-        for n in ast.walk(target):
-            if isinstance(n, ast.Attribute) and _root_name(n) in self.module_names:
-                self.add("internals", n, "assignment to an attribute of the imported module %r"
-                         % _root_name(n))
-                return
+        """Refuse stores into imported modules (`nl.load = ...`, `np.x[0] = ...`); indices
+        inside the target (`t[nl.arange(4)] = ...`) are reads and are not checked here."""
+        node, through_attribute = target, False
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            through_attribute = through_attribute or isinstance(node, ast.Attribute)
+            node = node.value
+        if through_attribute and isinstance(node, ast.Name) and node.id in self.module_names:
+            self.add("internals", target, "assignment to an attribute of the imported module %r"
+                     % node.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._check_store(elt)
 
     def visit_Delete(self, node):
         for t in node.targets:
@@ -283,10 +304,11 @@ class _Scanner(ast.NodeVisitor):
             self.add("frame", node, "access to interpreter internals (%r)" % attr)
         elif attr in SIM_INTERNALS and root in self.nki_modules:
             self.add("internals", node, "access to %r through the NKI module %r" % (attr, root))
-        elif (attr in TENSOR_DATA_ATTRS and isinstance(node.value, ast.Name)
-              and node.value.id in self.tensors[-1]):
-            self.add("tensor-numpy", node, "reading the storage of the kernel tensor %r (.%s)"
-                     % (node.value.id, attr))
+        elif attr in SIM_TENSOR_ATTRS:
+            self.add("internals", node, "access to the simulator's tensor internals (.%s)" % attr)
+        elif attr in TENSOR_DATA_ATTRS and root in self.tensors[-1]:
+            self.add("tensor-numpy", node, "reaching the storage of the kernel tensor %r (.%s)"
+                     % (root, attr))
         self.generic_visit(node)
 
     def _is_numpy_call(self, func):
@@ -303,7 +325,8 @@ class _Scanner(ast.NodeVisitor):
             elif name.value.startswith("_") and name.value not in ALLOWED_DUNDERS:
                 self.add("private", node, "%s() of the private attribute %r"
                          % (func.id, name.value))
-            elif name.value in FRAME_ATTRS or name.value in TENSOR_DATA_ATTRS:
+            elif name.value in FRAME_ATTRS or name.value in TENSOR_DATA_ATTRS \
+                    or name.value in SIM_TENSOR_ATTRS:
                 self.add("frame" if name.value in FRAME_ATTRS else "tensor-numpy", node,
                          "%s() of %r" % (func.id, name.value))
         if self._is_numpy_call(func) and len(self.tensors) > 1:

@@ -32,6 +32,8 @@ EXPECTED = {
     "file_write.py": ("builtin", 8),
     "leftover_thread.py": ("import", 1),
     "private_import.py": ("internals", 4),
+    "storage_alias.py": ("tensor-numpy", 9),
+    "storage_chain.py": ("internals", 8),
 }
 
 
@@ -75,7 +77,10 @@ class ScanRules(unittest.TestCase):
                 scale = 1.0 / np.sqrt(d)
                 n = int(np.prod(x.shape)) // math.prod(x.shape[1:])
                 t = nl.load(x[0:128, 0:d])
-                nl.store(out[0:128, 0:d], value=nl.multiply(t, scale * EPS))
+                buf = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
+                buf[nl.arange(128)[:, None], nl.arange(d)[None, :]] = t
+                alias = buf
+                nl.store(out[0:128, 0:d], value=nl.multiply(alias, scale * EPS))
 
             if __name__ == "__main__":
                 import os, sys
