@@ -494,8 +494,8 @@ def _run_device(args, out, ctx, holder):
         raise HarnessFailure("unavailable", "device %r needs numpy: python module 'numpy' not "
                              "importable by %s" % (args.device, sys.executable))
     from harnesslib import scan  # noqa: PLC0415
-    from harnesslib.problem import (describe_inputs, load_problem, output_names,  # noqa: PLC0415
-                                    signature)
+    from harnesslib.problem import (describe_inputs, is_array, load_problem,  # noqa: PLC0415
+                                    output_names, signature)
     from harnesslib.refcache import RefCache, default_dir  # noqa: PLC0415
 
     for flag, value in (("--kernel", args.kernel), ("--problem", args.problem)):
@@ -510,14 +510,6 @@ def _run_device(args, out, ctx, holder):
                              % (target, ", ".join(TARGETS)))
     out["target"] = target
     kernel_path = os.path.abspath(args.kernel)
-    findings = scan.scan_file(kernel_path)
-    if findings:
-        raise HarnessFailure("forbidden_access", scan.refusal_message(findings),
-                             line=findings[0].line)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="autocomp-harness-")
-    os.makedirs(workdir, exist_ok=True)
-    device = _make_device(args, target, workdir)
-    holder.append(device)
     seeds = list(args.seeds or problem.seeds)
     first_inputs = problem.make_inputs(seeds[0])
     out["problem"] = {"file": problem.path, "seeds": seeds,
@@ -527,6 +519,15 @@ def _run_device(args, out, ctx, holder):
     if problem.outputs_spec is not None:
         out["problem"]["outputs"] = output_names(problem, first_inputs)
         params += out["problem"]["outputs"]
+    arrays = [n for n in params if n not in first_inputs or is_array(first_inputs[n])]
+    findings = scan.scan_file(kernel_path, arrays)
+    if findings:
+        raise HarnessFailure("forbidden_access", scan.refusal_message(findings),
+                             line=findings[0].line)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="autocomp-harness-")
+    os.makedirs(workdir, exist_ok=True)
+    device = _make_device(args, target, workdir)
+    holder.append(device)
     kernel = device.load_kernel(kernel_path, params, args.kernel_name, problem.kernel_name)
     out["kernel"] = {"name": kernel.name, "file": kernel_path}
     if hasattr(device, "namespace"):

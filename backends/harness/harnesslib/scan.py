@@ -172,8 +172,9 @@ def _is_scalar_param(arg, default):
 
 
 class _Scanner(ast.NodeVisitor):
-    def __init__(self):
+    def __init__(self, tensor_names=()):
         self.findings = []
+        self.tensor_names = frozenset(tensor_names)  # the problem's array inputs and outputs
         self.numpy_modules = set()   # names bound to numpy (np)
         self.numpy_funcs = set()     # names imported from numpy (from numpy import asarray)
         self.nki_modules = set()     # names bound to nki / neuronxcc modules or their members
@@ -277,8 +278,11 @@ class _Scanner(ast.NodeVisitor):
         positional = list(args.posonlyargs) + list(args.args)
         defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
         pairs = list(zip(positional, defaults)) + list(zip(args.kwonlyargs, args.kw_defaults))
-        params = [arg.arg for arg, default in pairs if not _is_scalar_param(arg, default)]
         kernel = self._is_kernel_function(node)
+        # A parameter named like one of the problem's arrays is a tensor in a kernel function,
+        # whatever its annotation or default says.
+        params = [arg.arg for arg, default in pairs if not _is_scalar_param(arg, default)
+                  or (kernel and arg.arg in self.tensor_names)]
         scope = set(self.tensors[-1])
         if kernel:
             scope.update(params)
@@ -460,12 +464,12 @@ def _local_module(name, folder):
     return None
 
 
-def _scan_tree(source, filename, folder, seen, depth):
+def _scan_tree(source, filename, folder, seen, depth, tensor_names=()):
     try:
         tree = ast.parse(source, filename)
     except (SyntaxError, ValueError):
         return []
-    scanner = _Scanner()
+    scanner = _Scanner(tensor_names)
     scanner.visit(tree)
     for call, tensors in scanner.calls_to_check:
         helper = scanner.numpy_param_funcs.get(call.func.id)
@@ -485,7 +489,7 @@ def _scan_tree(source, filename, folder, seen, depth):
                 continue
             seen.add(path)
             with open(path, encoding="utf-8", errors="replace") as f:
-                inner = _scan_tree(f.read(), path, folder, seen, depth + 1)
+                inner = _scan_tree(f.read(), path, folder, seen, depth + 1, tensor_names)
             for x in inner:
                 findings.append(Finding(x.rule, getattr(node, "lineno", None), "in the helper "
                                         "module %s (line %s): %s" % (os.path.basename(path),
@@ -493,19 +497,22 @@ def _scan_tree(source, filename, folder, seen, depth):
     return findings
 
 
-def scan_source(source, filename="<kernel>", folder=None):
+def scan_source(source, filename="<kernel>", folder=None, tensor_names=()):
     """Findings for kernel source text (empty list: nothing refused). Helper modules imported
     from `folder` (the kernel file's folder) are scanned too; their findings point at the
-    import line. A file that does not parse yields no findings: the import reports it."""
+    import line. tensor_names: the problem's array inputs and outputs (kernel parameters of
+    these names are tensors even when annotated as scalars). A file that does not parse yields
+    no findings: the import reports it."""
     seen = set()
     if filename and os.path.isfile(filename):
         seen.add(os.path.abspath(filename))
-    return _scan_tree(source, filename, folder, seen, 0)
+    return _scan_tree(source, filename, folder, seen, 0, tensor_names)
 
 
-def scan_file(path):
+def scan_file(path, tensor_names=()):
     with open(path, encoding="utf-8", errors="replace") as f:
-        return scan_source(f.read(), os.path.abspath(path), os.path.dirname(os.path.abspath(path)))
+        return scan_source(f.read(), os.path.abspath(path),
+                           os.path.dirname(os.path.abspath(path)), tensor_names)
 
 
 def refusal_message(findings, limit=3):
