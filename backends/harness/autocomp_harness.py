@@ -27,7 +27,7 @@ SCHEMA = "autocomp-harness/1"
 HARNESS_BASE_VERSION = "1.1.0"
 
 COMMANDS = ("verify", "benchmark", "profile", "evaluate", "version", "signature")
-TARGETS = ("trn1", "trn2")
+TARGETS = ("trn1", "trn2", "trn3")
 DEVICES = ("sim", "neuron", "fake")
 
 
@@ -232,6 +232,10 @@ def _run_fake(args, out, ctx):
 
 def _make_device(args, target, workdir):
     if args.device == "sim":
+        from harnesslib import floor  # noqa: PLC0415
+        if floor.peaks(target) is None:
+            raise HarnessFailure("unavailable", "device 'sim' models trn1 and trn2 only; target "
+                                 "%r needs device 'neuron'" % target)
         from harnesslib.simdev import SimDevice  # noqa: PLC0415
         return SimDevice(target)
     from harnesslib.neuron import NeuronDevice  # noqa: PLC0415
@@ -254,32 +258,84 @@ def _is_sim(device):
     return getattr(device, "name", "") == "sim"
 
 
-def _device_outputs(device, result):
-    """(arrays, dtype names) from a device run result."""
-    if _is_sim(device):
-        return device.outputs(result)
-    return result
+class _DeviceRun:
+    """What the stages of one device run share."""
+
+    def __init__(self, args, problem, device, kernel, seeds, first_inputs, cache, target):
+        self.args = args
+        self.problem = problem
+        self.device = device
+        self.kernel = kernel
+        self.seeds = seeds
+        self.first_inputs = first_inputs
+        self.cache = cache
+        self.target = target
+        self.first_ref = None      # reference outputs of seeds[0], once computed
+        self.out_shapes = None     # [(shape, NKI dtype name)] of the outputs, once known
+        self.sim_result = None     # a simulation of seeds[0] (reused by benchmark and profile)
+
+    def call(self, inputs, numerics, reference=None):
+        """Run the kernel once: (device result, output arrays, output dtype names or None)."""
+        from harnesslib.problem import make_outputs  # noqa: PLC0415
+        problem, device = self.problem, self.device
+        allocated = make_outputs(problem, inputs, reference)
+        call_args = dict(inputs)
+        dtypes = dict(problem.input_dtypes)
+        for name, (arr, nki_name) in allocated.items():
+            call_args[name] = arr
+            if nki_name != arr.dtype.name:
+                dtypes[name] = nki_name
+        result = device.run(self.kernel, call_args, grid=problem.grid, numerics=numerics,
+                            input_dtypes=dtypes)
+        if allocated:
+            return (result, [arr for arr, _ in allocated.values()],
+                    [nki_name for _, nki_name in allocated.values()])
+        if _is_sim(device):
+            outs, names = device.outputs(result)
+        else:
+            outs, names = result
+        return result, outs, names
+
+    def reference_if_outputs_need_it(self, inputs, seed):
+        from harnesslib.problem import outputs_need_reference  # noqa: PLC0415
+        if outputs_need_reference(self.problem):
+            return _reference(self.problem, inputs, seed, self.cache)
+        return None
+
+    def simulate_first(self):
+        """A timing-only simulation of seeds[0] unless one exists already."""
+        if self.sim_result is None:
+            ref = self.first_ref if self.first_ref is not None else \
+                self.reference_if_outputs_need_it(self.first_inputs, self.seeds[0])
+            self.sim_result, outs, names = self.call(self.first_inputs, False, ref)
+            if self.out_shapes is None:
+                self.out_shapes = [(o.shape, (names[i] if names else o.dtype.name))
+                                   for i, o in enumerate(outs)]
+        return self.sim_result
 
 
-def _verify(problem, device, kernel, seeds, first_inputs, cache, out):
-    """Run every seed; returns the first simulator result (reused by evaluate) or None.
-
-    first_inputs: the already generated inputs of seeds[0].
-    """
+def _verify(run, out):
+    """Run every seed against the reference; stops at the first failing seed."""
     from harnesslib import compare  # noqa: PLC0415
-    first = None
+    problem = run.problem
     entries = []
     out["verify"] = {"correct": False, "seeds": entries}
-    for i, seed in enumerate(seeds):
-        inputs = first_inputs if i == 0 else problem.make_inputs(seed)
+    for i, seed in enumerate(run.seeds):
+        inputs = run.first_inputs if i == 0 else problem.make_inputs(seed)
         # The kernel runs first: a kernel that fails to compile or run never pays for the
-        # (possibly expensive) reference. The reference gets its own copies of the inputs.
-        result = device.run(kernel, inputs, grid=problem.grid, numerics=True,
-                            input_dtypes=problem.input_dtypes)
-        ref = _reference(problem, inputs, seed, cache)
-        outs, names = _device_outputs(device, result)
-        if first is None and _is_sim(device):
-            first = result
+        # (possibly expensive) reference, unless OUTPUTS takes its shapes from the reference.
+        # The reference gets its own copies of the inputs.
+        ref = run.reference_if_outputs_need_it(inputs, seed)
+        result, outs, names = run.call(inputs, True, ref)
+        if ref is None:
+            ref = _reference(problem, inputs, seed, run.cache)
+        if i == 0:
+            run.first_ref = ref
+            expected = problem.output_dtypes or [r.dtype.name for r in ref]
+            run.out_shapes = [(r.shape, expected[j] if j < len(expected) else r.dtype.name)
+                              for j, r in enumerate(ref)]
+            if _is_sim(run.device):
+                run.sim_result = result
         ok, max_abs, rel_l2, msg = compare.compare_outputs(
             outs, ref, out_names=names, expected_names=problem.output_dtypes,
             rtol=problem.rtol, atol=problem.atol)
@@ -288,59 +344,160 @@ def _verify(problem, device, kernel, seeds, first_inputs, cache, out):
         if not ok:
             raise HarnessFailure("mismatch", "seed %d: %s" % (seed, msg), stage="verify")
     out["verify"]["correct"] = True
-    return first
 
 
-def _benchmark(args, problem, device, kernel, inputs, sim_result, out):
+def _floor(run):
+    """The problem's physical floor on this target (harnesslib/floor.py), or None."""
+    from harnesslib import floor  # noqa: PLC0415
+    from harnesslib.problem import input_dtype, is_array, problem_flops  # noqa: PLC0415
+    problem = run.problem
+    hbm = 0
+    for name, value in run.first_inputs.items():
+        if is_array(value):
+            hbm += floor.tensor_bytes(value.shape, input_dtype(name, value, problem.input_dtypes),
+                                      value.dtype.itemsize)
+    for shape, dtype_name in run.out_shapes or ():
+        hbm += floor.tensor_bytes(shape, dtype_name)
+    return floor.compute(run.target, run.args.device, hbm,
+                         problem_flops(problem, run.first_inputs))
+
+
+def _check_floor(run, latency_us, section, stage):
+    from harnesslib import floor as floor_mod  # noqa: PLC0415
+    fl = _floor(run)
+    if fl is None:
+        return
+    section["floor"] = fl
+    msg = floor_mod.violation(latency_us, fl, run.target)
+    if msg:
+        raise HarnessFailure("implausible", msg, stage=stage)
+
+
+def _benchmark(run, out):
+    args, device, problem = run.args, run.device, run.problem
     if _is_sim(device):
-        if sim_result is None:
-            sim_result = device.run(kernel, inputs, grid=problem.grid,
-                                    numerics=False, input_dtypes=problem.input_dtypes)
-        lat = device.latency_us(sim_result)
+        lat = device.latency_us(run.simulate_first())
         out["benchmark"] = {
             "warmup": args.warmup, "iters": args.iters, "method": "simulated",
             "note": "simulated latency is deterministic: simulated once, every sample equals it",
             "latency_us": stats.summarize([lat] * max(1, args.iters)),
         }
-        return sim_result
-    samples, tries, spread = stats.measure_with_spread_gate(
-        lambda: device.benchmark_samples(kernel, inputs, args.warmup, args.iters,
-                                         grid=problem.grid, input_dtypes=problem.input_dtypes))
-    out["benchmark"] = {
-        "warmup": args.warmup, "iters": args.iters,
-        "method": "neuron-profile" if device.namespace == "nki" else "nki.benchmark-percentiles",
-        "spread": spread, "spread_tries": tries,
-        "latency_us": stats.summarize(samples),
-    }
-    return None
+    else:
+        samples, tries, spread = stats.measure_with_spread_gate(
+            lambda: device.benchmark_samples(run.kernel, run.first_inputs, args.warmup,
+                                             args.iters, grid=problem.grid,
+                                             input_dtypes=problem.input_dtypes))
+        out["benchmark"] = {
+            "warmup": args.warmup, "iters": args.iters,
+            "method": "neuron-profile" if device.namespace == "nki" else "nki.benchmark-percentiles",
+            "spread": spread, "spread_tries": tries,
+            "latency_us": stats.summarize(samples),
+        }
+    _check_floor(run, out["benchmark"]["latency_us"].get("min"), out["benchmark"], "benchmark")
 
 
-def _profile(args, problem, device, kernel, inputs, sim_result, target, out):
+HOTSPOT_ROWS = 8
+HOTSPOT_TEXT_CHARS = 80
+
+
+def _source_lines(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def hotspot_rows(rows, latency_us, kernel_path, limit=HOTSPOT_ROWS):
+    """Profile hotspots: the busiest rows (by time) with the kernel source line's text and
+    the share of the makespan; rows are {line, engine, instructions, time_us}."""
+    lines = _source_lines(kernel_path)
+    out = []
+    for row in rows or ():
+        if not isinstance(row, dict):
+            continue
+        line = row.get("line")
+        try:
+            t = float(row.get("time_us") or 0.0)
+        except (TypeError, ValueError):
+            continue
+        text = ""
+        if isinstance(line, int) and 1 <= line <= len(lines):
+            text = lines[line - 1].strip()
+            if len(text) > HOTSPOT_TEXT_CHARS:
+                text = text[:HOTSPOT_TEXT_CHARS - 3] + "..."
+        out.append({"line": line, "text": text, "engine": row.get("engine"),
+                    "share_pct": 100.0 * t / latency_us if latency_us and latency_us > 0 else None,
+                    "time_us": t, "instructions": row.get("instructions")})
+    out.sort(key=lambda r: -r["time_us"])
+    return out[:limit]
+
+
+def sim_profile(device, result, kernel_path):
+    """The profile section of a simulator result: the device's metrics, roofline and
+    bottleneck, plus `hotspots` (from the result's `hotspots` rows) and `waits` (passed
+    through) when the result has them."""
+    profile = device.profile(result)
+    hot = getattr(result, "hotspots", None)
+    if hot is not None:
+        profile["hotspots"] = hotspot_rows(hot, device.latency_us(result), kernel_path)
+    waits = getattr(result, "waits", None)
+    if waits is not None:
+        profile["waits"] = [dict(w) for w in waits if isinstance(w, dict)]
+    return profile
+
+
+def _profile(run, out):
+    device = run.device
     if _is_sim(device):
-        if sim_result is None:
-            sim_result = device.run(kernel, inputs, grid=problem.grid,
-                                    numerics=False, input_dtypes=problem.input_dtypes)
-        out["profile"] = device.profile(sim_result)
-        return
-    from harnesslib import neuron  # noqa: PLC0415
-    metrics = device.profile_metrics(kernel, inputs, grid=problem.grid,
-                                     input_dtypes=problem.input_dtypes)
-    roof = neuron.roofline_from_metrics(metrics, target)
-    out["profile"] = {"metrics": metrics, "roofline": roof,
-                      "bottleneck": neuron.bottleneck_from_metrics(metrics, roof)}
+        out["profile"] = sim_profile(device, run.simulate_first(), run.kernel.path)
+    else:
+        from harnesslib import neuron  # noqa: PLC0415
+        metrics = device.profile_metrics(run.kernel, run.first_inputs, grid=run.problem.grid,
+                                         input_dtypes=run.problem.input_dtypes)
+        roof = neuron.roofline_from_metrics(metrics, run.target)
+        out["profile"] = {"metrics": metrics, "roofline": roof,
+                          "bottleneck": neuron.bottleneck_from_metrics(metrics, roof)}
+    total = out["profile"].get("metrics", {}).get("total_time")
+    if "benchmark" not in out and isinstance(total, (int, float)):
+        _check_floor(run, total * 1e6, out["profile"], "profile")
 
 
-def _run_device(args, out, ctx):
+def _receipt(args, out, device):
+    """How the result was measured (PROTOCOL.md `receipt`); fields that are unknown are left
+    out."""
+    problem = out.get("problem") or {}
+    r = {"device": args.device, "target": out.get("target"),
+         "harness_version": out.get("harness_version"),
+         "seeds": problem.get("seeds") or args.seeds, "warmup": args.warmup, "iters": args.iters,
+         "input_signature": problem.get("signature")}
+    if args.device == "sim":
+        from harnesslib import simdev  # noqa: PLC0415
+        r["simulator_version"] = simdev.nkisim_version()
+        r["profile_format"] = "nkisim"
+        r["profile_schema"] = "nkisim-%s" % r["simulator_version"]
+    elif args.device == "fake":
+        r["profile_format"] = "fake"
+    elif device is not None:
+        for key in ("sdk", "neff_hash", "profile_format", "profile_schema"):
+            value = getattr(device, "receipt_" + key, lambda: None)()
+            if value:
+                r[key] = value
+    return {k: v for k, v in r.items() if v is not None}
+
+
+def _run_device(args, out, ctx, holder):
     ctx.enter("load")
     try:
         import numpy  # noqa: F401,PLC0415
     except ImportError:
         raise HarnessFailure("unavailable", "device %r needs numpy: python module 'numpy' not "
                              "importable by %s" % (args.device, sys.executable))
-    from harnesslib.problem import describe_inputs, load_problem, signature  # noqa: PLC0415
+    from harnesslib import scan  # noqa: PLC0415
+    from harnesslib.problem import (describe_inputs, is_array, load_problem,  # noqa: PLC0415
+                                    output_names, signature)
     from harnesslib.refcache import RefCache, default_dir  # noqa: PLC0415
 
-    ctx.enter("load")
     for flag, value in (("--kernel", args.kernel), ("--problem", args.problem)):
         if not value:
             raise HarnessFailure("harness_error", "%s is required for %s" % (flag, args.command))
@@ -352,40 +509,44 @@ def _run_device(args, out, ctx):
         raise HarnessFailure("problem_error", "problem TARGET %r is not one of %s"
                              % (target, ", ".join(TARGETS)))
     out["target"] = target
-    workdir = args.workdir or tempfile.mkdtemp(prefix="autocomp-harness-")
-    os.makedirs(workdir, exist_ok=True)
-    device = _make_device(args, target, workdir)
     kernel_path = os.path.abspath(args.kernel)
     seeds = list(args.seeds or problem.seeds)
     first_inputs = problem.make_inputs(seeds[0])
-    from harnesslib import scan  # noqa: PLC0415
-    findings = scan.scan_file(kernel_path)
-    if findings:
-        raise HarnessFailure("forbidden_access", scan.refusal_message(findings),
-                             line=findings[0].line)
-    kernel = device.load_kernel(kernel_path, list(first_inputs), args.kernel_name,
-                                problem.kernel_name)
-    out["kernel"] = {"name": kernel.name, "file": kernel_path}
     out["problem"] = {"file": problem.path, "seeds": seeds,
                       "signature": signature(first_inputs, problem.input_dtypes),
                       "inputs": describe_inputs(first_inputs, problem.input_dtypes)}
+    params = list(first_inputs)
+    if problem.outputs_spec is not None:
+        out["problem"]["outputs"] = output_names(problem, first_inputs)
+        params += out["problem"]["outputs"]
+    arrays = [n for n in params if n not in first_inputs or is_array(first_inputs[n])]
+    findings = scan.scan_file(kernel_path, arrays)
+    if findings:
+        raise HarnessFailure("forbidden_access", scan.refusal_message(findings),
+                             line=findings[0].line)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="autocomp-harness-")
+    os.makedirs(workdir, exist_ok=True)
+    device = _make_device(args, target, workdir)
+    holder.append(device)
+    kernel = device.load_kernel(kernel_path, params, args.kernel_name, problem.kernel_name)
+    out["kernel"] = {"name": kernel.name, "file": kernel_path}
     if hasattr(device, "namespace"):
         out["kernel"]["namespace"] = device.namespace
     cache = RefCache(None if args.no_ref_cache else (args.ref_cache or default_dir()))
+    run = _DeviceRun(args, problem, device, kernel, seeds, first_inputs, cache, target)
     ctx.leave()
 
-    sim_result = None
     if args.command in ("verify", "evaluate"):
         ctx.enter("verify")
-        sim_result = _verify(problem, device, kernel, seeds, first_inputs, cache, out)
+        _verify(run, out)
         ctx.leave()
     if args.command in ("benchmark", "evaluate"):
         ctx.enter("benchmark")
-        sim_result = _benchmark(args, problem, device, kernel, first_inputs, sim_result, out)
+        _benchmark(run, out)
         ctx.leave()
     if args.command in ("profile", "evaluate"):
         ctx.enter("profile")
-        _profile(args, problem, device, kernel, first_inputs, sim_result, target, out)
+        _profile(run, out)
         ctx.leave()
 
 
@@ -423,6 +584,7 @@ def run(argv):
         out["failure"] = f.to_json("load")
         return _clean(out)
     out.update(command=args.command, device=args.device, target=args.target or "trn2")
+    device_holder = []
     if args.command == "version":
         return _clean({"schema": SCHEMA, "harness_version": harness_version(args.device),
                        "command": "version", "device": args.device})
@@ -434,7 +596,7 @@ def run(argv):
             elif args.device == "fake":
                 _run_fake(args, out, ctx)
             else:
-                _run_device(args, out, ctx)
+                _run_device(args, out, ctx, device_holder)
     except HarnessFailure as f:
         ctx.leave()
         out["status"] = "failed"
@@ -461,6 +623,10 @@ def run(argv):
     if args.command == "signature":
         keep = ("schema", "harness_version", "command", "status", "failure", "problem")
         return _clean({k: out[k] for k in keep if k in out})
+    try:
+        out["receipt"] = _receipt(args, out, device_holder[0] if device_holder else None)
+    except Exception as e:  # a receipt must never cost the result
+        out["receipt"] = {"device": args.device, "error": str(e)}
     out["timings_ms"] = ctx.timings
     return _clean(out)
 

@@ -78,9 +78,19 @@ class ResultChannel:
 
     def open(self):
         """Move stdout to a private descriptor and point fd 1 at stderr."""
-        import fcntl  # noqa: PLC0415
-        self.fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, _PRIVATE_FD_FLOOR + (os.getpid() % 97))
-        _dup2(2, 1)
+        try:
+            import fcntl  # noqa: PLC0415
+            self.fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC,
+                                  _PRIVATE_FD_FLOOR + (os.getpid() % 97))
+        except (ImportError, AttributeError, OSError):
+            try:
+                self.fd = _dup(1)  # no fcntl (or no F_DUPFD_CLOEXEC): an ordinary duplicate
+            except OSError:
+                return self  # no stdout at all: write_line falls back to fd 1
+        try:
+            _dup2(2, 1)
+        except OSError:
+            pass
         return self
 
     def restore(self):

@@ -22,6 +22,7 @@ import tempfile
 
 import numpy as np
 
+from harnesslib import sdkformats
 from harnesslib.failures import HarnessFailure, describe_exception, line_in_file
 
 PROFILER_TOOLS = ("neuron-profile", "neuron-explorer")
@@ -287,6 +288,8 @@ def newest_file(pattern):
 # ---------------------------------------------------------------- the device
 
 def _to_device_array(arr, dtype_name):
+    if not isinstance(arr, np.ndarray):
+        return arr  # a Python scalar bound as a kernel argument
     if not dtype_name or dtype_name == arr.dtype.name:
         return arr
     if dtype_name == "bfloat16":
@@ -319,6 +322,9 @@ class NeuronDevice:
         self.workdir = workdir
         with open(kernel_path, encoding="utf-8", errors="replace") as f:
             self.namespace = detect_namespace(f.read()) or "nki"
+        refused = sdkformats.target_problem(target, self.namespace)
+        if refused:
+            raise HarnessFailure("unavailable", "device 'neuron', target %s: %s" % (target, refused))
         self.tool = find_tool()
         need_profiler = command in ("benchmark", "profile", "evaluate")
         missing = missing_sdk_parts(self.namespace, need_profiler, module_available, self.tool)
@@ -397,6 +403,8 @@ class NeuronDevice:
         folder = os.path.join(self.workdir, "inputs")
         os.makedirs(folder, exist_ok=True)
         for name, arr in inputs.items():
+            if not isinstance(arr, np.ndarray):
+                continue  # scalars are compiled into the NEFF, not fed to it
             path = os.path.join(folder, name + ".npy")
             np.save(path, _to_device_array(arr, (input_dtypes or {}).get(name)))
             paths[name] = path
@@ -409,11 +417,66 @@ class NeuronDevice:
         return metrics["total_time"] * 1e6
 
     def _view(self, ntff):
+        """Summary metrics of one trace: summary-json, else (a tool without it) the Parquet
+        tables digested here when pyarrow is importable."""
         code, out, err = self.run_cmd(build_view_cmd(self.tool, self.neff, ntff), self._tool_env())
         if code != 0:
-            raise HarnessFailure("runtime_error", "neuron-profile view failed (%d): %s"
-                                 % (code, (err or out)[-800:]))
-        return parse_summary_json(out)
+            digest = self._parquet_digest(ntff)
+            if digest is None:
+                raise HarnessFailure("runtime_error", "neuron-profile view failed (%d): %s"
+                                     % (code, (err or out)[-800:]))
+            out = digest
+        return self._read_profile(out)
+
+    def _parquet_digest(self, ntff, reader=None):
+        folder = os.path.join(self.workdir, "parquet_" + os.path.basename(ntff))
+        cmd = build_view_cmd(self.tool, self.neff, ntff, "parquet", folder)
+        code, _, _ = self.run_cmd(cmd, self._tool_env())
+        if code != 0:
+            return None
+        try:
+            reader = reader or getattr(self, "parquet_reader", None) or \
+                sdkformats.read_parquet_tables
+            tables = reader(folder)
+        except ImportError:
+            return None
+        return sdkformats.digest_from_tables(tables) if tables else None
+
+    def _read_profile(self, text):
+        metrics, fmt, schema = sdkformats.parse_profile(text, parse_summary_json)
+        if fmt:
+            self.profile_format = fmt
+        if schema:
+            self.profile_schema = schema
+        return metrics
+
+    # -- receipt fields (autocomp_harness._receipt)
+    def receipt_sdk(self, version_of=None):
+        """{distribution: version} of the Neuron Python packages that are installed."""
+        if version_of is None:
+            from importlib import metadata  # noqa: PLC0415
+            version_of = metadata.version
+        out = {}
+        for dist in ("nki", "neuronx-cc", "libneuronxla", "torch-neuronx", "neuronx-runtime"):
+            try:
+                out[dist] = str(version_of(dist))
+            except Exception:
+                continue
+        return out or None
+
+    def receipt_neff_hash(self):
+        neff = getattr(self, "neff", None)
+        if not neff or not os.path.exists(neff):
+            return None
+        import hashlib  # noqa: PLC0415
+        with open(neff, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:16]
+
+    def receipt_profile_format(self):
+        return getattr(self, "profile_format", None)
+
+    def receipt_profile_schema(self):
+        return getattr(self, "profile_schema", None)
 
     def _capture(self, inputs, input_dtypes, num_exec, profile_nth, tag):
         if not self.neff:
@@ -459,4 +522,4 @@ class NeuronDevice:
         if not report:
             raise HarnessFailure("runtime_error", "nki.profile wrote no json_reports/*.json in %s" % wd)
         with open(report, encoding="utf-8") as f:
-            return parse_summary_json(f.read())
+            return self._read_profile(f.read())

@@ -14,6 +14,14 @@ optional:
                     float32 arrays holding bf16-rounded values, declared here as "bfloat16")
   OUTPUT_DTYPES     sequence of NKI dtype names the kernel outputs must have (default: the
                     reference outputs' numpy dtype names)
+  OUTPUTS           output parameters the harness allocates and passes to the kernel
+                    (`kernel(x, out)`), in reference order: {name: (shape, dtype)}, or
+                    {name: None} / a sequence of names to take shape and dtype from the
+                    reference output at that position, or a callable(**inputs) returning such
+                    a dict. The outputs compared are those arrays after the run (float arrays
+                    start NaN-filled, so an output the kernel never writes fails).
+  FLOPS             the problem's floating-point operations (number, or callable(**inputs));
+                    with it the physical floor also covers peak compute
 Any error while importing or calling these is a `problem_error`.
 """
 import hashlib
@@ -68,6 +76,8 @@ class Problem:
         self.input_dtypes = dict(getattr(module, "INPUT_DTYPES", {}) or {})
         out = getattr(module, "OUTPUT_DTYPES", None)
         self.output_dtypes = tuple(str(d) for d in out) if out else None
+        self.outputs_spec = getattr(module, "OUTPUTS", None)
+        self.flops_spec = getattr(module, "FLOPS", None)
         with open(self.path, "rb") as f:
             self.source_sha256 = hashlib.sha256(f.read()).hexdigest()
 
@@ -117,6 +127,107 @@ class Problem:
                     raise HarnessFailure("problem_error", "reference output %d is not an array" % i)
             out.append(v)
         return tuple(out)
+
+
+def _output_entries(problem, inputs):
+    """[(name, spec or None)] of the problem's OUTPUTS for these inputs."""
+    spec = problem.outputs_spec
+    if callable(spec):
+        try:
+            spec = spec(**inputs)
+        except Exception as e:
+            raise HarnessFailure("problem_error", "OUTPUTS(...) raised %s" % describe_exception(e))
+    if isinstance(spec, dict):
+        entries = list(spec.items())
+    elif isinstance(spec, (list, tuple)) and all(isinstance(n, str) for n in spec):
+        entries = [(n, None) for n in spec]
+    else:
+        raise HarnessFailure("problem_error", "OUTPUTS must be a dict {name: (shape, dtype) or "
+                             "None}, a sequence of names, or a callable returning the dict; got "
+                             "%s" % type(spec).__name__)
+    for name, entry in entries:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise HarnessFailure("problem_error", "OUTPUTS name %r is not an identifier" % (name,))
+        if name in inputs:
+            raise HarnessFailure("problem_error", "OUTPUTS name %r is also an input" % name)
+        if entry is not None and not (isinstance(entry, (tuple, list)) and len(entry) == 2):
+            raise HarnessFailure("problem_error", "OUTPUTS[%r] must be (shape, dtype) or None"
+                                 % name)
+    return entries
+
+
+def _host_dtype(name):
+    """(numpy dtype holding the values, NKI dtype name) for a declared dtype."""
+    text = str(getattr(name, "name", name))
+    if text in ("bfloat16", "tfloat32", "float32r") or text.startswith("float8"):
+        return np.dtype(np.float32), text
+    dt = np.dtype(text)
+    return dt, dt.name
+
+
+def _filled(shape, dtype):
+    if dtype.kind == "f" or dtype.kind == "c":
+        return np.full(shape, np.nan, dtype=dtype)
+    if dtype.kind in "iu":
+        return np.full(shape, np.iinfo(dtype).max, dtype=dtype)
+    return np.zeros(shape, dtype=dtype)
+
+
+def output_names(problem, inputs):
+    """Names of the problem's OUTPUTS parameters (validated), [] without OUTPUTS."""
+    if problem.outputs_spec is None:
+        return []
+    return [name for name, _ in _output_entries(problem, inputs)]
+
+
+def outputs_need_reference(problem):
+    """True when some OUTPUTS entry takes its shape from the reference."""
+    spec = problem.outputs_spec
+    if spec is None or callable(spec):
+        return False
+    if isinstance(spec, dict):
+        return any(v is None for v in spec.values())
+    return True
+
+
+def make_outputs(problem, inputs, reference=None):
+    """{name: (array, NKI dtype name)} freshly allocated for the problem's OUTPUTS, or {}."""
+    if problem.outputs_spec is None:
+        return {}
+    out = {}
+    for i, (name, entry) in enumerate(_output_entries(problem, inputs)):
+        try:
+            if entry is None:
+                if reference is None or i >= len(reference):
+                    raise ValueError("no reference output %d to take its shape from" % i)
+                declared = (problem.output_dtypes[i] if problem.output_dtypes
+                            and i < len(problem.output_dtypes) else reference[i].dtype.name)
+                shape = reference[i].shape
+            else:
+                shape, declared = entry
+            host, nki_name = _host_dtype(declared)
+            shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+            out[name] = (_filled(shape, host), nki_name)
+        except HarnessFailure:
+            raise
+        except Exception as e:
+            raise HarnessFailure("problem_error", "OUTPUTS[%r]: %s" % (name, describe_exception(e)))
+    return out
+
+
+def problem_flops(problem, inputs):
+    """The problem's FLOPS for these inputs, or None."""
+    spec = problem.flops_spec
+    if spec is None:
+        return None
+    try:
+        value = spec(**inputs) if callable(spec) else spec
+        value = float(value)
+    except Exception as e:
+        raise HarnessFailure("problem_error", "FLOPS: %s" % describe_exception(e))
+    if not math.isfinite(value) or value < 0:
+        raise HarnessFailure("problem_error", "FLOPS must be a finite number >= 0, got %r" % value)
+    return value
 
 
 def is_array(value):

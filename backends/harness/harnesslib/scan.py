@@ -5,16 +5,23 @@ operating system, or the storage behind its tensors. Code that reaches for those
 `forbidden_access` with the rule and the line, before the file is imported, so it is never run
 and never timed. The rules (ids as they appear in failure messages):
 
-  import        only these modules may be imported: nki, neuronxcc, numpy, math, functools,
-                itertools, typing, dataclasses, enum, collections, abc, numbers, __future__
-                (so no inspect, gc, ctypes, sys, os, subprocess, signal, threading, json,
-                builtins, importlib, pathlib, io, pickle, nkisim, the harness ...); no relative
-                imports
-  private       a name, attribute or imported name beginning with `_` (`__dict__`, `__class__`,
-                `__subclasses__`, `__globals__`, `__closure__`, `__builtins__`, `_data`,
-                `object.__setattr__` ...) except `__init__`, `__name__`, `__doc__`,
-                `__qualname__`; format strings reaching such attributes (`"{0.__class__}"`)
-  builtin       eval, exec, compile, __import__, open, input, breakpoint, globals, locals,
+  import        modules that reach the interpreter, processes or files: inspect, gc,
+                ctypes, cffi, builtins, importlib, types, weakref, threading, _thread,
+                multiprocessing, concurrent, asyncio, subprocess, signal, pty, socket, fcntl,
+                mmap, io, pathlib, shutil, tempfile, pickle, marshal, operator, dis, code,
+                runpy, atexit, faulthandler, resource, trace, unittest.mock, nkisim and the
+                harness itself; relative imports. Helper modules next to the kernel file are
+                scanned with the same rules
+  os / sys      importable, but only os.environ, os.getenv, os.path, os.sep, os.getcwd,
+                os.cpu_count and sys.argv, sys.version(_info), sys.platform, sys.maxsize,
+                sys.float_info, sys.byteorder, sys.exit, sys.stdout, sys.stderr, sys.path may
+                be used (no os.write/system/dup2/kill..., no sys.modules, sys.settrace ...)
+  private       a name, attribute or imported name beginning with `_` (`_data`, `__dict__`,
+                `__class__`, `__subclasses__`, `__globals__`, `__closure__`, `__builtins__`,
+                `object.__setattr__` ...) except harmless dunders (`__init__`, `__name__`,
+                `__doc__`, `__file__`, `__version__`, `__call__`, `__getitem__` ...); format
+                strings reaching such attributes (`"{0.__class__}"`)
+  builtin       eval, exec, compile, __import__, open, breakpoint, globals, locals,
                 vars, dir, setattr, delattr, memoryview; getattr/hasattr with a name that is
                 not a plain string constant
   frame         interpreter frames and code objects: f_back, f_globals, f_locals, f_builtins,
@@ -22,8 +29,14 @@ and never timed. The rules (ids as they appear in failure messages):
   internals     simulator internals through an NKI module (`nl.runtime`, `nl.core`, `nl.np`,
                 `nl.sys`, ...) and assignments to attributes of any imported module
                 (`nl.add = ...`, `np.copyto = ...`)
-  tensor-numpy  numpy applied to kernel tensors (a kernel parameter, or a name bound to an NKI
-                call's result) — `np.asarray(a)`, `np.copyto(out, ...)`, `a.data`, `a.tolist()`;
+  internals     also the simulator tensor's own attributes, on any object (`.st`, `.arr`,
+                `.mark_written`, `.vd`, `.dep` ...)
+  tensor-numpy  numpy applied to kernel tensors (a parameter of a kernel function, i.e. one
+                that calls the NKI API or carries an NKI decorator, or a name bound to an NKI
+                call's result or to a tensor) — `np.asarray(a)`, `np.copyto(out, ...)`,
+                `a.data`, `a[0:4].read()`, `a.tolist()`, or a kernel tensor passed to a
+                function of the file that applies numpy to its parameters; numpy reference
+                functions that no kernel calls with tensors are fine;
                 shape math stays legal (`np.prod(a.shape)`, `np.float32(1e-5)`, `np.sqrt(d)`
                 of a Python number); parameters annotated int/float/bool or with a numeric
                 default are not tensors
@@ -32,15 +45,33 @@ and never timed. The rules (ids as they appear in failure messages):
 Code under `if __name__ == "__main__":` never runs in the harness and is not scanned.
 """
 import ast
+import os
 import re
 
-ALLOWED_IMPORTS = frozenset((
-    "nki", "neuronxcc", "numpy", "math", "functools", "itertools", "typing", "dataclasses",
-    "enum", "collections", "abc", "numbers", "__future__",
+DENIED_IMPORTS = frozenset((
+    "inspect", "gc", "ctypes", "cffi", "builtins", "__builtin__", "importlib", "imp", "types",
+    "weakref", "threading", "_thread", "multiprocessing", "concurrent", "asyncio", "subprocess",
+    "signal", "pty", "socket", "fcntl", "posix", "nt", "mmap", "io", "_io", "pathlib", "shutil",
+    "tempfile", "pickle", "cPickle", "dill", "shelve", "marshal", "copyreg", "operator", "dis",
+    "code", "codeop", "runpy", "atexit", "faulthandler", "resource", "trace", "tracemalloc",
+    "sysconfig", "site", "nkisim", "autocomp_harness", "harnesslib", "mock",
 ))
-ALLOWED_DUNDERS = frozenset(("__init__", "__name__", "__doc__", "__qualname__"))
+DENIED_IMPORT_PREFIXES = ("unittest.mock", "os.", "sys.")
+ALLOWED_MODULE_ATTRS = {
+    "os": frozenset(("environ", "getenv", "path", "sep", "getcwd", "cpu_count", "linesep",
+                     "pathsep")),
+    "sys": frozenset(("argv", "version", "version_info", "platform", "maxsize", "float_info",
+                      "byteorder", "exit", "stdout", "stderr", "path")),
+}
+ALLOWED_DUNDERS = frozenset((
+    "__init__", "__name__", "__doc__", "__qualname__", "__file__", "__version__", "__call__",
+    "__module__", "__len__", "__getitem__", "__setitem__", "__iter__", "__next__", "__enter__",
+    "__exit__", "__repr__", "__str__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__",
+    "__ge__", "__hash__", "__bool__", "__contains__", "__add__", "__sub__", "__mul__",
+    "__truediv__", "__floordiv__", "__mod__", "__neg__", "__post_init__", "__future__",
+))
 FORBIDDEN_BUILTINS = frozenset((
-    "eval", "exec", "compile", "__import__", "open", "input", "breakpoint", "globals", "locals",
+    "eval", "exec", "compile", "__import__", "open", "breakpoint", "globals", "locals",
     "vars", "dir", "setattr", "delattr", "memoryview",
 ))
 NAMED_ATTR_BUILTINS = frozenset(("getattr", "hasattr"))
@@ -55,8 +86,18 @@ SIM_INTERNALS = frozenset((
 ))
 TENSOR_DATA_ATTRS = frozenset((
     "data", "base", "ctypes", "flat", "tobytes", "tolist", "numpy", "item", "itemset",
-    "setflags", "tofile", "dump", "dumps",
+    "setflags", "tofile", "dump", "dumps", "read", "write", "root", "box", "valid", "sim",
+    "alias",
 ))
+# Attributes of the simulator's tensor and storage objects that are no NKI API (refused on any
+# object: the names are unambiguous).
+SIM_TENSOR_ATTRS = frozenset((
+    "st", "arr", "mark_written", "written_state", "vd", "sk", "adv", "advanced", "dep",
+    "check_valid",
+))
+# NKI entry points that launch or wrap a kernel: calling them does not make a function a kernel.
+LAUNCHERS = frozenset(("jit", "baremetal", "benchmark", "profile", "simulate_kernel", "simulate",
+                       "trace", "compile"))
 SHAPE_ATTRS = frozenset(("shape", "dtype", "ndim", "size", "itemsize", "buffer", "name"))
 SCALAR_ANNOTATIONS = frozenset(("int", "float", "bool", "str"))
 SCHEMA_MARK = "autocomp-harness/"
@@ -131,13 +172,19 @@ def _is_scalar_param(arg, default):
 
 
 class _Scanner(ast.NodeVisitor):
-    def __init__(self):
+    def __init__(self, tensor_names=()):
         self.findings = []
+        self.tensor_names = frozenset(tensor_names)  # the problem's array inputs and outputs
         self.numpy_modules = set()   # names bound to numpy (np)
         self.numpy_funcs = set()     # names imported from numpy (from numpy import asarray)
         self.nki_modules = set()     # names bound to nki / neuronxcc modules or their members
         self.module_names = set()    # every name bound by an import
         self.tensors = [set()]       # stack of tensor-name scopes
+        self.kernel_stack = [False]  # inside a kernel function (or a function nested in one)
+        self.imported = []           # (module name, node) of accepted imports (local modules)
+        self.restricted = {}         # name bound to os/sys -> module name
+        self.numpy_param_funcs = {}  # non-kernel function name -> the parameter numpy touches
+        self.calls_to_check = []     # (call node, tensor names in scope) inside kernel functions
 
     def add(self, rule, node, reason):
         self.findings.append(Finding(rule, getattr(node, "lineno", None), reason))
@@ -154,13 +201,14 @@ class _Scanner(ast.NodeVisitor):
         if node is not None and getattr(node, "level", 0):
             self.add("import", node, "relative import of %r" % ("." * node.level + (name or "")))
             return False
-        if _top(name) not in ALLOWED_IMPORTS:
-            self.add("import", node, "import of %r has no place in an NKI kernel (allowed: %s)"
-                     % (name, ", ".join(sorted(ALLOWED_IMPORTS))))
+        if _top(name) in DENIED_IMPORTS or name in DENIED_IMPORTS \
+                or any(name.startswith(p) and name != p.rstrip(".") for p in DENIED_IMPORT_PREFIXES):
+            self.add("import", node, "import of %r has no place in an NKI kernel" % name)
             return False
-        if any(part.startswith("_") and part != "__future__" for part in name.split(".")):
+        if any(part.startswith("_") and part not in ALLOWED_DUNDERS for part in name.split(".")):
             self.add("private", node, "import of private module %r" % name)
             return False
+        self.imported.append((name, node))
         return True
 
     def visit_Import(self, node):
@@ -169,6 +217,8 @@ class _Scanner(ast.NodeVisitor):
                 continue
             bound = alias.asname or alias.name.split(".")[0]
             self.module_names.add(bound)
+            if alias.name in ALLOWED_MODULE_ATTRS:
+                self.restricted[bound] = alias.name
             if _top(alias.name) == "numpy":
                 self.numpy_modules.add(bound)
             elif _top(alias.name) in ("nki", "neuronxcc"):
@@ -188,6 +238,11 @@ class _Scanner(ast.NodeVisitor):
                 self.add("internals", node, "import of %r from %s" % (alias.name, node.module))
                 continue
             bound = alias.asname or alias.name
+            if node.module in ALLOWED_MODULE_ATTRS \
+                    and alias.name not in ALLOWED_MODULE_ATTRS[node.module]:
+                self.add("import", node, "%s.%s has no place in an NKI kernel"
+                         % (node.module, alias.name))
+                continue
             self.module_names.add(bound)
             if _top(node.module) == "numpy":
                 self.numpy_funcs.add(bound)
@@ -195,6 +250,27 @@ class _Scanner(ast.NodeVisitor):
                 self.nki_modules.add(bound)
 
     # -- functions and tensor names
+    def _nki_op_call(self, call):
+        """A call of the NKI API that is not a launcher (`nki.jit(...)`, `nki.baremetal()`)."""
+        if _root_name(call.func) not in self.nki_modules:
+            return False
+        n = call.func
+        while isinstance(n, (ast.Attribute, ast.Call, ast.Subscript)):
+            if isinstance(n, ast.Attribute) and n.attr in LAUNCHERS:
+                return False
+            n = n.func if isinstance(n, ast.Call) else n.value
+        return not (isinstance(n, ast.Name) and n.id in LAUNCHERS)
+
+    def _is_kernel_function(self, node):
+        """Calls the NKI API, or carries a decorator from an NKI module."""
+        for dec in node.decorator_list:
+            if _root_name(dec) in self.nki_modules:
+                return True
+        for n in ast.walk(node):
+            if isinstance(n, ast.Call) and self._nki_op_call(n):
+                return True
+        return False
+
     def _visit_function(self, node):
         for dec in node.decorator_list:
             self.visit(dec)
@@ -202,16 +278,39 @@ class _Scanner(ast.NodeVisitor):
         positional = list(args.posonlyargs) + list(args.args)
         defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
         pairs = list(zip(positional, defaults)) + list(zip(args.kwonlyargs, args.kw_defaults))
+        kernel = self._is_kernel_function(node)
+        # A parameter named like one of the problem's arrays is a tensor in a kernel function,
+        # whatever its annotation or default says.
+        params = [arg.arg for arg, default in pairs if not _is_scalar_param(arg, default)
+                  or (kernel and arg.arg in self.tensor_names)]
         scope = set(self.tensors[-1])
-        for arg, default in pairs:
-            if not _is_scalar_param(arg, default):
-                scope.add(arg.arg)
+        if kernel:
+            scope.update(params)
+        else:
+            hit = self._numpy_on(node, set(params))
+            if hit:
+                self.numpy_param_funcs[node.name] = hit
         for d in list(args.defaults) + [d for d in args.kw_defaults if d is not None]:
             self.visit(d)
         self.tensors.append(scope)
+        self.kernel_stack.append(kernel or self.kernel_stack[-1])
         for stmt in node.body:
             self.visit(stmt)
+        self.kernel_stack.pop()
         self.tensors.pop()
+
+    def _numpy_on(self, func, names):
+        """The first of `names` a function applies numpy to (or reads storage of), or None."""
+        for n in ast.walk(func):
+            if isinstance(n, ast.Call) and self._is_numpy_call(n.func):
+                for a in list(n.args) + [k.value for k in n.keywords]:
+                    hit = [x for x in _names_outside_shape(a) if x in names]
+                    if hit:
+                        return hit[0]
+            if isinstance(n, ast.Attribute) and n.attr in TENSOR_DATA_ATTRS \
+                    and _root_name(n) in names:
+                return _root_name(n)
+        return None
 
     visit_FunctionDef = _visit_function
     visit_AsyncFunctionDef = _visit_function
@@ -224,7 +323,11 @@ class _Scanner(ast.NodeVisitor):
             n = stack.pop()
             if isinstance(n, ast.Attribute) and n.attr in SHAPE_ATTRS:
                 continue
-            if isinstance(n, ast.Call) and _root_name(n.func) in self.nki_modules:
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len":
+                continue
+            if isinstance(n, ast.Name) and n.id in self.tensors[-1]:
+                return True
+            if isinstance(n, ast.Call) and self._nki_op_call(n):
                 return True
             if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) \
                     and n.value.id in self.tensors[-1]:
@@ -233,7 +336,13 @@ class _Scanner(ast.NodeVisitor):
         return False
 
     def _bind(self, targets, value):
-        if len(self.tensors) == 1 or value is None or not self._nki_valued(value):
+        if value is not None and (
+                (isinstance(value, ast.Attribute) and _root_name(value) in self.numpy_modules)
+                or (isinstance(value, ast.Name) and value.id in self.numpy_funcs)):
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    self.numpy_funcs.add(t.id)
+        if not self.kernel_stack[-1] or value is None or not self._nki_valued(value):
             return
         for t in targets:
             for n in ast.walk(t):
@@ -256,11 +365,22 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _check_store(self, target):
-        for n in ast.walk(target):
-            if isinstance(n, ast.Attribute) and _root_name(n) in self.module_names:
-                self.add("internals", n, "assignment to an attribute of the imported module %r"
-                         % _root_name(n))
-                return
+        """Refuse stores into imported modules (`nl.load = ...`, `np.x[0] = ...`); indices
+        inside the target (`t[nl.arange(4)] = ...`) are reads and are not checked here."""
+        node, through_attribute = target, False
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            through_attribute = through_attribute or isinstance(node, ast.Attribute)
+            node = node.value
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute) \
+                and target.value.attr == "environ" and isinstance(target.value.value, ast.Name) \
+                and self.restricted.get(target.value.value.id) == "os":
+            return  # os.environ["X"] = "1": setting an environment variable
+        if through_attribute and isinstance(node, ast.Name) and node.id in self.module_names:
+            self.add("internals", target, "assignment to an attribute of the imported module %r"
+                     % node.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._check_store(elt)
 
     def visit_Delete(self, node):
         for t in node.targets:
@@ -281,12 +401,17 @@ class _Scanner(ast.NodeVisitor):
             self.add("private", node, "access to the private attribute %r" % attr)
         elif attr in FRAME_ATTRS:
             self.add("frame", node, "access to interpreter internals (%r)" % attr)
+        elif isinstance(node.value, ast.Name) and node.value.id in self.restricted \
+                and attr not in ALLOWED_MODULE_ATTRS[self.restricted[node.value.id]]:
+            self.add("import", node, "%s.%s has no place in an NKI kernel"
+                     % (self.restricted[node.value.id], attr))
         elif attr in SIM_INTERNALS and root in self.nki_modules:
             self.add("internals", node, "access to %r through the NKI module %r" % (attr, root))
-        elif (attr in TENSOR_DATA_ATTRS and isinstance(node.value, ast.Name)
-              and node.value.id in self.tensors[-1]):
-            self.add("tensor-numpy", node, "reading the storage of the kernel tensor %r (.%s)"
-                     % (node.value.id, attr))
+        elif attr in SIM_TENSOR_ATTRS:
+            self.add("internals", node, "access to the simulator's tensor internals (.%s)" % attr)
+        elif attr in TENSOR_DATA_ATTRS and root in self.tensors[-1]:
+            self.add("tensor-numpy", node, "reaching the storage of the kernel tensor %r (.%s)"
+                     % (root, attr))
         self.generic_visit(node)
 
     def _is_numpy_call(self, func):
@@ -303,9 +428,12 @@ class _Scanner(ast.NodeVisitor):
             elif name.value.startswith("_") and name.value not in ALLOWED_DUNDERS:
                 self.add("private", node, "%s() of the private attribute %r"
                          % (func.id, name.value))
-            elif name.value in FRAME_ATTRS or name.value in TENSOR_DATA_ATTRS:
+            elif name.value in FRAME_ATTRS or name.value in TENSOR_DATA_ATTRS \
+                    or name.value in SIM_TENSOR_ATTRS:
                 self.add("frame" if name.value in FRAME_ATTRS else "tensor-numpy", node,
                          "%s() of %r" % (func.id, name.value))
+        if isinstance(func, ast.Name) and len(self.tensors) > 1 and self.tensors[-1]:
+            self.calls_to_check.append((node, frozenset(self.tensors[-1])))
         if self._is_numpy_call(func) and len(self.tensors) > 1:
             args = list(node.args) + [k.value for k in node.keywords]
             for a in args:
@@ -324,23 +452,67 @@ class _Scanner(ast.NodeVisitor):
                 self.add("private", node, "format string reaching a private attribute")
 
 
-def scan_source(source, filename="<kernel>"):
-    """Findings for kernel source text (empty list: nothing refused).
+def _local_module(name, folder):
+    """Path of a helper module `name` that lives next to the kernel file, or None."""
+    if not folder:
+        return None
+    parts = name.split(".")
+    base = os.path.join(folder, *parts)
+    for cand in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(cand):
+            return cand
+    return None
 
-    A file that does not parse yields no findings: the import reports the syntax error."""
+
+def _scan_tree(source, filename, folder, seen, depth, tensor_names=()):
     try:
         tree = ast.parse(source, filename)
     except (SyntaxError, ValueError):
         return []
-    scanner = _Scanner()
+    scanner = _Scanner(tensor_names)
     scanner.visit(tree)
-    scanner.findings.sort(key=lambda f: (f.line or 0))
-    return scanner.findings
+    for call, tensors in scanner.calls_to_check:
+        helper = scanner.numpy_param_funcs.get(call.func.id)
+        if helper is None:
+            continue
+        for a in list(call.args) + [k.value for k in call.keywords]:
+            hit = [n for n in _names_outside_shape(a) if n in tensors]
+            if hit:
+                scanner.add("tensor-numpy", call, "the kernel tensor %r is passed to %r, which "
+                            "applies numpy to its parameter %r" % (hit[0], call.func.id, helper))
+                break
+    findings = sorted(scanner.findings, key=lambda f: (f.line or 0))
+    if depth < 4:
+        for name, node in scanner.imported:
+            path = _local_module(name, folder)
+            if path is None or path in seen:
+                continue
+            seen.add(path)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                inner = _scan_tree(f.read(), path, folder, seen, depth + 1, tensor_names)
+            for x in inner:
+                findings.append(Finding(x.rule, getattr(node, "lineno", None), "in the helper "
+                                        "module %s (line %s): %s" % (os.path.basename(path),
+                                                                     x.line, x.reason)))
+    return findings
 
 
-def scan_file(path):
+def scan_source(source, filename="<kernel>", folder=None, tensor_names=()):
+    """Findings for kernel source text (empty list: nothing refused). Helper modules imported
+    from `folder` (the kernel file's folder) are scanned too; their findings point at the
+    import line. tensor_names: the problem's array inputs and outputs (kernel parameters of
+    these names are tensors even when annotated as scalars). A file that does not parse yields
+    no findings: the import reports it."""
+    seen = set()
+    if filename and os.path.isfile(filename):
+        seen.add(os.path.abspath(filename))
+    return _scan_tree(source, filename, folder, seen, 0, tensor_names)
+
+
+def scan_file(path, tensor_names=()):
     with open(path, encoding="utf-8", errors="replace") as f:
-        return scan_source(f.read(), path)
+        return scan_source(f.read(), os.path.abspath(path),
+                           os.path.dirname(os.path.abspath(path)), tensor_names)
 
 
 def refusal_message(findings, limit=3):

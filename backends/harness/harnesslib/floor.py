@@ -1,0 +1,100 @@
+"""Physical floor: the least time any kernel could take for a problem on a target.
+
+floor = max(unavoidable HBM bytes / peak HBM bandwidth, FLOPS / peak compute), where the HBM
+bytes are the problem's inputs read once plus its outputs written once (at their NKI dtype
+sizes) and FLOPS is the problem's optional `FLOPS` setting. The peaks come from one place, the
+simulator's `backends/nkisim/nkisim/constants.py` (`hbm_bytes_per_ns`, the largest
+`peak_flops_*` of the target), loaded by path and read only, so the floor is the same on every
+device. A latency below `slack * floor` is `implausible`: slack is 1 on the simulator (its
+model cannot beat its own peaks) and 0.5 on hardware (a logical NeuronCore may span two
+physical cores, LNC=2). A target the constants do not describe has no floor.
+"""
+import importlib.util
+import os
+
+HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONSTANTS_PATH = os.path.join(os.path.dirname(HARNESS_DIR), "nkisim", "nkisim", "constants.py")
+SLACK = {"sim": 1.0}
+HARDWARE_SLACK = 0.5
+# Bytes per element of NKI dtype names numpy does not know.
+NKI_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "tfloat32": 4, "float32r": 4, "float8_e4m3": 1,
+                   "float8_e4m3fn": 1, "float8_e5m2": 1, "bool": 1}
+
+_constants = None
+
+
+def _load_constants():
+    global _constants
+    if _constants is None:
+        spec = importlib.util.spec_from_file_location("autocomp_nkisim_constants", CONSTANTS_PATH)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _constants = module
+    return _constants
+
+
+def peaks(target):
+    """{"peak_hbm_gbps", "peak_tflops", "source"} of a target, or None when unknown."""
+    try:
+        constants = _load_constants()
+        t = constants.TARGETS.get(str(target).lower())
+    except Exception:
+        return None
+    if t is None:
+        return None
+    flops = [v for k, v in vars(t).items() if k.startswith("peak_flops")]
+    return {"peak_hbm_gbps": float(t.hbm_bytes_per_ns),
+            "peak_tflops": max(flops) / 1e12 if flops else None,
+            "source": "backends/nkisim/nkisim/constants.py"}
+
+
+def dtype_bytes(name, numpy_itemsize=None):
+    if name in NKI_DTYPE_BYTES:
+        return NKI_DTYPE_BYTES[name]
+    try:
+        import numpy as np  # noqa: PLC0415
+        return int(np.dtype(name).itemsize)
+    except (TypeError, ValueError):
+        return int(numpy_itemsize or 4)
+
+
+def tensor_bytes(shape, dtype_name, numpy_itemsize=None):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n * dtype_bytes(dtype_name, numpy_itemsize)
+
+
+def compute(target, device, hbm_bytes, flops=None):
+    """The floor as a dict (figures for the result), or None when the target has no peaks."""
+    p = peaks(target)
+    if p is None:
+        return None
+    out = {"hbm_bytes": int(hbm_bytes), "peak_hbm_gbps": p["peak_hbm_gbps"],
+           "hbm_floor_us": hbm_bytes / (p["peak_hbm_gbps"] * 1e3), "source": p["source"],
+           "slack": SLACK.get(device, HARDWARE_SLACK)}
+    out["floor_us"] = out["hbm_floor_us"]
+    if flops and p["peak_tflops"]:
+        out["flops"] = float(flops)
+        out["peak_tflops"] = p["peak_tflops"]
+        out["compute_floor_us"] = float(flops) / (p["peak_tflops"] * 1e6)
+        out["floor_us"] = max(out["floor_us"], out["compute_floor_us"])
+    return out
+
+
+def violation(latency_us, floor, target):
+    """The `implausible` message when latency_us is below the floor (with its slack), else None."""
+    if floor is None or latency_us is None:
+        return None
+    limit = floor["floor_us"] * floor["slack"]
+    if latency_us >= limit:
+        return None
+    parts = ["%d bytes of HBM traffic (inputs read once, outputs written once) at %s's peak "
+             "%.0f GB/s take %.4g us" % (floor["hbm_bytes"], target, floor["peak_hbm_gbps"],
+                                         floor["hbm_floor_us"])]
+    if "compute_floor_us" in floor:
+        parts.append("the problem's %.4g FLOPS at %.4g TFLOPS take %.4g us"
+                     % (floor["flops"], floor["peak_tflops"], floor["compute_floor_us"]))
+    slack = "" if floor["slack"] == 1.0 else " (x%g slack on hardware)" % floor["slack"]
+    return ("measured latency %.4g us is below the physical floor of %.4g us%s: %s"
+            % (latency_us, floor["floor_us"], slack, "; ".join(parts)))

@@ -1,0 +1,77 @@
+"""Physical floor: latencies below the problem's HBM traffic or FLOPS at peak are implausible."""
+import unittest
+
+from tests.python.harness import util
+from tests.python.harness.test_harness_sim import ADD_KERNEL, ADD_PROBLEM
+from tests.python.harness.util import autocomp_harness, write
+
+from harnesslib import floor  # noqa: E402
+
+
+class FloorFigures(unittest.TestCase):
+    def test_peaks_come_from_the_simulator_constants(self):
+        p = floor.peaks("trn2")
+        self.assertEqual(p["peak_hbm_gbps"], 362.0)
+        self.assertAlmostEqual(p["peak_tflops"], 78.64, places=1)
+        self.assertIn("constants.py", p["source"])
+        self.assertIsNone(floor.peaks("trn9"))
+
+    def test_hbm_and_compute_floor(self):
+        f = floor.compute("trn2", "sim", 362e6, flops=78.6432e12 * 2e-3)
+        self.assertAlmostEqual(f["hbm_floor_us"], 1000.0)
+        self.assertAlmostEqual(f["compute_floor_us"], 2000.0)
+        self.assertAlmostEqual(f["floor_us"], 2000.0)
+        self.assertIsNone(floor.violation(2000.0, f, "trn2"))
+        msg = floor.violation(10.0, f, "trn2")
+        self.assertIn("10 us", msg)
+        self.assertIn("2000 us", msg)
+        self.assertIn("362 GB/s", msg)
+        self.assertIn("TFLOPS", msg)
+
+    def test_hardware_gets_slack(self):
+        f = floor.compute("trn2", "neuron", 362e6)
+        self.assertIsNone(floor.violation(600.0, f, "trn2"))
+        self.assertIn("slack", floor.violation(400.0, f, "trn2"))
+
+    def test_nki_dtype_sizes(self):
+        self.assertEqual(floor.tensor_bytes((4, 8), "bfloat16", 4), 64)
+        self.assertEqual(floor.tensor_bytes((4, 8), "float32"), 128)
+        self.assertEqual(floor.tensor_bytes((10,), "float8_e4m3"), 10)
+
+
+@unittest.skipUnless(util.sim_available(), "nkisim not importable")
+class FloorInTheHarness(unittest.TestCase):
+    def run_h(self, command, problem_text, target="trn2"):
+        with util.TempDir() as d:
+            return autocomp_harness.run([command, "--kernel", write(d, "k.py", ADD_KERNEL),
+                                         "--problem", write(d, "p.py", problem_text),
+                                         "--seeds", "0", "--no-ref-cache", "--target", target])
+
+    def test_honest_kernel_is_above_its_floor(self):
+        out = self.run_h("evaluate", ADD_PROBLEM)
+        self.assertEqual(out["status"], "ok", out)
+        fl = out["benchmark"]["floor"]
+        self.assertEqual(fl["hbm_bytes"], 3 * 128 * 64 * 4)
+        self.assertLess(fl["floor_us"], out["benchmark"]["latency_us"]["min"])
+
+    def test_declared_flops_beyond_peak_is_implausible(self):
+        for command in ("benchmark", "evaluate", "profile"):
+            out = self.run_h(command, ADD_PROBLEM + "\nFLOPS = 1e15\n")
+            self.assertEqual(out["status"], "failed")
+            self.assertEqual(out["failure"]["kind"], "implausible", out["failure"])
+            msg = out["failure"]["message"]
+            self.assertIn("below the physical floor", msg)
+            self.assertIn("1e+15 FLOPS", msg)
+
+    def test_bad_flops_is_a_problem_error(self):
+        out = self.run_h("benchmark", ADD_PROBLEM + "\nFLOPS = 'many'\n")
+        self.assertEqual(out["failure"]["kind"], "problem_error")
+
+    def test_sim_refuses_targets_it_does_not_model(self):
+        out = self.run_h("verify", ADD_PROBLEM, target="trn3")
+        self.assertEqual(out["failure"]["kind"], "unavailable")
+        self.assertIn("trn3", out["failure"]["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,105 @@
+"""Problem contract extensions: scalar inputs bound as kernel arguments and output parameters the
+harness allocates (`kernel(x, out)`)."""
+import unittest
+
+from tests.python.harness import util
+from tests.python.harness.util import autocomp_harness, write
+
+KERNEL = """
+import nki
+import nki.language as nl
+
+
+@nki.jit
+def scale_kernel(x, alpha, out):
+    t = nl.load(x[0:128, :])
+    nl.store(out[0:128, :], value=nl.multiply(t, alpha))
+"""
+
+PROBLEM = """
+import numpy as np
+
+def inputs(seed):
+    rng = np.random.default_rng(seed)
+    return {"x": rng.standard_normal((128, 64), dtype=np.float32), "alpha": 2.5 + seed}
+
+def reference(x, alpha):
+    return (x * np.float32(alpha)).astype(np.float32)
+"""
+
+RETURNING_KERNEL = """
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def scale_kernel(x, alpha):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x[0:128, :])
+    nl.store(out[0:128, :], value=nl.multiply(t, alpha))
+    return out
+"""
+
+
+@unittest.skipUnless(util.sim_available(), "nkisim not importable")
+class OutputParameters(unittest.TestCase):
+    def run_h(self, kernel, problem, command="verify"):
+        with util.TempDir() as d:
+            return autocomp_harness.run([command, "--kernel", write(d, "k.py", kernel),
+                                         "--problem", write(d, "p.py", problem),
+                                         "--seeds", "0,1", "--no-ref-cache"])
+
+    def test_declared_output_shape(self):
+        out = self.run_h(KERNEL, PROBLEM + '\nOUTPUTS = {"out": ((128, 64), "float32")}\n',
+                         "evaluate")
+        self.assertEqual(out["status"], "ok", out)
+        self.assertEqual(out["problem"]["outputs"], ["out"])
+        self.assertEqual(out["problem"]["signature"], "alpha:float=2.5;x:float32[128,64]")
+        self.assertEqual(out["benchmark"]["floor"]["hbm_bytes"], 2 * 128 * 64 * 4)
+
+    def test_output_shape_from_the_reference(self):
+        for spec in ('("out",)', '{"out": None}'):
+            with self.subTest(spec):
+                out = self.run_h(KERNEL, PROBLEM + "\nOUTPUTS = %s\n" % spec)
+                self.assertEqual(out["status"], "ok", out)
+
+    def test_output_shape_from_a_callable(self):
+        out = self.run_h(KERNEL, PROBLEM + '\ndef OUTPUTS(x, alpha):\n'
+                         '    return {"out": (x.shape, "float32")}\n', "evaluate")
+        self.assertEqual(out["status"], "ok", out)
+
+    def test_output_the_kernel_never_writes_fails(self):
+        lazy = KERNEL.replace("    nl.store(out[0:128, :], value=nl.multiply(t, alpha))",
+                              "    nl.store(out[0:64, :], value=nl.multiply(t[0:64, :], alpha))")
+        out = self.run_h(lazy, PROBLEM + '\nOUTPUTS = ("out",)\n')
+        self.assertEqual(out["failure"]["kind"], "mismatch", out["failure"])
+
+    def test_wrong_scalar_use_fails(self):
+        wrong = KERNEL.replace("nl.multiply(t, alpha)", "nl.multiply(t, 2.5)")
+        out = self.run_h(wrong, PROBLEM + '\nOUTPUTS = ("out",)\n')
+        self.assertEqual(out["failure"]["kind"], "mismatch", out["failure"])
+        self.assertIn("seed 1", out["failure"]["message"])
+
+    def test_returned_outputs_still_work_with_scalars(self):
+        out = self.run_h(RETURNING_KERNEL, PROBLEM, "evaluate")
+        self.assertEqual(out["status"], "ok", out)
+        self.assertNotIn("outputs", out["problem"])
+
+    def test_bad_outputs_declarations(self):
+        for spec, text in (("42", "OUTPUTS must be"), ('{"x": None}', "also an input"),
+                           ('{"out": (1, 2, 3)}', "(shape, dtype)"),
+                           ('{"out": ((128, 64), "no_such_dtype")}', "OUTPUTS['out']")):
+            with self.subTest(spec):
+                out = self.run_h(KERNEL, PROBLEM + "\nOUTPUTS = %s\n" % spec)
+                self.assertEqual(out["failure"]["kind"], "problem_error", out["failure"])
+                self.assertIn(text, out["failure"]["message"])
+
+    def test_non_scalar_non_array_input_is_a_problem_error(self):
+        out = self.run_h(RETURNING_KERNEL, PROBLEM.replace('"alpha": 2.5 + seed',
+                                                           '"alpha": [2.5]'))
+        self.assertEqual(out["failure"]["kind"], "problem_error")
+        self.assertIn("'alpha'", out["failure"]["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
