@@ -9,6 +9,7 @@ trusted side replays (`replay.py`). Rules for what may cross: `boundary.py`.
 
 Events (JSON lists):
   ["pid", [i, j, ...]]                          start of one SPMD program
+  ["ordered", 1 | -1]                           entering / leaving a sequential_range loop
   ["c", line, callee, [args], {kwargs}, result]  call
   ["g", line, object, name, result]              attribute read
   ["o", line, operator, [args], result]          operator (boundary.OPERATORS)
@@ -415,6 +416,7 @@ def trace(loaded, request):
                 "line": None}
     sim = runtime.Sim(tgt, numerics=False)
     sim.grid = grid
+    _record_ordering(sim, rec)
     runtime.CUR = sim
     inputs = {}
     kwargs = {}
@@ -451,3 +453,20 @@ def trace(loaded, request):
         runtime.CUR = None
     return {"ok": True, "format": B.TRACE_FORMAT, "kernel_name": loaded.name,
             "grid": list(grid), "inputs": inputs, "events": rec.events, "ret": ret_enc}
+
+
+def _record_ordering(sim, rec):
+    """sequential_range switches the scheduler to program order from inside its iterator, not
+    through an API call; record those switches so the replay schedules the same way."""
+    begin, end = sim.sched.begin_ordered, sim.sched.end_ordered
+
+    def begin_ordered():
+        rec.events.append(["ordered", 1])
+        begin()
+
+    def end_ordered():
+        rec.events.append(["ordered", -1])
+        end()
+
+    sim.sched.begin_ordered = begin_ordered
+    sim.sched.end_ordered = end_ordered

@@ -287,6 +287,14 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
                     sim.program_id = tuple(ev[1])
                     sim.shared_index = 0
                     continue
+                if type(ev) is list and ev and ev[0] == "ordered":
+                    if len(ev) != 2 or ev[1] not in (1, -1):
+                        raise B.Divergence("malformed ordering event")
+                    if ev[1] == 1:
+                        sim.sched.begin_ordered()
+                    else:
+                        sim.sched.end_ordered()
+                    continue
                 rp.event(ev)
                 for x in drops.get(i, ()):
                     if x not in keep:

@@ -94,6 +94,39 @@ class Sandbox(unittest.TestCase):
         finally:
             nkisim.deactivate()
 
+    def test_sequential_range_keeps_its_ordering_in_the_replay(self):
+        text = """
+        import nki
+        import nki.language as nl
+
+        def add_kernel(a, b):
+            out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+            for i in nl.%s(a.shape[0] // 32):
+                t = nl.load(a[i * 32:(i + 1) * 32, :])
+                u = nl.add(nl.tanh(nl.multiply(nl.exp(t), 2.0)), 1.0)
+                v = nl.add(nl.tanh(nl.multiply(nl.exp(u), u)), 1.0)
+                nl.store(out[i * 32:(i + 1) * 32, :], value=v)
+            return out
+        """
+        lat = {}
+        for kind in ("affine_range", "sequential_range"):
+            path, trace = self.record(text % kind)
+            self.assertTrue(trace["ok"], trace)
+            ordered = [ev for ev in trace["events"] if ev and ev[0] == "ordered"]
+            self.assertEqual(len(ordered), 0 if kind == "affine_range" else 2)
+            res = self.replay(path, trace)
+            nkisim.activate()
+            try:
+                ns = {}
+                with open(path) as f:
+                    exec(compile(f.read(), path, "exec"), ns)
+                direct = nkisim.simulate(ns["add_kernel"], _inputs(0))
+            finally:
+                nkisim.deactivate()
+            self.assertEqual(res.latency_us, direct.latency_us, kind)
+            lat[kind] = res.latency_us
+        self.assertGreaterEqual(lat["sequential_range"], lat["affine_range"])
+
     def test_trace_is_plain_json_without_data(self):
         _, trace = self.honest()
         text = str(trace)
