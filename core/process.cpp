@@ -219,6 +219,7 @@ class Child {
 enum class Isolation { namespaces, pid_namespace, subreaper };
 
 constexpr int k_max_sweep_rounds = 1000;
+constexpr auto k_supervisor_grace = std::chrono::milliseconds(5000);
 
 struct SupervisorPlan {
   Isolation isolation = Isolation::subreaper;
@@ -954,7 +955,9 @@ Result<ProcessResult> run_process(const ProcessSpec& spec, const CancelToken& ca
 
   stdin_write.close();
   if (result.cancelled || result.timed_out) {
-    child.kill_group(spec.kill_grace);
+    // A supervisor needs time to sweep the tree before it may be killed itself.
+    child.kill_group(spec.isolate ? std::max(spec.kill_grace, k_supervisor_grace)
+                                  : spec.kill_grace);
   } else {
     // Normal end: make sure nothing the child left behind keeps running.
     child.signal_group(SIGKILL);
