@@ -1,15 +1,15 @@
 #include "backends/hosts_file.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace autocomp::backends {
 namespace {
-
-namespace fs = std::filesystem;
 
 bool is_blank(char c) {
   return c == ' ' || c == '\t' || c == '\r';
@@ -35,6 +35,8 @@ std::string_view trim_blanks(std::string_view text) {
   return text;
 }
 
+constexpr std::string_view k_ssh_prefix = "ssh://";
+
 core::Failure bad_line(const std::string& where, const std::string& why) {
   return core::make_failure(core::FailureKind::invalid_argument, "backend", where + ": " + why);
 }
@@ -55,6 +57,13 @@ core::Result<std::vector<BackendSpec>> parse_hosts_file(std::string_view text,
       continue;
     }
     const std::string where = origin + ":" + std::to_string(number);
+    // Only a line that starts like a spec is quoted back: the path may name any file the server
+    // can read, and its contents are not the caller's to see.
+    if (line.substr(0, k_ssh_prefix.size()) != k_ssh_prefix) {
+      return bad_line(where,
+                      "not an ssh://[user@]host[:port][?options] line (only such lines, blank "
+                      "lines and # comments belong in a hosts file)");
+    }
     for (char c : line) {
       if (is_blank(c)) {
         return bad_line(where, "expected one spec per line with no spaces inside, got '" +
@@ -67,9 +76,7 @@ core::Result<std::vector<BackendSpec>> parse_hosts_file(std::string_view text,
     }
     if (spec->scheme != "ssh") {
       return bad_line(where,
-                      "only ssh://[user@]host[:port][?options] lines belong in a hosts "
-                      "file, got '" +
-                          std::string(line) + "'");
+                      "only ssh://[user@]host[:port][?options] lines belong in a hosts file");
     }
     spec->origin = where;
     specs.push_back(std::move(spec).value());
@@ -93,24 +100,56 @@ core::Result<std::vector<BackendSpec>> read_hosts_file(const std::string& path) 
     return core::make_failure(core::FailureKind::io_error, "backend",
                               "cannot read hosts file " + expanded + ": " + why);
   };
-  std::error_code ec;
-  auto status = fs::status(expanded, ec);
-  if (status.type() == fs::file_type::not_found) {
-    return cannot_read("no such file");
+  if (expanded.find('\0') != std::string::npos) {
+    return cannot_read("the path contains a NUL character");
   }
-  if (status.type() == fs::file_type::directory) {
-    return cannot_read("it is a directory");
+  // Non-blocking open: a FIFO or a terminal must not hold the caller; the type is then checked
+  // on the open descriptor itself, so nothing can be swapped in between.
+  int fd = ::open(expanded.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    return cannot_read(errno == ENOENT ? std::string("no such file") : std::strerror(errno));
   }
-  std::ifstream in(expanded, std::ios::binary);
-  if (!in) {
+  struct FdGuard {
+    int fd;
+    ~FdGuard() { ::close(fd); }
+  } guard{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
     return cannot_read(std::strerror(errno));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return cannot_read("read error");
+  if (S_ISDIR(info.st_mode)) {
+    return cannot_read("it is a directory");
   }
-  return parse_hosts_file(text.str(), expanded);
+  if (!S_ISREG(info.st_mode)) {
+    return cannot_read("not a regular file (devices, pipes and sockets are refused)");
+  }
+  if (info.st_size > static_cast<off_t>(k_max_hosts_file_bytes)) {
+    return cannot_read("larger than " + std::to_string(k_max_hosts_file_bytes / 1024) +
+                       " KiB; a hosts file lists one ssh:// line per host");
+  }
+  std::string text;
+  std::array<char, 16384> buffer{};
+  while (true) {
+    ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return cannot_read(std::strerror(errno));
+    }
+    if (n == 0) {
+      break;
+    }
+    text.append(buffer.data(), static_cast<std::size_t>(n));
+    if (text.size() > k_max_hosts_file_bytes) {  // grew while being read
+      return cannot_read("larger than " + std::to_string(k_max_hosts_file_bytes / 1024) +
+                         " KiB; a hosts file lists one ssh:// line per host");
+    }
+  }
+  if (text.find('\0') != std::string::npos) {
+    return cannot_read("not a text file");
+  }
+  return parse_hosts_file(text, expanded);
 }
 
 }  // namespace autocomp::backends

@@ -4,6 +4,7 @@
 // "hosts:PATH". One ssh:// spec per line; '#' starts a comment (at the start of a line or after a
 // space or tab); blank lines are ignored. See docs/backends.md ("Hosts files").
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,8 +23,14 @@ inline constexpr std::string_view k_hosts_file_prefix = "hosts:";
 core::Result<std::vector<BackendSpec>> parse_hosts_file(std::string_view text,
                                                         const std::string& origin);
 
-// Reads and parses the hosts file at `path` ("~/..." is under $HOME). A file that is missing or
-// cannot be read is an io_error naming the path.
+// The largest hosts file read_hosts_file accepts.
+inline constexpr std::size_t k_max_hosts_file_bytes = std::size_t{1} << 20;
+
+// Reads and parses the hosts file at `path` ("~/..." is under $HOME). Only a regular file of at
+// most k_max_hosts_file_bytes is read (never a device, FIFO or socket, and opening never blocks);
+// anything else, or a file that is missing or cannot be read, is an io_error naming the path.
+// Errors quote a line of the file only when it starts with "ssh://", so pointing the path at
+// some other file reveals nothing of its contents.
 core::Result<std::vector<BackendSpec>> read_hosts_file(const std::string& path);
 
 }  // namespace autocomp::backends

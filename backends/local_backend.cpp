@@ -2,9 +2,9 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -14,6 +14,7 @@
 #include "backends/harness_bundle.hpp"
 #include "backends/harness_output.hpp"
 #include "core/process.hpp"
+#include "core/slot_gate.hpp"
 
 namespace autocomp::backends {
 namespace fs = std::filesystem;
@@ -28,36 +29,6 @@ constexpr auto k_kill_grace = std::chrono::milliseconds(1000);
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
-
-// A counting semaphore whose acquire gives up when the token is cancelled.
-class SlotGate {
- public:
-  explicit SlotGate(int slots) : m_free(slots) {}
-
-  bool acquire(const core::CancelToken& cancel) {
-    std::unique_lock lock(m_mutex);
-    while (m_free == 0) {
-      if (cancel.cancelled()) {
-        return false;
-      }
-      m_changed.wait_for(lock, std::chrono::milliseconds(50));
-    }
-    --m_free;
-    return true;
-  }
-  void release() {
-    {
-      std::lock_guard lock(m_mutex);
-      ++m_free;
-    }
-    m_changed.notify_one();
-  }
-
- private:
-  std::mutex m_mutex;
-  std::condition_variable m_changed;
-  int m_free;
-};
 
 struct LocalConfig {
   std::string identity;
@@ -82,7 +53,10 @@ core::Status write_file(const fs::path& path, const std::string& content) {
 
 class LocalBackend final : public Backend {
  public:
-  explicit LocalBackend(LocalConfig config) : m_config(std::move(config)), m_gate(m_config.slots) {}
+  // On the simulator and the fake device an evaluation is CPU work, so one extra slot is kept for
+  // interactive requests; a NeuronCore cannot be shared, so on hardware they only go first.
+  explicit LocalBackend(LocalConfig config)
+      : m_config(std::move(config)), m_gate(m_config.slots, m_config.device == "neuron" ? 0 : 1) {}
 
   std::string identity() const override { return m_config.identity; }
   std::string device() const override { return m_config.device; }
@@ -94,6 +68,7 @@ class LocalBackend final : public Backend {
       spec.argv = {m_config.python, m_config.bundle.entry().string(), "version", "--device",
                    m_config.device};
       spec.timeout = k_version_timeout;
+      spec.minimal_environment = true;
       auto run = core::run_process(spec);
       std::string declared = "unknown";
       if (run.ok()) {
@@ -125,12 +100,18 @@ class LocalBackend final : public Backend {
           return;
         }
         EvalResult& result = results[index];
-        if (cancel.cancelled() || !m_gate.acquire(cancel)) {
+        const bool interactive = batch[index].lane == Lane::interactive;
+        auto on_wait = [&](const std::string& message) {
+          if (progress) {
+            progress(done.load(), batch.size(), message);
+          }
+        };
+        if (cancel.cancelled() || !m_gate.acquire(interactive, cancel, on_wait)) {
           result.failure = core::make_failure(core::FailureKind::cancelled, "run",
                                               "cancelled before it started");
         } else {
           result = run_one(batch[index], cancel);
-          m_gate.release();
+          m_gate.release(interactive);
         }
         result.backend_identity = m_config.identity;
         result.host = "localhost";
@@ -206,6 +187,11 @@ class LocalBackend final : public Backend {
       spec.cwd = work.string();
       spec.timeout = request.timeout;
       spec.kill_grace = k_kill_grace;
+      // Kernels are untrusted: a minimal environment, behind a supervisor (core/process.hpp),
+      // and the work folder goes with them should this process die.
+      spec.minimal_environment = true;
+      spec.isolate = true;
+      spec.remove_if_abandoned = work.string();
       auto run = core::run_process(spec, cancel);
       steps.push_back({"run", ms_since(step_start)});
 
@@ -218,7 +204,7 @@ class LocalBackend final : public Backend {
         result.failure = core::make_failure(core::FailureKind::timeout, "run",
                                             "the harness did not finish within " +
                                                 std::to_string(request.timeout.count()) +
-                                                " ms; its process group was killed");
+                                                " ms; it and every process it started were killed");
       } else if (run->cancelled) {
         result.failure =
             core::make_failure(core::FailureKind::cancelled, "run", "cancelled while running");
@@ -243,7 +229,7 @@ class LocalBackend final : public Backend {
   }
 
   LocalConfig m_config;
-  SlotGate m_gate;
+  core::SlotGate m_gate;
   mutable std::once_flag m_version_once;
   mutable std::string m_version;
 };
@@ -257,6 +243,18 @@ core::Result<std::shared_ptr<Backend>> make_local_backend(const std::vector<Back
                               "a local backend cannot be pooled with other specs");
   }
   const BackendSpec& spec = specs.front();
+  static const std::vector<std::string> k_known{"device", "fake_ms", "slots", "target", "python"};
+  for (const auto& [name, value] : spec.params) {
+    if (std::find(k_known.begin(), k_known.end(), name) == k_known.end()) {
+      std::string known;
+      for (const auto& option : k_known) {
+        known += (known.empty() ? "" : ", ") + option;
+      }
+      return core::make_failure(core::FailureKind::invalid_argument, "backend",
+                                "invalid backend spec '" + spec.text + "': unknown option '" +
+                                    name + "' (known options: " + known + ")");
+    }
+  }
   LocalConfig config;
   config.device = spec.param("device").value_or(
       options.default_device.empty() ? "sim" : options.default_device);

@@ -16,6 +16,7 @@
 #include "backends/harness_bundle.hpp"
 #include "backends/harness_output.hpp"
 #include "backends/ssh_connection.hpp"
+#include "core/environment.hpp"
 #include "core/process.hpp"
 
 namespace autocomp::backends {
@@ -26,9 +27,11 @@ using namespace std::chrono_literals;
 
 // Rotation policy (docs/backends.md): a host whose session cannot be opened leaves rotation at
 // once; a host with this many timeouts or transport errors in a row leaves too. It is tried again
-// after the cool-down.
+// (on probation) after a back-off that starts small and doubles with each outage in a row, up to
+// the maximum; a healthy evaluation resets it.
 constexpr int k_max_consecutive_failures = 3;
-constexpr auto k_rotation_cooldown = std::chrono::minutes(2);
+constexpr auto k_first_backoff = std::chrono::seconds(2);
+constexpr auto k_max_backoff = std::chrono::minutes(2);
 // Remote side: the harness gets the request's timeout; `timeout` then SIGKILLs the group after
 // this grace; the client waits this much longer before it gives up on the channel.
 constexpr int k_remote_kill_after_s = 2;
@@ -37,6 +40,13 @@ constexpr auto k_cleanup_timeout = std::chrono::seconds(30);
 constexpr auto k_discovery_timeout = std::chrono::seconds(30);
 constexpr auto k_version_timeout = std::chrono::seconds(60);
 constexpr std::size_t k_max_result_bytes = std::size_t{16} << 20;
+// Runs the harness as the child of PID 1 of fresh user and PID namespaces (util-linux unshare):
+// when it ends, or `unshare` is killed, the kernel kills everything it started.
+constexpr std::string_view k_unshare_prefix =
+    "unshare --user --map-current-user --pid --fork --kill-child -- ";
+constexpr const char* k_unshare_probe =
+    "unshare --user --map-current-user --pid --fork --kill-child -- true </dev/null >/dev/null "
+    "2>&1";
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -70,16 +80,19 @@ struct Host {
   bool discovered = false;
   bool in_rotation = true;
   std::string reason;
-  Clock::time_point out_since{};
+  Clock::time_point retry_at{};
+  int outages = 0;  // times taken out since the last healthy evaluation
   int consecutive_failures = 0;
   int evaluations = 0;
   int errors = 0;
   int timeouts = 0;
 
-  // Guarded by bundle_mutex: the remote base folder and whether the bundle is in place.
+  // Guarded by bundle_mutex: the remote base folder, whether the bundle is in place, and whether
+  // `unshare` can confine runs to their own user and PID namespaces there.
   std::mutex bundle_mutex;
   std::string base_dir;
   bool bundle_ready = false;
+  bool can_unshare = false;
   std::atomic<int> bundle_uploads{0};
 };
 
@@ -87,6 +100,7 @@ struct Slot {
   Host* host = nullptr;
   int index = 0;
   bool busy = false;                          // guarded by the pool's mutex
+  bool background = false;                    // the holder's lane (pool's mutex)
   std::unique_ptr<SshConnection> connection;  // used only by the holder of the slot
 };
 
@@ -101,8 +115,11 @@ struct Attempt {
 
 class SshPool final : public Backend {
  public:
-  SshPool(std::vector<HostConfig> hosts, HarnessBundle bundle, std::string local_python)
-      : m_bundle(std::move(bundle)), m_local_python(std::move(local_python)) {
+  SshPool(std::vector<HostConfig> hosts, HarnessBundle bundle, std::string local_python,
+          SteadyNow now)
+      : m_bundle(std::move(bundle)),
+        m_local_python(std::move(local_python)),
+        m_now(now ? std::move(now) : SteadyNow([] { return Clock::now(); })) {
     for (auto& config : hosts) {
       m_hosts.push_back(std::make_unique<Host>(std::move(config)));
     }
@@ -161,6 +178,10 @@ class SshPool final : public Backend {
       s.errors = host->errors;
       s.timeouts = host->timeouts;
       s.bundle_uploads = host->bundle_uploads.load();
+      if (!host->in_rotation) {
+        s.retry_in = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::max(Clock::duration::zero(), host->retry_at - m_now()));
+      }
       out.push_back(std::move(s));
     }
     return out;
@@ -228,7 +249,17 @@ class SshPool final : public Backend {
           finish(index, std::move(result));
           continue;
         }
-        auto slot = acquire_slot(cancel);
+        auto on_wait = [&](const std::string& message) {
+          if (progress) {
+            std::size_t finished = 0;
+            {
+              std::lock_guard lock(batch_mutex);
+              finished = done;
+            }
+            progress(finished, batch.size(), message);
+          }
+        };
+        auto slot = acquire_slot(cancel, batch[index].lane == Lane::interactive, on_wait);
         if (!slot.ok()) {
           EvalResult result;
           result.failure = slot.failure();
@@ -341,7 +372,13 @@ class SshPool final : public Backend {
   void take_out_locked(Host& host, const std::string& reason) {
     host.in_rotation = false;
     host.reason = reason;
-    host.out_since = Clock::now();
+    ++host.outages;
+    auto backoff = std::chrono::duration_cast<Clock::duration>(k_first_backoff);
+    for (int i = 1; i < host.outages && backoff < k_max_backoff; ++i) {
+      backoff *= 2;
+    }
+    host.retry_at =
+        m_now() + std::min(backoff, std::chrono::duration_cast<Clock::duration>(k_max_backoff));
   }
 
   std::string all_out_message_locked() const {
@@ -357,14 +394,30 @@ class SshPool final : public Backend {
   }
 
   // A free slot on a host in rotation, preferring the host with the most free slots; waits while
-  // all are busy. Fails when no host is left in rotation or the token is cancelled.
-  core::Result<Slot*> acquire_slot(const core::CancelToken& cancel) {
+  // all are busy (interactive requests take a freed slot before background ones, and `on_wait`
+  // hears once what a request waits for). Fails when no host is left in rotation or the token is
+  // cancelled.
+  core::Result<Slot*> acquire_slot(const core::CancelToken& cancel, bool interactive,
+                                   const std::function<void(const std::string&)>& on_wait) {
     std::unique_lock lock(m_mutex);
+    if (interactive) {
+      ++m_interactive_waiting;
+    }
+    struct Leave {
+      SshPool& pool;
+      bool interactive;
+      ~Leave() {
+        if (interactive) {
+          --pool.m_interactive_waiting;  // m_mutex is held whenever this runs
+        }
+      }
+    } leave{*this, interactive};
+    bool told = false;
     while (true) {
-      auto now = Clock::now();
+      auto now = m_now();
       bool any_in_rotation = false;
       for (auto& host : m_hosts) {
-        if (!host->in_rotation && now - host->out_since >= k_rotation_cooldown) {
+        if (!host->in_rotation && now >= host->retry_at) {
           host->in_rotation = true;  // probation: the next failure takes it out again
           host->consecutive_failures = k_max_consecutive_failures - 1;
         }
@@ -393,9 +446,22 @@ class SshPool final : public Backend {
           best_free = free_on_host;
         }
       }
-      if (best != nullptr) {
+      if (best != nullptr && (interactive || m_interactive_waiting == 0)) {
         best->busy = true;
+        best->background = !interactive;
         return best;
+      }
+      if (!told && on_wait) {
+        told = true;
+        bool background_holds = std::any_of(m_slots.begin(), m_slots.end(), [](const auto& slot) {
+          return slot->busy && slot->background;
+        });
+        std::string message = std::string("waiting for an evaluation slot held by ") +
+                              (background_holds ? "a background search" : "other evaluations");
+        lock.unlock();
+        on_wait(message);
+        lock.lock();
+        continue;
       }
       m_slot_freed.wait_for(lock, 50ms);
     }
@@ -409,6 +475,7 @@ class SshPool final : public Backend {
       switch (event) {
         case HostEvent::healthy:
           host.consecutive_failures = 0;
+          host.outages = 0;
           ++host.evaluations;
           break;
         case HostEvent::timeout:
@@ -458,6 +525,11 @@ class SshPool final : public Backend {
       }
       host.base_dir = dir;
     }
+    // Whether runs can get their own user and PID namespaces there (then nothing a kernel starts
+    // outlives its run); otherwise cleanup sweeps the run's processes by an environment mark.
+    if (auto probe = connection.exec(k_unshare_probe, k_discovery_timeout, {}); probe.ok()) {
+      host.can_unshare = probe->exit_status == 0;
+    }
     const std::string bundle_dir = host.base_dir + "/harness-" + m_bundle.hash;
     auto present = connection.exists(bundle_dir + "/harness/autocomp_harness.py");
     if (!present.ok()) {
@@ -492,7 +564,8 @@ class SshPool final : public Backend {
   }
 
   std::string run_command(const Slot& slot, const EvalRequest& request, const std::string& work,
-                          const std::string& kernel_file, const std::string& problem_file) const {
+                          const std::string& kernel_file, const std::string& problem_file,
+                          const std::string& mark) const {
     const HostConfig& config = slot.host->config;
     const std::string bundle_dir = slot.host->base_dir + "/harness-" + m_bundle.hash;
     EvalRequest effective = request;
@@ -507,15 +580,19 @@ class SshPool final : public Backend {
                                  harness_timeout_seconds(request.timeout)};
     char wall[32];
     std::snprintf(wall, sizeof wall, "%.3f", static_cast<double>(request.timeout.count()) / 1000.0);
-    // setsid gives the run its own process group (its id is written to `pgid` so that cleanup
-    // can kill it); `timeout` signals that whole group when the wall time is up.
-    std::string command = "cd " + shell_quote(work) +
-                          " && exec setsid -w sh -c 'echo $$ > pgid; exec \"$@\" < /dev/null "
-                          "> out.json 2> err.txt' autocomp-eval timeout -k " +
-                          std::to_string(k_remote_kill_after_s) + " " + wall +
-                          " env NEURON_RT_VISIBLE_CORES=" + std::to_string(slot.index) + " " +
-                          shell_quote(config.python) + " " +
-                          shell_quote(bundle_dir + "/harness/autocomp_harness.py");
+    // The environment is cut down to the allow-list first (core/environment.hpp). setsid gives
+    // the run its own process group (its id is written to `pgid` so that cleanup can kill it);
+    // `timeout` signals that whole group when the wall time is up. Where unshare works, the run
+    // is PID 1's child in a namespace of its own, so everything it starts dies with it; the
+    // AUTOCOMP_EVAL_MARK lets cleanup find escaped processes where it does not.
+    std::string command =
+        "cd " + shell_quote(work) + " || exit 1; " + core::harness_environment_shell_filter() +
+        "exec setsid -w sh -c 'echo $$ > pgid; exec \"$@\" < /dev/null "
+        "> out.json 2> err.txt' autocomp-eval " +
+        (slot.host->can_unshare ? std::string(k_unshare_prefix) : "") + "timeout -k " +
+        std::to_string(k_remote_kill_after_s) + " " + wall + " env AUTOCOMP_EVAL_MARK=" + mark +
+        " NEURON_RT_VISIBLE_CORES=" + std::to_string(slot.index) + " " +
+        shell_quote(config.python) + " " + shell_quote(bundle_dir + "/harness/autocomp_harness.py");
     for (const auto& arg : harness_arguments(effective, invocation)) {
       command += " " + shell_quote(arg);
     }
@@ -598,7 +675,8 @@ class SshPool final : public Backend {
 
         // run
         start = Clock::now();
-        auto command = run_command(slot, request, work, kernel_file, problem_file);
+        const std::string mark = random_name();
+        auto command = run_command(slot, request, work, kernel_file, problem_file, mark);
         auto run = connection.run_in_shell(command, request.timeout + k_client_grace, cancel);
         steps.push_back({"run", ms_since(start)});
         bool run_finished = run.ok();
@@ -659,6 +737,9 @@ class SshPool final : public Backend {
         // cleanup: always. A run that did not end by itself gets its process group killed
         // first; otherwise the folder is removed over SFTP, with rm -rf as the fallback.
         start = Clock::now();
+        if (!slot.host->can_unshare) {
+          cleanup_remote(slot, sweep_command(mark));
+        }
         bool removed = false;
         if (run_finished && slot.connection) {
           removed = slot.connection->remove_tree(work).ok();
@@ -679,6 +760,12 @@ class SshPool final : public Backend {
     steps.insert(steps.end(), result.steps.begin(), result.steps.end());
     result.steps = std::move(steps);
     return attempt;
+  }
+
+  // Kills every process of the remote user whose environment carries the run's mark.
+  static std::string sweep_command(const std::string& mark) {
+    return "for p in /proc/[0-9]*; do grep -qsxF AUTOCOMP_EVAL_MARK=" + mark +
+           " -z \"$p/environ\" && kill -KILL \"${p#/proc/}\" 2>/dev/null; done; true";
   }
 
   // Runs a cleanup command on the slot's session, reconnecting once when it was dropped.
@@ -704,7 +791,9 @@ class SshPool final : public Backend {
   std::string m_identity;
   std::vector<std::unique_ptr<Host>> m_hosts;
 
-  mutable std::mutex m_mutex;  // rotation state, slot lists and busy flags
+  SteadyNow m_now;
+  mutable std::mutex m_mutex;     // rotation state, slot lists and busy flags
+  int m_interactive_waiting = 0;  // interactive requests waiting for a slot (m_mutex)
   std::condition_variable m_slot_freed;
   std::vector<std::unique_ptr<Slot>> m_slots;
   std::mutex m_discovery_mutex;
@@ -774,6 +863,12 @@ core::Result<HostConfig> host_config(const BackendSpec& spec, const BackendOptio
 
 core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<BackendSpec>& specs,
                                                         const BackendOptions& options) {
+  return make_ssh_backend(specs, options, {});
+}
+
+core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<BackendSpec>& specs,
+                                                        const BackendOptions& options,
+                                                        SteadyNow now) {
   static std::once_flag init_once;
   std::call_once(init_once, [] { ssh_init(); });
   if (specs.empty()) {
@@ -803,7 +898,7 @@ core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<Backen
     return bundle.failure();
   }
   return std::shared_ptr<Backend>(std::make_shared<SshPool>(
-      std::move(hosts), std::move(bundle).value(), resolve_python(options.python)));
+      std::move(hosts), std::move(bundle).value(), resolve_python(options.python), std::move(now)));
 }
 
 std::vector<SshHostStatus> ssh_pool_status(const Backend& backend) {

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,11 +20,20 @@ namespace autocomp::backends {
 core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<BackendSpec>& specs,
                                                         const BackendOptions& options);
 
+// The clock the pool's rotation policy reads (back-off of hosts out of rotation).
+using SteadyNow = std::function<std::chrono::steady_clock::time_point()>;
+
+// The same with a given clock (tests pass a fake one; empty: the steady clock).
+core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<BackendSpec>& specs,
+                                                        const BackendOptions& options,
+                                                        SteadyNow now);
+
 // What a pool knows about one of its hosts (for status displays and tests).
 struct SshHostStatus {
   std::string host;  // user@host:port
   bool in_rotation = true;
-  std::string reason;  // why it is out of rotation
+  std::string reason;                     // why it is out of rotation
+  std::chrono::milliseconds retry_in{0};  // out of rotation: until it is tried again
   int slots = 0;
   int evaluations = 0;  // runs that produced a harness result
   int errors = 0;       // connect, authentication and transport failures

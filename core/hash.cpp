@@ -53,6 +53,8 @@ std::string normalize_source(std::string_view source) {
   return out;
 }
 
-std::string source_key(std::string_view source) { return sha256_hex(normalize_source(source)); }
+std::string source_key(std::string_view source) {
+  return sha256_hex(normalize_source(source));
+}
 
 }  // namespace autocomp::core

@@ -14,8 +14,23 @@ namespace autocomp::core {
 // A child process to run: argv[0] is looked up on PATH when it has no slash. No shell is involved.
 struct ProcessSpec {
   std::vector<std::string> argv;
-  // Added to (or replacing entries of) this process's environment.
+  // Added to (or replacing entries of) the base environment: this process's whole environment,
+  // or with `minimal_environment` only what core::harness_environment() allows.
   std::vector<std::pair<std::string, std::string>> env;
+  bool minimal_environment = false;
+  // Runs the child behind a supervisor, for untrusted code (kernels). The supervisor starts a new
+  // session and, where the system allows (unprivileged user namespaces, or root), new user and
+  // PID namespaces: the child then cannot name, signal or trace this process, and every process
+  // it starts is killed when it ends (setsid() and double forks included). Without namespaces the
+  // supervisor is a child subreaper that kills every leftover descendant. Each process has a
+  // parent-death signal, so killing this process (even with SIGKILL) takes the whole tree down.
+  // Requires the calling thread to stay alive until run_process returns (it does: it waits).
+  // A timeout or cancel kills the tree at once (no SIGTERM grace); `kill_grace` bounds the wait
+  // for the supervisor to finish. Also makes this process non-dumpable (see protect_this_process).
+  bool isolate = false;
+  // With `isolate`: a folder the supervisor deletes if this process dies while the child runs
+  // (the work folder of an evaluation, which this process would otherwise remove itself).
+  std::string remove_if_abandoned;
   std::string cwd;         // empty: inherit
   std::string stdin_text;  // written to the child's stdin, which is then closed
   // Wall-clock limit; zero means none. On expiry the child's whole process group gets SIGTERM,
@@ -49,6 +64,16 @@ struct ProcessResult {
 // only when the child could not be started (missing program, bad cwd, no resources); everything
 // that happens after the start is described in the ProcessResult. Safe to call from many threads.
 Result<ProcessResult> run_process(const ProcessSpec& spec, const CancelToken& cancel = {});
+
+// Makes this process non-dumpable (prctl PR_SET_DUMPABLE 0): processes of the same user, such as
+// kernels, can then neither ptrace it nor read its memory through /proc/<pid>/mem, and it writes
+// no core files. Idempotent; run_process calls it for isolated children.
+void protect_this_process();
+
+// How isolated children are confined on this machine: "namespaces" (user+PID namespaces),
+// "pid-namespace" (root without user namespaces), or "subreaper" (neither available). Probed once;
+// AUTOCOMP_ISOLATION=subreaper or =pid-namespace in the environment asks for a weaker mode.
+std::string isolation_mode();
 
 // The last `max_bytes` of `text`, starting at a line boundary when one is near (for error
 // messages that quote a traceback).

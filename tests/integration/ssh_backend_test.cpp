@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "backends/backend.hpp"
 #include "support/sshd_fixture.hpp"
@@ -343,6 +344,45 @@ TEST_F(SshBackendTest, KernelThatNeverReturnsIsKilledAtTheTimeout) {
   EXPECT_EQ(entries_in(m_remote_dir / "work"), 0u);
   EXPECT_EQ(ssh_pool_status(*backend)[0].timeouts, 1);
   EXPECT_TRUE(ssh_pool_status(*backend)[0].in_rotation);
+}
+
+TEST_F(SshBackendTest, ProcessesThatEscapeWithSetsidDoNotOutliveTheRun) {
+  auto& server = start_server("a");
+  auto known = known_hosts({&server}, "known_hosts");
+  auto backend = make(spec_for(server, known, "device=sim"));
+  ASSERT_TRUE(backend);
+  const std::string marker = "autocomp_escape_" + std::to_string(::getpid());
+  // The problem file runs when the harness loads it: a new session, a double fork, then an
+  // ordinary failure. The run ends by itself; what it started must end with it.
+  EvalRequest request = fake_request();
+  request.problem_source =
+      "import os, subprocess\n"
+      "subprocess.Popen(['sh', '-c', 'sleep 600; : " +
+      marker +
+      "'], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+      "if os.fork() == 0:\n"
+      "    os.setsid()\n"
+      "    subprocess.Popen(['sh', '-c', 'sleep 600; : " +
+      marker +
+      "'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+      "    os._exit(0)\n"
+      "secrets = [n for n in os.environ if 'API_KEY' in n or n.startswith('ANTHROPIC_')]\n"
+      "raise RuntimeError('escaped; secrets seen: %d' % len(secrets))\n";
+  auto results = backend->evaluate({request}, {}, {});
+  ASSERT_FALSE(results[0].ok());
+  EXPECT_EQ(results[0].failure->kind, core::FailureKind::problem_error)
+      << results[0].failure->describe();
+  EXPECT_NE(results[0].failure->message.find("secrets seen: 0"), std::string::npos)
+      << results[0].failure->message;
+  bool gone = false;
+  for (int i = 0; i < 40 && !gone; ++i) {
+    gone = !process_alive(marker);
+    if (!gone) {
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  EXPECT_TRUE(gone) << "a process started by the run is still alive";
+  EXPECT_EQ(entries_in(m_remote_dir / "work"), 0u);
 }
 
 TEST_F(SshBackendTest, HarnessFailuresComeBackAsValues) {

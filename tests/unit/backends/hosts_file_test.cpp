@@ -1,6 +1,7 @@
 #include "backends/hosts_file.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -100,9 +101,70 @@ TEST(HostsFile, OnlySshLinesAreAllowed) {
   for (const char* line : {"sim", "local?device=fake", "hosts:/other/file"}) {
     auto specs = parse_hosts_file(std::string("ssh://a\n") + line + "\n", "fleet.txt");
     ASSERT_FALSE(specs.ok()) << line;
-    EXPECT_TRUE(contains(message_of(specs), "fleet.txt:2: only ssh://")) << message_of(specs);
-    EXPECT_TRUE(contains(message_of(specs), line)) << message_of(specs);
+    EXPECT_TRUE(contains(message_of(specs), "fleet.txt:2: not an ssh://")) << message_of(specs);
+    // The offending line is not quoted: the file may be anything the server can read.
+    EXPECT_FALSE(contains(message_of(specs), line)) << message_of(specs);
   }
+}
+
+TEST(HostsFile, ErrorsNeverQuoteAForeignFile) {
+  testing::TempDir tmp("autocomp-hosts-test");
+  const fs::path path = tmp.path() / "passwd";
+  std::ofstream(path) << "root:x:0:0:secret-gecos:/root:/bin/bash\nssh://a\n";
+  auto specs = read_hosts_file(path.string());
+  ASSERT_FALSE(specs.ok());
+  EXPECT_TRUE(contains(message_of(specs), path.string() + ":1: not an ssh://"))
+      << message_of(specs);
+  EXPECT_FALSE(contains(message_of(specs), "secret-gecos")) << message_of(specs);
+  EXPECT_FALSE(contains(message_of(specs), "root:x")) << message_of(specs);
+
+  // A real spec line is still quoted, so that a typo in a hosts file is easy to find.
+  std::ofstream(path, std::ios::trunc) << "ssh://a b\n";
+  auto typo = read_hosts_file(path.string());
+  ASSERT_FALSE(typo.ok());
+  EXPECT_TRUE(contains(message_of(typo), "'ssh://a b'")) << message_of(typo);
+}
+
+TEST(HostsFile, OnlyBoundedRegularFilesAreRead) {
+  testing::TempDir tmp("autocomp-hosts-test");
+  // Devices: /dev/zero would grow without end, /dev/stdin would steal the stdio stream.
+  EXPECT_FALSE(read_hosts_file("/dev/stdin").ok());
+  for (const char* device : {"/dev/zero", "/dev/null", "/dev/tty"}) {
+    auto specs = read_hosts_file(device);
+    ASSERT_FALSE(specs.ok()) << device;
+    EXPECT_EQ(specs.failure().kind, core::FailureKind::io_error) << device;
+    EXPECT_TRUE(contains(message_of(specs), std::string("cannot read hosts file ") + device))
+        << message_of(specs);
+  }
+  auto zero = read_hosts_file("/dev/zero");
+  EXPECT_TRUE(contains(message_of(zero), "not a regular file")) << message_of(zero);
+
+  // A FIFO with no writer would block a plain open forever.
+  const fs::path fifo = tmp.path() / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto from_fifo = read_hosts_file(fifo.string());
+  ASSERT_FALSE(from_fifo.ok());
+  EXPECT_TRUE(contains(message_of(from_fifo), "not a regular file")) << message_of(from_fifo);
+
+  // Larger than the limit: refused before reading it.
+  const fs::path big = tmp.path() / "big";
+  {
+    std::ofstream out(big);
+    std::string line = "ssh://host-with-a-long-name.example.com?device=sim\n";
+    while (static_cast<std::size_t>(out.tellp()) <= k_max_hosts_file_bytes) {
+      out << line;
+    }
+  }
+  auto too_big = read_hosts_file(big.string());
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_TRUE(contains(message_of(too_big), "larger than 1024 KiB")) << message_of(too_big);
+
+  // A binary file is not a hosts file.
+  const fs::path binary = tmp.path() / "binary";
+  std::ofstream(binary) << std::string("ssh://a\n\0\0", 10);
+  auto from_binary = read_hosts_file(binary.string());
+  ASSERT_FALSE(from_binary.ok());
+  EXPECT_TRUE(contains(message_of(from_binary), "not a text file")) << message_of(from_binary);
 }
 
 TEST(HostsFile, FileWithNoHostsIsAnError) {

@@ -4,10 +4,13 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "backends/spec.hpp"
+#include "core/process.hpp"
 
 namespace autocomp::backends {
 namespace {
@@ -175,6 +178,97 @@ TEST_F(LocalBackendTest, HarnessThatCrashesIsReportedWithItsTraceback) {
   EXPECT_NE(results[0].failure->message.find("xyzzy"), std::string::npos)
       << results[0].failure->message;
   EXPECT_NE(results[0].failure->message.find("exit code 1"), std::string::npos);
+}
+
+// True while any process whose command line contains `marker` is alive.
+bool process_alive(const std::string& marker) {
+  core::ProcessSpec spec;
+  spec.argv = {"pgrep", "-f", marker};
+  auto check = core::run_process(spec);
+  return check.ok() && check->exited && check->exit_code == 0;
+}
+
+TEST_F(LocalBackendTest, HostileCodeCannotHurtTheServerNorSeeItsSecretsNorOutliveTheRun) {
+  const std::string marker = "autocomp_hostile_" + std::to_string(::getpid());
+  ::setenv("AUTOCOMP_TEST_API_KEY", "sk-hostile-test-secret", 1);
+  auto backend = make("local?device=sim");
+  ASSERT_TRUE(backend);
+  EvalRequest request = fake_request();
+  // The problem file runs when the harness loads it: the same power a kernel has.
+  request.problem_source =
+      "import os, signal, subprocess\n"
+      "subprocess.Popen(['sh', '-c', 'sleep 30; : " +
+      marker +
+      "'], start_new_session=True)\n"
+      "if os.fork() == 0:\n"
+      "    os.setsid()\n"
+      "    subprocess.Popen(['sh', '-c', 'sleep 30; : " +
+      marker +
+      "'])\n"
+      "    os._exit(0)\n"
+      "for sig in (signal.SIGSTOP, signal.SIGKILL):\n"
+      "    try:\n"
+      "        os.kill(os.getppid(), sig)\n"
+      "    except OSError:\n"
+      "        pass\n"
+      "raise RuntimeError('seen: ' + ' '.join(sorted(os.environ)))\n";
+  auto results = backend->evaluate({request}, {}, {});
+  ::unsetenv("AUTOCOMP_TEST_API_KEY");
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_FALSE(results[0].ok());
+  const std::string& message = results[0].failure->message;
+  // Still here (neither killed nor stopped), and the harness reported the problem's error.
+  EXPECT_EQ(results[0].failure->kind, core::FailureKind::problem_error) << message;
+  EXPECT_NE(message.find("seen: "), std::string::npos) << message;
+  EXPECT_EQ(message.find("AUTOCOMP_TEST_API_KEY"), std::string::npos) << message;
+  EXPECT_FALSE(process_alive(marker)) << "a process started by the problem outlived the run";
+  EXPECT_EQ(leftover_folders(), 0u);
+}
+
+TEST_F(LocalBackendTest, InteractiveRequestsDoNotWaitBehindABackgroundBatch) {
+  auto backend = make("local?device=fake&fake_ms=500&slots=1");
+  ASSERT_TRUE(backend);
+  backend->harness_version();  // warm, so both batches start at once
+  EvalRequest background = fake_request();
+  background.lane = Lane::background;
+  background.iters = 1;
+  std::atomic<bool> background_done{false};
+  std::thread search([&] {
+    auto results = backend->evaluate({background, background}, {}, {});
+    background_done = true;
+    for (const auto& result : results) {
+      EXPECT_TRUE(result.ok()) << result.failure->describe();
+    }
+  });
+  std::this_thread::sleep_for(300ms);  // the search takes the only regular slot
+  EvalRequest interactive = fake_request();
+  interactive.iters = 1;
+  std::vector<std::string> messages;
+  auto results = backend->evaluate(
+      {interactive}, {},
+      [&](std::size_t, std::size_t, const std::string& message) { messages.push_back(message); });
+  // The two background evaluations run one after the other; the interactive one ran beside them.
+  EXPECT_FALSE(background_done.load());
+  search.join();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].ok()) << results[0].failure->describe();
+  EXPECT_EQ(messages, std::vector<std::string>{"evaluated"});
+}
+
+TEST(LocalBackendSpec, RejectsUnknownOptionsNamingTheKnownOnes) {
+  for (const char* text : {"sim?devcie=sim", "local?device=fake&slot=2", "sim?timeout=5"}) {
+    auto spec = parse_spec(text);
+    ASSERT_TRUE(spec.ok()) << text;
+    auto bad = make_local_backend({spec.value()}, {});
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_EQ(bad.failure().kind, core::FailureKind::invalid_argument);
+    const std::string& message = bad.failure().message;
+    EXPECT_NE(message.find("unknown option"), std::string::npos) << message;
+    EXPECT_NE(message.find("device, fake_ms, slots, target, python"), std::string::npos) << message;
+  }
+  auto typo = make_local_backend({parse_spec("sim?devcie=sim").value()}, {});
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.failure().message.find("'devcie'"), std::string::npos);
 }
 
 TEST(LocalBackendSpec, RejectsUnknownDeviceAndMissingHarness) {
