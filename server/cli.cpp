@@ -57,6 +57,12 @@ HTTP options:
   --auth-token TOKEN       require "Authorization: Bearer TOKEN" (also AUTOCOMP_AUTH_TOKEN);
                            mandatory when HOST is not a loopback address
   --port-file FILE         write the bound port to FILE once listening
+  --allow-remote-endpoints accept tool arguments that name outbound endpoints (an llm spec with
+                           a base URL, an ssh:// or hosts: backend); without it, over HTTP only
+                           the server's own --llm/--backend endpoints are contacted
+  --max-sessions N         sessions kept at once (default 1024; idle ones are dropped first)
+  --session-idle-timeout S end sessions unused for S seconds (default 3600; 0: never)
+  --max-connections N      connections served at once (default 512; beyond: 503)
 
 Server options:
   --conformance-fixtures   also register the MCP conformance suite's fixture tools/resources/prompts
@@ -149,6 +155,22 @@ CliParse parse_cli(const std::vector<std::string>& args) {
       if (!value(options.http.port_file)) {
         return fail("--port-file needs a FILE");
       }
+    } else if (arg == "--allow-remote-endpoints") {
+      options.server.allow_remote_endpoints = true;
+    } else if (arg == "--max-sessions") {
+      if (auto error = number(options.http.max_sessions, 1)) {
+        return fail(*error);
+      }
+    } else if (arg == "--max-connections") {
+      if (auto error = number(options.http.max_connections, 8)) {
+        return fail(*error);
+      }
+    } else if (arg == "--session-idle-timeout") {
+      std::size_t seconds = 0;
+      if (auto error = number(seconds, 0)) {
+        return fail(*error);
+      }
+      options.http.session_idle_timeout = std::chrono::seconds(seconds);
     } else if (arg == "--conformance-fixtures") {
       options.conformance_fixtures = true;
     } else if (arg == "--workers") {

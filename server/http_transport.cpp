@@ -1,20 +1,29 @@
 #include "server/http_transport.hpp"
 
+#include <arpa/inet.h>
 #include <httplib.h>
-#include <openssl/crypto.h>
+#include <netinet/in.h>
 #include <openssl/rand.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <list>
 #include <map>
 #include <mutex>
+#include <thread>
+
+#include "server/http_guard.hpp"
 
 namespace autocomp::server {
 
@@ -145,6 +154,10 @@ class EventStream : public Outbox {
     std::lock_guard lock(m_mutex);
     m_attached = false;
   }
+  bool attached() const {
+    std::lock_guard lock(m_mutex);
+    return m_attached;
+  }
 
   // One step of an SSE connection: writes what is due, or waits briefly. False ends the
   // connection abruptly (write failed); sink.done() ends it cleanly.
@@ -242,6 +255,12 @@ struct HttpSession {
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<EventStream>> streams;  // POST SSE streams by id
   std::list<std::string> stream_order;
+  // Guarded by Impl::sessions_mutex.
+  std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
+  std::uint64_t requests = 0;  // requests after initialize
+
+  // In use: a GET stream is attached or a call runs; such a session is never dropped.
+  bool busy() const { return standalone->attached() || session->running_calls() > 0; }
 };
 
 bool wants_sse(const httplib::Request& request) {
@@ -258,80 +277,487 @@ nlohmann::json error_body(int code, const std::string& message,
   return jsonrpc::make_error(id, code, message);
 }
 
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) {
-    return false;
+// The socket of the connection the current thread serves (set by GuardedServer), so that an
+// answer that ends the connection can close it gracefully.
+thread_local int t_connection_socket = -1;
+
+// Stops sending, then reads and drops what the client still sends for a short while, so that
+// the answer already written is not lost to a reset when the socket closes with unread data.
+void linger_close(int socket, std::chrono::milliseconds budget) {
+  if (socket < 0) {
+    return;
   }
-  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  ::shutdown(socket, SHUT_WR);
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  char buffer[64 * 1024];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return;
+    }
+    pollfd fd{socket, POLLIN, 0};
+    if (::poll(&fd, 1, static_cast<int>(left.count())) <= 0) {
+      return;
+    }
+    const ssize_t n = ::recv(socket, buffer, sizeof(buffer), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+      return;
+    }
+  }
 }
+
+// An answer after which the connection ends (its request body, if any, is left unread): the body
+// is written, then the connection closes (the provider fails on purpose so that the server does
+// not read the unread body as the next request).
+void answer_and_close(httplib::Response& response, int status, const nlohmann::json& body) {
+  response.status = status;
+  response.set_header("Connection", "close");
+  auto text = std::make_shared<std::string>(jsonrpc::serialize(body));
+  response.set_content_provider(text->size(), "application/json",
+                                [text](std::size_t offset, std::size_t, httplib::DataSink& sink) {
+                                  if (offset < text->size()) {
+                                    sink.write(text->data() + offset, text->size() - offset);
+                                  }
+                                  linger_close(t_connection_socket,
+                                               std::chrono::milliseconds(1000));
+                                  return false;
+                                });
+}
+
+// Serves connections on an elastic set of threads: `keep` stay ready, more are started while all
+// are busy, up to `max`; threads above `keep` end after a quiet minute.
+class ConnectionQueue : public httplib::TaskQueue {
+ public:
+  ConnectionQueue(std::size_t keep, std::size_t max) : m_keep(keep), m_max(std::max(keep, max)) {}
+  ~ConnectionQueue() override { shutdown(); }
+
+  void enqueue(std::function<void()> job) override {
+    std::lock_guard lock(m_mutex);
+    reap_locked();
+    m_jobs.push_back(std::move(job));
+    if (m_idle < m_jobs.size() && m_live < m_max) {
+      start_locked();
+    }
+    m_work.notify_one();
+  }
+
+  void shutdown() override {
+    std::list<Worker> workers;
+    {
+      std::lock_guard lock(m_mutex);
+      m_stopping = true;
+      m_work.notify_all();
+      workers.swap(m_workers);
+    }
+    for (auto& worker : workers) {
+      if (worker.thread.joinable()) {
+        worker.thread.join();
+      }
+    }
+  }
+
+ private:
+  struct Worker {
+    std::thread thread;
+    bool finished = false;
+  };
+
+  void start_locked() {
+    m_workers.emplace_back();
+    auto it = std::prev(m_workers.end());
+    ++m_live;
+    ++m_idle;
+    it->thread = std::thread([this, it] { run(*it); });
+  }
+
+  void reap_locked() {
+    for (auto it = m_workers.begin(); it != m_workers.end();) {
+      if (it->finished) {
+        it->thread.join();
+        it = m_workers.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void run(Worker& self) {
+    std::unique_lock lock(m_mutex);
+    for (;;) {
+      const bool woken = m_work.wait_for(lock, std::chrono::seconds(60),
+                                         [this] { return m_stopping || !m_jobs.empty(); });
+      if (m_jobs.empty()) {
+        if (m_stopping || (!woken && m_live > m_keep)) {
+          break;
+        }
+        continue;
+      }
+      auto job = std::move(m_jobs.front());
+      m_jobs.pop_front();
+      --m_idle;
+      lock.unlock();
+      try {
+        job();
+      } catch (...) {
+        spdlog::error("an HTTP connection ended with an exception");
+      }
+      lock.lock();
+      ++m_idle;
+    }
+    --m_idle;
+    --m_live;
+    self.finished = true;
+  }
+
+  std::size_t m_keep;
+  std::size_t m_max;
+  std::mutex m_mutex;
+  std::condition_variable m_work;
+  std::deque<std::function<void()>> m_jobs;
+  std::list<Worker> m_workers;
+  std::size_t m_live = 0;
+  std::size_t m_idle = 0;
+  bool m_stopping = false;
+};
+
+// One connection as cpp-httplib's Stream, with what its own stream lacks: a deadline for reading
+// each whole request (a client trickling bytes cannot hold a connection), a byte budget per
+// request (endless headers cannot grow memory), and poll() (no descriptor number limit).
+class ConnectionStream : public httplib::Stream {
+ public:
+  ConnectionStream(int socket, std::chrono::seconds write_timeout)
+      : m_socket(socket), m_write_timeout(write_timeout) {}
+
+  bool has_buffered() const { return m_offset < m_size; }
+
+  void start_request(std::chrono::steady_clock::time_point read_deadline, std::size_t budget) {
+    m_deadline = read_deadline;
+    m_budget = budget;
+    m_head.clear();
+    m_head_complete = false;
+  }
+
+  // The Host and Origin values of the current request exactly as sent (cpp-httplib drops empty
+  // values and percent-decodes the others, so its view cannot be judged).
+  struct GuardHeaders {
+    std::optional<std::string> host;
+    std::optional<std::string> origin;
+    bool repeated = false;
+  };
+  GuardHeaders guard_headers() const {
+    GuardHeaders out;
+    std::size_t start = m_head.find("\r\n");
+    while (start != std::string::npos && start + 2 < m_head.size()) {
+      const std::size_t end = m_head.find("\r\n", start + 2);
+      const std::string line =
+          m_head.substr(start + 2, (end == std::string::npos ? m_head.size() : end) - start - 2);
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        const std::string name = lower(line.substr(0, colon));
+        auto* slot = name == "host" ? &out.host : name == "origin" ? &out.origin : nullptr;
+        if (slot != nullptr) {
+          std::string value = line.substr(colon + 1);
+          value.erase(0, value.find_first_not_of(" \t"));
+          value.erase(value.find_last_not_of(" \t") + 1);
+          out.repeated = out.repeated || slot->has_value();
+          *slot = value;
+        }
+      }
+      start = end;
+    }
+    return out;
+  }
+
+  bool is_readable() const override {
+    if (m_offset < m_size) {
+      return true;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        m_deadline - std::chrono::steady_clock::now());
+    return left.count() > 0 && wait(POLLIN, left);
+  }
+
+  bool is_writable() const override {
+    if (!wait(POLLOUT, m_write_timeout)) {
+      return false;
+    }
+    // A peer that closed shows as readable with nothing to read.
+    pollfd fd{m_socket, POLLIN, 0};
+    if (::poll(&fd, 1, 0) > 0) {
+      char byte = 0;
+      return ::recv(m_socket, &byte, 1, MSG_PEEK | MSG_DONTWAIT) != 0;
+    }
+    return true;
+  }
+
+  ssize_t read(char* ptr, std::size_t size) override {
+    if (m_offset >= m_size) {
+      if (m_budget == 0 || !is_readable()) {
+        return -1;
+      }
+      const ssize_t n = ::recv(m_socket, m_buffer.data(), std::min(m_buffer.size(), m_budget), 0);
+      if (n <= 0) {
+        return n;
+      }
+      m_budget -= static_cast<std::size_t>(n);
+      m_offset = 0;
+      m_size = static_cast<std::size_t>(n);
+    }
+    const std::size_t count = std::min(size, m_size - m_offset);
+    std::memcpy(ptr, m_buffer.data() + m_offset, count);
+    m_offset += count;
+    if (!m_head_complete) {
+      m_head.append(ptr, count);
+      m_head_complete = m_head.find("\r\n\r\n") != std::string::npos || m_head.size() > 64 * 1024;
+    }
+    return static_cast<ssize_t>(count);
+  }
+
+  ssize_t write(const char* ptr, std::size_t size) override {
+    if (!wait(POLLOUT, m_write_timeout)) {
+      return -1;
+    }
+    return ::send(m_socket, ptr, size, MSG_NOSIGNAL);
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address(true, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address(false, ip, port);
+  }
+  // cpp-httplib refuses descriptors beyond FD_SETSIZE for its select(); this stream polls.
+  socket_t socket() const override { return 0; }
+
+ private:
+  bool wait(short events, std::chrono::milliseconds timeout) const {
+    pollfd fd{m_socket, events, 0};
+    for (;;) {
+      const int n = ::poll(&fd, 1, static_cast<int>(std::max<long long>(timeout.count(), 0)));
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      return n > 0;
+    }
+  }
+
+  void address(bool remote, std::string& ip, int& port) const {
+    sockaddr_storage storage{};
+    socklen_t length = sizeof(storage);
+    auto* raw = reinterpret_cast<sockaddr*>(&storage);
+    const int status =
+        remote ? ::getpeername(m_socket, raw, &length) : ::getsockname(m_socket, raw, &length);
+    if (status != 0) {
+      return;
+    }
+    char text[INET6_ADDRSTRLEN] = {};
+    if (storage.ss_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(&storage);
+      ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+      port = ntohs(in->sin_port);
+    } else if (storage.ss_family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&storage);
+      ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+      port = ntohs(in6->sin6_port);
+    }
+    ip = text;
+  }
+
+  int m_socket;
+  std::chrono::milliseconds m_write_timeout;
+  std::chrono::steady_clock::time_point m_deadline = std::chrono::steady_clock::now();
+  std::size_t m_budget = 0;
+  std::array<char, 16 * 1024> m_buffer{};
+  std::size_t m_offset = 0;
+  std::size_t m_size = 0;
+  std::string m_head;  // the current request's header block, as read
+  bool m_head_complete = false;
+};
+
+thread_local const ConnectionStream* t_connection_stream = nullptr;
+
+// cpp-httplib's server with our own connection loop: a connection limit (503 at once beyond it),
+// a deadline and a byte budget for reading each request, keep-alive waits that shorten when
+// connections are many, and a listen backlog of our choosing (the library's is 5).
+class GuardedServer : public httplib::Server {
+ public:
+  std::size_t max_connections = 512;
+  std::chrono::seconds request_timeout{10};
+  std::chrono::seconds keep_alive{5};
+  std::chrono::seconds write_timeout{30};
+  std::size_t request_budget = 8 * 1024 * 1024;
+
+  void set_backlog(int backlog) {
+    const socket_t socket = svr_sock_;
+    if (socket >= 0) {
+      ::listen(socket, backlog);
+    }
+  }
+
+ private:
+  bool process_and_close_socket(socket_t socket) override {
+    struct Count {
+      std::atomic<std::size_t>& open;
+      explicit Count(std::atomic<std::size_t>& o) : open(o) { ++open; }
+      ~Count() { --open; }
+    } count(m_open);
+    if (m_open.load() > max_connections) {
+      const std::string& answer = busy_answer();
+      (void)::send(socket, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      linger_close(socket, std::chrono::milliseconds(200));
+      ::close(socket);
+      return false;
+    }
+    t_connection_socket = socket;
+    ConnectionStream stream(socket, write_timeout);
+    t_connection_stream = &stream;
+    bool result = false;
+    while (svr_sock_ != INVALID_SOCKET && (stream.has_buffered() || wait_for_request(socket))) {
+      // While more than half of the slots are taken, requests get less time to arrive.
+      const auto allowed =
+          crowded() ? std::min(request_timeout, std::chrono::seconds(2)) : request_timeout;
+      stream.start_request(std::chrono::steady_clock::now() + allowed, request_budget);
+      bool closed = false;
+      result = process_request(stream, false, closed, nullptr);
+      if (!result || closed) {
+        break;
+      }
+    }
+    t_connection_socket = -1;
+    t_connection_stream = nullptr;
+    ::shutdown(socket, SHUT_RDWR);
+    ::close(socket);
+    return result;
+  }
+
+  // Waits for the next request on a kept-alive connection; idle connections are let go after
+  // `keep_alive`, or after a second while more than half of the connection slots are taken.
+  bool wait_for_request(int socket) const {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      pollfd fd{socket, POLLIN, 0};
+      const int n = ::poll(&fd, 1, 100);
+      if (n > 0) {
+        return true;
+      }
+      if (n < 0 && errno != EINTR) {
+        return false;
+      }
+      const auto limit = crowded() ? std::chrono::seconds(1) : keep_alive;
+      if (svr_sock_ == INVALID_SOCKET || std::chrono::steady_clock::now() - start >= limit) {
+        return false;
+      }
+    }
+  }
+
+  bool crowded() const { return m_open.load() > max_connections / 2; }
+
+  static const std::string& busy_answer() {
+    static const std::string k_answer = [] {
+      const std::string body = jsonrpc::serialize(
+          error_body(jsonrpc::k_invalid_request,
+                     "Service Unavailable: too many open connections; retry in a second"));
+      return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+             "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n" + body;
+    }();
+    return k_answer;
+  }
+
+  std::atomic<std::size_t> m_open{0};
+};
 
 }  // namespace
 
-bool is_loopback_host(const std::string& host) {
-  const std::string h = lower(host);
-  return h == "localhost" || h == "::1" || h == "[::1]" || h.rfind("127.", 0) == 0;
-}
-
-std::string host_of_authority(std::string_view authority) {
-  std::string text = lower(std::string(authority));
-  if (!text.empty() && text.front() == '[') {
-    auto close = text.find(']');
-    return close == std::string::npos ? text : text.substr(0, close + 1);
-  }
-  auto colon = text.find(':');
-  return colon == std::string::npos ? text : text.substr(0, colon);
-}
-
-std::string host_of_origin(std::string_view origin) {
-  auto scheme = origin.find("://");
-  if (scheme == std::string_view::npos) {
-    return {};
-  }
-  std::string_view rest = origin.substr(scheme + 3);
-  auto slash = rest.find('/');
-  if (slash != std::string_view::npos) {
-    rest = rest.substr(0, slash);
-  }
-  return host_of_authority(rest);
-}
-
 struct HttpTransport::Impl {
-  httplib::Server http;
+  GuardedServer http;
   std::atomic<bool> stopping{false};
-  std::mutex sessions_mutex;
+  std::atomic<std::size_t> open_streams{0};
+  mutable std::mutex sessions_mutex;
   std::map<std::string, std::shared_ptr<HttpSession>> sessions;
-  std::list<std::string> lru;  // front = most recently used
+  std::chrono::steady_clock::time_point last_sweep = std::chrono::steady_clock::now();
 
-  std::shared_ptr<HttpSession> find_session(const std::string& id) {
-    std::lock_guard lock(sessions_mutex);
-    auto it = sessions.find(id);
-    if (it == sessions.end()) {
-      return nullptr;
-    }
-    lru.remove(id);
-    lru.push_front(id);
-    return it->second;
-  }
-
-  void add_session(const std::shared_ptr<HttpSession>& session, std::size_t max_sessions) {
-    std::vector<std::shared_ptr<HttpSession>> evicted;
+  std::shared_ptr<HttpSession> find_session(const std::string& id,
+                                            std::chrono::seconds idle_timeout) {
+    std::vector<std::shared_ptr<HttpSession>> expired;
+    std::shared_ptr<HttpSession> found;
     {
       std::lock_guard lock(sessions_mutex);
-      sessions[session->id] = session;
-      lru.push_front(session->id);
-      while (sessions.size() > max_sessions && !lru.empty()) {
-        auto oldest = lru.back();
-        lru.pop_back();
-        if (auto it = sessions.find(oldest); it != sessions.end()) {
-          evicted.push_back(it->second);
-          sessions.erase(it);
-        }
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_sweep >= std::chrono::seconds(1)) {
+        last_sweep = now;
+        expire_locked(now, idle_timeout, expired);
+      }
+      if (auto it = sessions.find(id); it != sessions.end()) {
+        found = it->second;
+        found->last_used = now;
+        ++found->requests;
       }
     }
-    for (auto& old : evicted) {
-      spdlog::info("HTTP session {} dropped (session limit reached)", old->id);
-      end_session(*old);
+    end_sessions(expired, "expired after " + std::to_string(idle_timeout.count()) + " s idle");
+    return found;
+  }
+
+  // Sessions idle longer than the timeout (and not busy) are removed.
+  void expire_locked(std::chrono::steady_clock::time_point now, std::chrono::seconds idle_timeout,
+                     std::vector<std::shared_ptr<HttpSession>>& out) {
+    if (idle_timeout.count() <= 0) {
+      return;
     }
+    for (auto it = sessions.begin(); it != sessions.end();) {
+      if (now - it->second->last_used > idle_timeout && !it->second->busy()) {
+        out.push_back(it->second);
+        it = sessions.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // Adds a session; beyond the limit, expired sessions go first, then idle ones: those never
+  // used after initialize, then the least recently used. Busy sessions (open GET stream, running
+  // call) are never dropped; false when all are busy (the new session is refused).
+  bool add_session(const std::shared_ptr<HttpSession>& session, std::size_t max_sessions,
+                   std::chrono::seconds idle_timeout) {
+    std::vector<std::shared_ptr<HttpSession>> expired;
+    std::vector<std::shared_ptr<HttpSession>> evicted;
+    bool added = true;
+    {
+      std::lock_guard lock(sessions_mutex);
+      const auto now = std::chrono::steady_clock::now();
+      expire_locked(now, idle_timeout, expired);
+      while (sessions.size() >= std::max<std::size_t>(max_sessions, 1)) {
+        auto victim = sessions.end();
+        for (auto it = sessions.begin(); it != sessions.end(); ++it) {
+          if (it->second->busy()) {
+            continue;
+          }
+          if (victim == sessions.end()) {
+            victim = it;
+            continue;
+          }
+          const bool unused = it->second->requests == 0;
+          const bool victim_unused = victim->second->requests == 0;
+          if (unused != victim_unused ? unused
+                                      : it->second->last_used < victim->second->last_used) {
+            victim = it;
+          }
+        }
+        if (victim == sessions.end()) {
+          added = false;
+          break;
+        }
+        evicted.push_back(victim->second);
+        sessions.erase(victim);
+      }
+      if (added) {
+        sessions[session->id] = session;
+      }
+    }
+    end_sessions(expired, "expired after " + std::to_string(idle_timeout.count()) + " s idle");
+    end_sessions(evicted, "dropped (session limit reached; it was idle)");
+    return added;
   }
 
   std::shared_ptr<HttpSession> remove_session(const std::string& id) {
@@ -342,8 +768,15 @@ struct HttpTransport::Impl {
     }
     auto session = it->second;
     sessions.erase(it);
-    lru.remove(id);
     return session;
+  }
+
+  static void end_sessions(const std::vector<std::shared_ptr<HttpSession>>& list,
+                           const std::string& why) {
+    for (const auto& session : list) {
+      spdlog::info("HTTP session {} {}", session->id, why);
+      end_session(*session);
+    }
   }
 
   static void end_session(HttpSession& session) {
@@ -360,7 +793,6 @@ struct HttpTransport::Impl {
     {
       std::lock_guard lock(sessions_mutex);
       all.swap(sessions);
-      lru.clear();
     }
     for (auto& [id, session] : all) {
       end_session(*session);
@@ -375,6 +807,11 @@ HttpTransport::~HttpTransport() {
   stop();
 }
 
+std::size_t HttpTransport::session_count() const {
+  std::lock_guard lock(m_impl->sessions_mutex);
+  return m_impl->sessions.size();
+}
+
 core::Status HttpTransport::bind() {
   if (!is_loopback_host(m_options.host) && m_options.auth_token.empty()) {
     return core::make_failure(
@@ -384,56 +821,102 @@ core::Status HttpTransport::bind() {
             "the network; pass a bearer token or bind 127.0.0.1");
   }
   auto& http = m_impl->http;
-  const std::size_t threads = std::max<std::size_t>(m_options.http_threads, 4);
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const std::size_t keep = std::max<std::size_t>(m_options.http_threads, 2);
+  const std::size_t max_connections = std::max<std::size_t>(m_options.max_connections, 8);
+  http.max_connections = max_connections;
+  http.request_timeout = std::max(m_options.read_timeout, std::chrono::seconds(1));
+  http.keep_alive = std::max(m_options.keep_alive_timeout, std::chrono::seconds(1));
+  http.request_budget = m_server.options().limits.max_message_bytes + 256 * 1024;
+  // A few threads beyond the limit answer the connections over it with a quick 503.
+  http.new_task_queue = [keep, max_connections] {
+    return new ConnectionQueue(keep, max_connections + 16);
+  };
   http.set_keep_alive_max_count(100000);
-  http.set_keep_alive_timeout(30);
+  http.set_keep_alive_timeout(std::max<time_t>(m_options.keep_alive_timeout.count(), 1));
   http.set_tcp_nodelay(true);
-  http.set_read_timeout(30, 0);
+  http.set_read_timeout(std::max<time_t>(m_options.read_timeout.count(), 1), 0);
   http.set_write_timeout(30, 0);
   const std::size_t limit = m_server.options().limits.max_message_bytes;
-  http.set_payload_max_length(limit * 2 + 1024 * 1024);
+  http.set_payload_max_length(limit);
 
   const bool loopback_bind = is_loopback_host(m_options.host);
-  const std::string bound_host = host_of_authority(m_options.host);
+  const std::string listen_host = m_options.host;
 
-  http.set_pre_routing_handler([this, loopback_bind, bound_host](const httplib::Request& request,
-                                                                 httplib::Response& response) {
-    if (!m_options.auth_token.empty()) {
-      const std::string expected = "Bearer " + m_options.auth_token;
-      if (!constant_time_equal(request.get_header_value("Authorization"), expected)) {
-        response.set_header("WWW-Authenticate", "Bearer realm=\"autocomp-mcp\"");
-        set_json(response, 401,
-                 error_body(jsonrpc::k_invalid_request,
-                            "Unauthorized: send \"Authorization: Bearer <token>\" with the token "
-                            "given to --auth-token"));
+  http.set_pre_routing_handler([this, loopback_bind, listen_host, limit](
+                                   const httplib::Request& request, httplib::Response& response) {
+    auto header = [&](const char* name) -> std::optional<std::string> {
+      if (!request.has_header(name)) {
+        return std::nullopt;
+      }
+      return request.get_header_value(name);
+    };
+    std::optional<std::string> host = header("Host");
+    std::optional<std::string> origin = header("Origin");
+    if (t_connection_stream != nullptr) {
+      auto raw = t_connection_stream->guard_headers();
+      if (raw.repeated) {
+        answer_and_close(response, 400,
+                         error_body(jsonrpc::k_invalid_request,
+                                    "Bad Request: a repeated Host or Origin header"));
         return httplib::Server::HandlerResponse::Handled;
       }
+      host = raw.host;
+      origin = raw.origin;
     }
-    if (loopback_bind && request.has_header("Host")) {
-      const std::string host = host_of_authority(request.get_header_value("Host"));
-      if (!is_loopback_host(host)) {
-        set_json(response, 403,
-                 error_body(jsonrpc::k_invalid_request,
-                            "Forbidden: Host '" + host + "' is not a loopback name"));
-        return httplib::Server::HandlerResponse::Handled;
-      }
+    if (auto refusal = check_host_and_origin(host, origin, loopback_bind, listen_host, m_port)) {
+      answer_and_close(response, refusal->status,
+                       error_body(jsonrpc::k_invalid_request, refusal->message));
+      return httplib::Server::HandlerResponse::Handled;
     }
-    if (request.has_header("Origin")) {
-      const std::string origin = request.get_header_value("Origin");
-      const std::string host = host_of_origin(origin);
-      const bool allowed = is_loopback_host(host) || (!loopback_bind && host == bound_host);
-      if (!allowed) {
-        set_json(response, 403,
-                 error_body(jsonrpc::k_invalid_request,
-                            "Forbidden: Origin '" + origin + "' is not allowed"));
+    if (!m_options.auth_token.empty() &&
+        !bearer_token_matches(request.get_header_value("Authorization"), m_options.auth_token)) {
+      response.set_header("WWW-Authenticate", "Bearer realm=\"autocomp-mcp\"");
+      answer_and_close(response, 401,
+                       error_body(jsonrpc::k_invalid_request,
+                                  "Unauthorized: send \"Authorization: Bearer <token>\" with the "
+                                  "token given to --auth-token"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // Bodies are read only by the /mcp POST and DELETE handlers, which enforce the limit while
+    // reading; anything else with a body is refused before a byte of it is read.
+    const bool chunked = request.has_header("Transfer-Encoding");
+    std::optional<unsigned long long> length;
+    if (request.has_header("Content-Length")) {
+      const std::string text = request.get_header_value("Content-Length");
+      if (text.empty() || text.size() > 19 ||
+          text.find_first_not_of("0123456789") != std::string::npos) {
+        answer_and_close(
+            response, 400,
+            error_body(jsonrpc::k_invalid_request, "Bad Request: malformed Content-Length"));
         return httplib::Server::HandlerResponse::Handled;
       }
+      length = std::stoull(text);
+    }
+    const bool has_body = chunked || length.value_or(0) > 0;
+    const bool reads_body =
+        request.path == "/mcp" && (request.method == "POST" || request.method == "DELETE");
+    if (has_body && !reads_body) {
+      answer_and_close(response, request.path == "/mcp" ? 405 : 404,
+                       error_body(jsonrpc::k_invalid_request,
+                                  "HTTP " + request.method + " " + request.path +
+                                      " takes no body (the MCP endpoint is POST /mcp)"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (length && *length > limit) {
+      answer_and_close(
+          response, 413,
+          error_body(jsonrpc::k_invalid_request,
+                     "Payload Too Large: message of " + std::to_string(*length) +
+                         " bytes exceeds the limit of " + std::to_string(limit) + " bytes"));
+      return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
 
   http.set_error_handler([limit](const httplib::Request&, httplib::Response& response) {
+    if (response.content_provider_) {
+      return;  // an answer already made (answer_and_close, event streams)
+    }
     if (response.status == 413) {
       set_json(
           response, 413,
@@ -461,8 +944,33 @@ core::Status HttpTransport::bind() {
   });
 
   // --- POST: client messages -----------------------------------------------------------------
-  http.Post("/mcp", [this](const httplib::Request& request, httplib::Response& response) {
+  http.Post("/mcp", [this, limit](const httplib::Request& request, httplib::Response& response,
+                                  const httplib::ContentReader& reader) {
     Impl& impl = *m_impl;
+    // The body, read with the message limit enforced as it arrives (chunked bodies included).
+    std::string body;
+    bool too_big = false;
+    const bool complete = reader([&](const char* data, std::size_t size) {
+      if (body.size() + size > limit) {
+        too_big = true;
+        return false;
+      }
+      body.append(data, size);
+      return true;
+    });
+    if (too_big) {
+      answer_and_close(response, 413,
+                       error_body(jsonrpc::k_invalid_request,
+                                  "Payload Too Large: message exceeds the limit of " +
+                                      std::to_string(limit) + " bytes"));
+      return;
+    }
+    if (!complete) {
+      answer_and_close(response, 400,
+                       error_body(jsonrpc::k_invalid_request,
+                                  "Bad Request: the request body could not be read"));
+      return;
+    }
     if (request.has_header("Content-Type")) {
       const std::string type = lower(request.get_header_value("Content-Type"));
       if (type.find("application/json") == std::string::npos) {
@@ -481,7 +989,7 @@ core::Status HttpTransport::bind() {
                               "' (supported: 2025-11-25, 2025-06-18, 2025-03-26)"));
       return;
     }
-    jsonrpc::Message message = jsonrpc::parse(request.body, m_server.options().limits);
+    jsonrpc::Message message = jsonrpc::parse(body, m_server.options().limits);
     if (auto* invalid = std::get_if<jsonrpc::Invalid>(&message)) {
       set_json(response, 400, invalid->error_response);
       return;
@@ -492,7 +1000,8 @@ core::Status HttpTransport::bind() {
       auto http_session = std::make_shared<HttpSession>();
       http_session->id = random_hex(16);
       http_session->standalone = std::make_shared<EventStream>(random_hex(4), true, true);
-      http_session->session = m_server.create_session(http_session->standalone);
+      http_session->session =
+          m_server.create_session(http_session->standalone, SessionTransport::http);
       auto outbox = std::make_shared<EventStream>(random_hex(4), false, false);
       http_session->session->handle(std::move(message), outbox);
       auto answer = outbox->wait_response();
@@ -501,7 +1010,17 @@ core::Status HttpTransport::bind() {
         return;
       }
       if (answer->contains("result")) {
-        impl.add_session(http_session, m_options.max_sessions);
+        if (!impl.add_session(http_session, m_options.max_sessions,
+                              m_options.session_idle_timeout)) {
+          Impl::end_session(*http_session);
+          response.set_header("Retry-After", "5");
+          set_json(response, 503,
+                   error_body(jsonrpc::k_invalid_request,
+                              "Service Unavailable: all " + std::to_string(m_options.max_sessions) +
+                                  " sessions are in use; retry later",
+                              rpc_request->id));
+          return;
+        }
         response.set_header("Mcp-Session-Id", http_session->id);
         spdlog::info("HTTP session {} started", http_session->id);
       }
@@ -529,7 +1048,8 @@ core::Status HttpTransport::bind() {
                           reply_id));
       return;
     }
-    auto http_session = impl.find_session(request.get_header_value("Mcp-Session-Id"));
+    auto http_session = impl.find_session(request.get_header_value("Mcp-Session-Id"),
+                                          m_options.session_idle_timeout);
     if (!http_session) {
       set_json(response, 404,
                error_body(jsonrpc::k_session_not_found,
@@ -599,7 +1119,8 @@ core::Status HttpTransport::bind() {
           error_body(jsonrpc::k_invalid_request, "Bad Request: missing Mcp-Session-Id header"));
       return;
     }
-    auto http_session = impl.find_session(request.get_header_value("Mcp-Session-Id"));
+    auto http_session = impl.find_session(request.get_header_value("Mcp-Session-Id"),
+                                          m_options.session_idle_timeout);
     if (!http_session) {
       set_json(response, 404, error_body(jsonrpc::k_session_not_found, "Session not found"));
       return;
@@ -637,12 +1158,24 @@ core::Status HttpTransport::bind() {
       stream = http_session->standalone;
       standalone = true;
     }
+    const std::size_t max_streams = m_options.max_event_streams > 0
+                                        ? m_options.max_event_streams
+                                        : std::max<std::size_t>(m_options.max_connections / 2, 4);
+    if (impl.open_streams.load() >= max_streams) {
+      response.set_header("Retry-After", "5");
+      set_json(response, 503,
+               error_body(jsonrpc::k_invalid_request,
+                          "Service Unavailable: " + std::to_string(max_streams) +
+                              " event streams are open; retry later"));
+      return;
+    }
     if (standalone && !stream->try_attach()) {
       set_json(response, 409,
                error_body(jsonrpc::k_invalid_request,
                           "Conflict: this session already has an open GET stream"));
       return;
     }
+    ++impl.open_streams;
     response.status = 200;
     response.set_header("Mcp-Session-Id", http_session->id);
     response.set_header("Cache-Control", "no-cache");
@@ -654,7 +1187,8 @@ core::Status HttpTransport::bind() {
         [stream, cursor, keepalive](std::size_t, httplib::DataSink& sink) {
           return stream->pump(*cursor, sink, keepalive);
         },
-        [stream, standalone](bool) {
+        [stream, standalone, impl = m_impl.get()](bool) {
+          --impl->open_streams;
           if (standalone) {
             stream->detach();
           }
@@ -662,7 +1196,19 @@ core::Status HttpTransport::bind() {
   });
 
   // --- DELETE: end a session -----------------------------------------------------------------
-  http.Delete("/mcp", [this](const httplib::Request& request, httplib::Response& response) {
+  http.Delete("/mcp", [this, limit](const httplib::Request& request, httplib::Response& response,
+                                    const httplib::ContentReader& reader) {
+    std::size_t body_size = 0;
+    const bool read = reader([&](const char*, std::size_t size) {
+      body_size += size;
+      return body_size <= limit;
+    });
+    if (!read) {
+      answer_and_close(response, body_size > limit ? 413 : 400,
+                       error_body(jsonrpc::k_invalid_request,
+                                  "Bad Request: DELETE takes no body (or a small one)"));
+      return;
+    }
     if (!request.has_header("Mcp-Session-Id")) {
       set_json(
           response, 400,
@@ -689,6 +1235,7 @@ core::Status HttpTransport::bind() {
                                   " (address in use, or not an address of this machine?)");
   }
   m_port = port;
+  http.set_backlog(m_options.listen_backlog);
   if (!m_options.port_file.empty()) {
     const std::string temporary = m_options.port_file + ".tmp";
     {

@@ -4,7 +4,9 @@
 // with JSON, or with an SSE stream for tool calls when the client accepts it), GET opens the
 // session's server stream or resumes a stream with Last-Event-ID, DELETE ends a session.
 // Sessions are keyed by Mcp-Session-Id. Origin/Host checks guard against DNS rebinding; a bearer
-// token is required when listening beyond loopback.
+// token is required when listening beyond loopback. Connections are served by an elastic set of
+// threads up to max_connections (503 beyond it); event streams are capped so that pings and new
+// sessions always find room; request bodies are limited while they are read (413).
 
 #include <atomic>
 #include <chrono>
@@ -18,19 +20,20 @@ namespace autocomp::server {
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
-  int port = 0;                   // 0: pick a free port
-  std::string auth_token;         // non-empty: every request needs "Authorization: Bearer <token>"
-  std::string port_file;          // non-empty: the bound port is written there once listening
-  std::size_t http_threads = 64;  // connections served at once (each SSE stream holds one)
-  std::size_t max_sessions = 4096;  // least recently used sessions are dropped beyond this
+  int port = 0;                  // 0: pick a free port
+  std::string auth_token;        // non-empty: every request needs "Authorization: Bearer <token>"
+  std::string port_file;         // non-empty: the bound port is written there once listening
+  std::size_t http_threads = 8;  // connection threads kept ready
+  std::size_t max_connections = 512;  // connections served at once; beyond: 503 at once
+  std::size_t max_event_streams = 0;  // open SSE GET streams (0: half of max_connections);
+                                      // beyond: 503 + Retry-After
+  std::size_t max_sessions = 1024;    // idle sessions are dropped first beyond this
+  std::chrono::seconds session_idle_timeout{3600};  // unused this long: session ends (0: never)
+  std::chrono::seconds read_timeout{10};            // a stalled request read is dropped
+  std::chrono::seconds keep_alive_timeout{5};       // an idle keep-alive connection is closed
+  int listen_backlog = 1024;
   std::chrono::milliseconds keepalive{15000};  // SSE comment interval on idle streams
 };
-
-// True for 127.0.0.0/8, ::1 and "localhost".
-bool is_loopback_host(const std::string& host);
-// Host part of a Host header or of an Origin ("http://[::1]:8080" → "[::1]"; lower-cased).
-std::string host_of_authority(std::string_view authority);
-std::string host_of_origin(std::string_view origin);
 
 class HttpTransport {
  public:
@@ -42,6 +45,8 @@ class HttpTransport {
   // Binds (refusing a non-loopback host without a token) and writes the port file.
   core::Status bind();
   int port() const { return m_port; }
+  // Sessions currently kept (for tests and logs).
+  std::size_t session_count() const;
   // Serves until stop(); returns when the listener has closed.
   void serve();
   // Thread-safe; ends open streams and makes serve() return.

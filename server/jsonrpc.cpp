@@ -96,6 +96,10 @@ Message parse(std::string_view raw, const Limits& limits) {
                        " bytes exceeds the limit of " + std::to_string(limits.max_message_bytes) +
                        " bytes");
   }
+  if (raw.find('\0') != std::string_view::npos) {
+    return invalid(nullptr, k_parse_error,
+                   "Parse error: message contains a NUL byte (JSON text never does)");
+  }
   if (!valid_utf8(raw)) {
     return invalid(nullptr, k_parse_error, "Parse error: message is not valid UTF-8");
   }

@@ -171,6 +171,13 @@ int main(int argc, char** argv) {
   }
   autocomp::server::ServerOptions server_options = options.server;
   server_options.instructions = std::string(autocomp::server::k_server_instructions);
+  // The server's own endpoints stay usable when a tool argument repeats them.
+  for (const auto& spec : options.product.backend_specs) {
+    server_options.trusted_endpoints.push_back(spec);
+  }
+  for (const auto& spec : options.product.llm_specs) {
+    server_options.trusted_endpoints.push_back(spec);
+  }
   autocomp::server::Server server(registries, server_options);
 
   if (options.mode == CliOptions::Mode::call) {

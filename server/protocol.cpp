@@ -132,6 +132,56 @@ std::string negotiate_protocol_version(const nlohmann::json& requested) {
   return std::string(k_latest_protocol_version);
 }
 
+std::optional<std::string> outbound_endpoint_in(const nlohmann::json& arguments,
+                                                const std::vector<std::string>& trusted) {
+  if (!arguments.is_object()) {
+    return std::nullopt;
+  }
+  auto is_trusted = [&](const std::string& text) {
+    return std::find(trusted.begin(), trusted.end(), text) != trusted.end();
+  };
+  if (auto llm = arguments.find("llm"); llm != arguments.end()) {
+    std::vector<nlohmann::json> specs;
+    if (llm->is_array()) {
+      specs.assign(llm->begin(), llm->end());
+    } else {
+      specs.push_back(*llm);
+    }
+    for (const auto& spec : specs) {
+      if (!spec.is_string()) {
+        continue;  // the schema check reports it
+      }
+      const auto& text = spec.get_ref<const std::string&>();
+      if ((text.find('@') != std::string::npos || text.find("://") != std::string::npos) &&
+          !is_trusted(text)) {
+        return "the llm spec '" + text + "' names its own model server";
+      }
+    }
+  }
+  if (auto backend = arguments.find("backend");
+      backend != arguments.end() && backend->is_string()) {
+    const auto& text = backend->get_ref<const std::string&>();
+    if (!is_trusted(text)) {
+      std::size_t start = 0;
+      while (start <= text.size()) {
+        auto comma = text.find(',', start);
+        if (comma == std::string::npos) {
+          comma = text.size();
+        }
+        std::string piece = text.substr(start, comma - start);
+        piece.erase(0, piece.find_first_not_of(" \t"));
+        piece.erase(piece.find_last_not_of(" \t") + 1);
+        const std::string scheme = piece.substr(0, piece.find_first_of("?:"));
+        if (!piece.empty() && scheme != "sim" && scheme != "local") {
+          return "the backend '" + piece + "' names hosts to connect to";
+        }
+        start = comma + 1;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::string encode_cursor(std::size_t offset) {
   return "page:" + std::to_string(offset);
 }
@@ -187,6 +237,12 @@ nlohmann::json invoke_tool(const ToolDef& tool, const nlohmann::json& arguments,
     return to_call_tool_result(
         tool_error("Invalid arguments for tool '" + tool.name + "': " + *error));
   }
+  if (auto where = find_nul_character(args)) {
+    return to_call_tool_result(tool_error("Invalid arguments for tool '" + tool.name +
+                                          "': " + *where +
+                                          ": contains a NUL character (\\u0000), which no path, "
+                                          "spec or source text may hold"));
+  }
   ToolResult result;
   try {
     result = tool.handler(args, context);
@@ -216,8 +272,8 @@ nlohmann::json invoke_tool(const ToolDef& tool, const nlohmann::json& arguments,
 // ---------------------------------------------------------------------------------------------
 // Session
 
-Session::Session(Server& server, std::shared_ptr<Outbox> standalone)
-    : m_server(server), m_standalone(std::move(standalone)) {}
+Session::Session(Server& server, std::shared_ptr<Outbox> standalone, SessionTransport transport)
+    : m_server(server), m_transport(transport), m_standalone(std::move(standalone)) {}
 
 Session::~Session() {
   close();
@@ -391,6 +447,9 @@ nlohmann::json Session::initialize(const nlohmann::json& params) {
       capabilities != params.end() && !capabilities->is_object()) {
     throw RpcError{jsonrpc::k_invalid_params, "Invalid params: \"capabilities\" must be an object"};
   }
+  if (auto info = params.find("clientInfo"); info != params.end() && !info->is_object()) {
+    throw RpcError{jsonrpc::k_invalid_params, "Invalid params: \"clientInfo\" must be an object"};
+  }
   if (m_initialized) {
     throw RpcError{jsonrpc::k_invalid_request,
                    "Invalid Request: the session is already initialized"};
@@ -415,9 +474,12 @@ nlohmann::json Session::initialize(const nlohmann::json& params) {
                              {"completions", nlohmann::json::object()}}},
                            {"serverInfo", std::move(server_info)}};
   put_if_not_empty(result, "instructions", options.instructions);
-  spdlog::info("session initialized: client {} {}, protocol {}",
-               m_client_info.value("name", std::string("?")),
-               m_client_info.value("version", std::string("?")), negotiated);
+  auto info_text = [this](const char* key) {
+    auto it = m_client_info.find(key);
+    return it != m_client_info.end() && it->is_string() ? it->get<std::string>() : std::string("?");
+  };
+  spdlog::info("session initialized: client {} {}, protocol {}", info_text("name"),
+               info_text("version"), negotiated);
   return result;
 }
 
@@ -801,6 +863,8 @@ ToolContext Session::make_context(const jsonrpc::Request& request,
   }
   context.client_supports_sampling = context.client_capabilities.contains("sampling");
   context.client_supports_elicitation = context.client_capabilities.contains("elicitation");
+  context.remote_endpoints_allowed =
+      m_transport != SessionTransport::http || m_server.options().allow_remote_endpoints;
   std::weak_ptr<Session> weak = weak_from_this();
   const auto& params = object_or_empty(request.params);
   nlohmann::json token;
@@ -945,6 +1009,17 @@ nlohmann::json Session::run_tool(const ToolDef& tool, const jsonrpc::Request& re
   const auto& params = object_or_empty(request.params);
   const nlohmann::json arguments = params.value("arguments", nlohmann::json::object());
   const auto started = std::chrono::steady_clock::now();
+  const auto& options = m_server.options();
+  if (!context.remote_endpoints_allowed) {
+    if (auto endpoint = outbound_endpoint_in(arguments, options.trusted_endpoints)) {
+      spdlog::warn("tool {} over HTTP refused: {}", tool.name, *endpoint);
+      return to_call_tool_result(tool_error(
+          "Refused: " + *endpoint +
+          ". Over HTTP the server does not contact endpoints named in tool arguments (a web page "
+          "could otherwise make it fetch code from anywhere); configure them when starting the "
+          "server (--llm, --backend) or start it with --allow-remote-endpoints"));
+    }
+  }
   nlohmann::json result = invoke_tool(tool, arguments, context);
   spdlog::debug("tool {} finished in {} ms{}", tool.name,
                 std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -970,8 +1045,9 @@ Server::~Server() {
   close_all_sessions();
 }
 
-std::shared_ptr<Session> Server::create_session(std::shared_ptr<Outbox> standalone) {
-  auto session = std::make_shared<Session>(*this, std::move(standalone));
+std::shared_ptr<Session> Server::create_session(std::shared_ptr<Outbox> standalone,
+                                                SessionTransport transport) {
+  auto session = std::make_shared<Session>(*this, std::move(standalone), transport);
   std::lock_guard lock(m_sessions_mutex);
   m_sessions.erase(std::remove_if(m_sessions.begin(), m_sessions.end(),
                                   [](const std::weak_ptr<Session>& s) { return s.expired(); }),

@@ -41,7 +41,21 @@ struct ServerOptions {
   std::size_t max_queued_calls = 256;  // waiting tool calls beyond the workers
   jsonrpc::Limits limits;
   std::chrono::milliseconds roots_timeout{2000};  // roots/list answer wait (working_dir)
+  // Over HTTP, tool arguments naming outbound endpoints (a model spec with a base URL, an ssh://
+  // or hosts: backend) are refused unless this is set (--allow-remote-endpoints); the server's
+  // own configured specs (trusted_endpoints: its --backend and --llm) are always accepted.
+  bool allow_remote_endpoints = false;
+  std::vector<std::string> trusted_endpoints;
 };
+
+// Which transport a session serves.
+enum class SessionTransport { stdio, http };
+
+// Why `arguments` may not be used by a call over a transport that does not allow outbound
+// endpoints: the first argument that names one (an "llm" entry with a base URL or a URL scheme,
+// a "backend" piece other than sim/local), unless it equals one of `trusted`. nullopt: none.
+std::optional<std::string> outbound_endpoint_in(const nlohmann::json& arguments,
+                                                const std::vector<std::string>& trusted);
 
 // Where the messages of one inbound request go (its response stream), or a session's messages
 // that belong to no request (the standalone stream). Implementations are thread-safe.
@@ -64,7 +78,8 @@ class Server;
 // One client connection's protocol state: a stdio process, or one HTTP Mcp-Session-Id.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(Server& server, std::shared_ptr<Outbox> standalone);
+  Session(Server& server, std::shared_ptr<Outbox> standalone,
+          SessionTransport transport = SessionTransport::stdio);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -138,6 +153,7 @@ class Session : public std::enable_shared_from_this<Session> {
   nlohmann::json subscribe(const nlohmann::json& params, bool on);
 
   Server& m_server;
+  SessionTransport m_transport;
   std::atomic<bool> m_initialized{false};
   std::atomic<bool> m_closed{false};
   mutable std::mutex m_mutex;  // guards everything below
@@ -161,7 +177,8 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  std::shared_ptr<Session> create_session(std::shared_ptr<Outbox> standalone);
+  std::shared_ptr<Session> create_session(std::shared_ptr<Outbox> standalone,
+                                          SessionTransport transport = SessionTransport::stdio);
   const ServerOptions& options() const { return m_options; }
   Registries& registries() { return m_registries; }
   ThreadPool& pool() { return m_pool; }

@@ -1,5 +1,6 @@
 #include "server/schema.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -59,6 +60,21 @@ bool has_type(const nlohmann::json& value, const std::string& type) {
     return false;
   }
   return true;  // unknown type names do not reject
+}
+
+bool schema_says_integer(const nlohmann::json& schema) {
+  auto it = schema.find("type");
+  if (it == schema.end()) {
+    return false;
+  }
+  if (it->is_string()) {
+    return it->get_ref<const std::string&>() == "integer";
+  }
+  if (it->is_array()) {
+    return std::find(it->begin(), it->end(), nlohmann::json("integer")) != it->end() &&
+           std::find(it->begin(), it->end(), nlohmann::json("number")) == it->end();
+  }
+  return false;
 }
 
 std::size_t code_points(const std::string& text) {
@@ -139,6 +155,18 @@ std::optional<std::string> validate_at(const nlohmann::json& schema, const nlohm
   }
   if (value.is_number()) {
     const double d = value.get<double>();
+    if (schema_says_integer(schema)) {
+      // Integers are used as C++ ints by the tools: without declared bounds they must fit in 32
+      // bits, and never beyond 64, so that nothing is silently wrapped.
+      const bool has_min = schema.contains("minimum") && schema["minimum"].is_number();
+      const bool has_max = schema.contains("maximum") && schema["maximum"].is_number();
+      const double low = has_min ? -9223372036854775808.0 : -2147483648.0;
+      const double high = has_max ? 9223372036854775807.0 : 2147483647.0;
+      if (d < low || d > high) {
+        return path + ": integer " + short_json(value) + " is out of range (" + number_text(low) +
+               " to " + number_text(high) + ")";
+      }
+    }
     if (auto it = schema.find("minimum");
         it != schema.end() && it->is_number() && d < it->get<double>()) {
       return path + ": must be >= " + number_text(it->get<double>()) + " (got " +
@@ -299,6 +327,28 @@ std::optional<std::string> validate_at(const nlohmann::json& schema, const nlohm
 }
 
 }  // namespace
+
+std::optional<std::string> find_nul_character(const nlohmann::json& value,
+                                              const std::string& path) {
+  if (value.is_string()) {
+    if (value.get_ref<const std::string&>().find('\0') != std::string::npos) {
+      return path;
+    }
+  } else if (value.is_array()) {
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      if (auto found = find_nul_character(value[i], path + "[" + std::to_string(i) + "]")) {
+        return found;
+      }
+    }
+  } else if (value.is_object()) {
+    for (const auto& [key, item] : value.items()) {
+      if (auto found = find_nul_character(item, path + "." + key)) {
+        return found;
+      }
+    }
+  }
+  return std::nullopt;
+}
 
 std::optional<std::string> validate_schema(const nlohmann::json& schema,
                                            const nlohmann::json& value, const std::string& path) {

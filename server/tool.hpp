@@ -80,6 +80,10 @@ struct ToolContext {
   nlohmann::json client_capabilities = nlohmann::json::object();
   bool client_supports_sampling = false;
   bool client_supports_elicitation = false;
+  // False over HTTP unless the server was started with --allow-remote-endpoints: arguments that
+  // name outbound endpoints (model base URLs, ssh hosts) are then refused before the handler
+  // runs; a handler that contacts endpoints from elsewhere must check this too.
+  bool remote_endpoints_allowed = true;
 
   // notifications/progress for this request. A no-op when the caller sent no progressToken.
   // `done` must increase with every call (the protocol requires it); calls that do not increase

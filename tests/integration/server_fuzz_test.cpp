@@ -1,5 +1,6 @@
 // Sends thousands of mutated JSON-RPC messages (seeded, reproducible) to the real binary over
-// stdio and over HTTP, then checks that it still answers ping.
+// stdio and over HTTP, then checks that it still answers ping. Over HTTP also: mutated chunked
+// bodies, Host/Origin forms built around loopback names, and connections left hanging.
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -213,6 +214,154 @@ TEST(ServerFuzz, HttpSurvivesMutatedMessages) {
   ASSERT_TRUE(pong);
   EXPECT_EQ(pong->status, 200);
   EXPECT_EQ(nlohmann::json::parse(pong->body)["id"], "final");
+}
+
+// Host and Origin forms built from loopback names and attacker parts: every hostile form is
+// refused (400/403), every plain loopback form with the right port is served.
+TEST(ServerFuzz, HttpHostAndOriginFormsAreJudgedRight) {
+  HttpChild server({"--conformance-fixtures"});
+  ASSERT_GT(server.port(), 0);
+  const std::string port = std::to_string(server.port());
+  const std::vector<std::string> loopback = {"127.0.0.1", "localhost", "[::1]", "127.8.9.10",
+                                             "LOCALHOST"};
+  const std::vector<std::string> attacker = {"evil.example", "attacker.example", "10.0.0.1",
+                                             "192.168.1.1",  "0.0.0.0",          "example.com"};
+  std::mt19937 rng(424242);
+  const std::string body =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"f","version":"1"}}})";
+  // Hostile forms; an Origin may name a loopback host on any port, so case 5 is for Host only.
+  auto hostile = [&](const std::string& name, bool for_origin) -> std::string {
+    const std::string& evil = attacker[rng() % attacker.size()];
+    std::size_t form = rng() % 9;
+    if (for_origin && form == 5) {
+      form = 0;
+    }
+    switch (form) {
+      case 0:
+        return name + "." + evil;
+      case 1:
+        return name + "@" + evil;
+      case 2:
+        return evil + "@" + name;
+      case 3:
+        return name + "." + evil + ":" + port;
+      case 4:
+        return evil + ":" + port;
+      case 5:
+        return name + ":" + std::to_string(1 + (server.port() + 1 + rng() % 1000) % 65535);
+      case 6:
+        return name + "%00." + evil;
+      case 7:
+        return name.substr(0, 1 + rng() % name.size()) + "." + evil;
+      default:
+        return name + " " + evil;
+    }
+  };
+  int refused = 0;
+  int served = 0;
+  for (int i = 0; i < 300; ++i) {
+    const std::string& name = loopback[rng() % loopback.size()];
+    const bool bad = rng() % 3 != 0;
+    const bool via_origin = rng() % 2 == 0;
+    std::string host = name + ":" + port;
+    std::string origin;
+    if (bad && via_origin) {
+      origin = (rng() % 2 ? "http://" : "https://") + hostile(name, true);
+    } else if (bad) {
+      host = hostile(name, false);
+    } else if (via_origin) {
+      origin = "http://" + name + ":" + std::to_string(1 + rng() % 65535);
+    }
+    RawConnection raw(server.port());
+    ASSERT_TRUE(raw.ok());
+    ASSERT_TRUE(raw.send("POST /mcp HTTP/1.1\r\nHost: " + host + "\r\n" +
+                         (origin.empty() ? "" : "Origin: " + origin + "\r\n") +
+                         "Content-Type: application/json\r\nConnection: close\r\n"
+                         "Content-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n" + body));
+    const int status = status_of(raw.read_all(5s));
+    if (bad) {
+      EXPECT_TRUE(status == 403 || status == 400) << host << " / " << origin << " -> " << status;
+      refused += status == 403 || status == 400 ? 1 : 0;
+    } else {
+      EXPECT_EQ(status, 200) << host << " / " << origin;
+      served += status == 200 ? 1 : 0;
+    }
+  }
+  EXPECT_GT(refused, 100);
+  EXPECT_GT(served, 50);
+}
+
+// Chunked bodies with random chunk sizes, malformed size lines, truncations, and connections
+// left hanging mid-request: nothing is answered 5xx, and ping is served at the end.
+TEST(ServerFuzz, HttpSurvivesHostileFramingAndHeldConnections) {
+  HttpChild server({"--conformance-fixtures", "--max-message-bytes", "100000"});
+  ASSERT_GT(server.port(), 0);
+  const std::string host = "127.0.0.1:" + std::to_string(server.port());
+  std::mt19937 rng(777);
+  std::vector<std::unique_ptr<RawConnection>> hanging;
+  int server_errors = 0;
+  int too_large = 0;
+  for (int i = 0; i < 200; ++i) {
+    auto raw = std::make_unique<RawConnection>(server.port());
+    ASSERT_TRUE(raw->ok());
+    std::string request = "POST /mcp HTTP/1.1\r\nHost: " + host +
+                          "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                          "Connection: close\r\n\r\n";
+    const std::string message = mutate(rng);
+    const int kind = static_cast<int>(rng() % 6);
+    std::size_t at = 0;
+    char size[32];
+    switch (kind) {
+      case 0:  // the message in random chunk sizes
+        while (at < message.size()) {
+          const std::size_t n = std::min<std::size_t>(1 + rng() % 64, message.size() - at);
+          std::snprintf(size, sizeof(size), "%zx\r\n", n);
+          request += size + message.substr(at, n) + "\r\n";
+          at += n;
+        }
+        request += "0\r\n\r\n";
+        break;
+      case 1:  // a malformed size line
+        request += std::string(rng() % 2 ? "zz" : "g1") + "\r\n" + message + "\r\n0\r\n\r\n";
+        break;
+      case 2:  // a size far beyond the data and the limit
+        request += "ffffffffff\r\n" + message;
+        break;
+      case 3:  // many chunks beyond the limit
+        for (int c = 0; c < 40; ++c) {
+          request += "1000\r\n" + std::string(4096, ' ') + "\r\n";
+        }
+        request += "0\r\n\r\n";
+        break;
+      case 4:  // left hanging mid-body
+        std::snprintf(size, sizeof(size), "%zx\r\n", message.size() + 100);
+        request += size + message;
+        break;
+      default:  // left hanging mid-headers
+        request = "POST /mcp HTTP/1.1\r\nHost: " + host + "\r\nX-Partial: ";
+        break;
+    }
+    if (!raw->send(request)) {
+      continue;  // refused early
+    }
+    if (kind >= 4 || kind == 2) {
+      hanging.push_back(std::move(raw));
+      continue;
+    }
+    const int status = status_of(raw->read_all(5s));
+    server_errors += status >= 500 ? 1 : 0;
+    too_large += status == 413 ? 1 : 0;
+    EXPECT_NE(status, 0) << "no answer to framing kind " << kind;
+  }
+  EXPECT_EQ(server_errors, 0);
+  EXPECT_GT(too_large, 10);
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(10, 0);
+  auto pong =
+      client.Post("/mcp", R"({"jsonrpc":"2.0","id":"final","method":"ping"})", "application/json");
+  ASSERT_TRUE(pong) << hanging.size() << " connections hanging";
+  EXPECT_EQ(pong->status, 200);
 }
 
 }  // namespace

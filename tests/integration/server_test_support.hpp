@@ -3,10 +3,13 @@
 // Helpers for the server integration tests: start the real autocomp-mcp binary over stdio pipes
 // or HTTP (port file), exchange messages, collect exit codes.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -258,6 +261,93 @@ inline RunResult run_binary(std::vector<std::string> args) {
   }
   result.exit_code = child.wait_exit(30s).value_or(-100);
   return result;
+}
+
+// A raw connection to the server, for requests no well-behaved client sends.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    m_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(m_fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+      ::close(m_fd);
+      m_fd = -1;
+    }
+  }
+  ~RawConnection() {
+    if (m_fd >= 0) {
+      ::close(m_fd);
+    }
+  }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  bool ok() const { return m_fd >= 0; }
+  bool readable() const {
+    pollfd fd{m_fd, POLLIN, 0};
+    return ::poll(&fd, 1, 0) > 0;
+  }
+  // False once the server stopped reading (closed or reset the connection).
+  bool send(const std::string& data) {
+    std::size_t sent = 0;
+    while (sent < data.size()) {
+      const ssize_t n = ::send(m_fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) {
+        return false;
+      }
+      sent += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  // What arrives within `timeout` (until the server closes, or the timeout).
+  std::string read_all(std::chrono::milliseconds timeout) {
+    std::string out;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buffer[4096];
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd fd{m_fd, POLLIN, 0};
+      if (::poll(&fd, 1, 50) <= 0) {
+        continue;
+      }
+      const ssize_t n = ::recv(m_fd, buffer, sizeof(buffer), 0);
+      if (n <= 0) {
+        break;
+      }
+      out.append(buffer, static_cast<std::size_t>(n));
+    }
+    return out;
+  }
+  // Reads until `marker` arrives (or the timeout).
+  std::string read_until(const std::string& marker, std::chrono::milliseconds timeout) {
+    std::string out;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buffer[4096];
+    while (out.find(marker) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      pollfd fd{m_fd, POLLIN, 0};
+      if (::poll(&fd, 1, 50) <= 0) {
+        continue;
+      }
+      const ssize_t n = ::recv(m_fd, buffer, sizeof(buffer), 0);
+      if (n <= 0) {
+        break;
+      }
+      out.append(buffer, static_cast<std::size_t>(n));
+    }
+    return out;
+  }
+
+ private:
+  int m_fd = -1;
+};
+
+inline int status_of(const std::string& response) {
+  if (response.rfind("HTTP/1.1 ", 0) != 0 || response.size() < 12) {
+    return 0;
+  }
+  return std::stoi(response.substr(9, 3));
 }
 
 }  // namespace autocomp::test

@@ -25,6 +25,23 @@ TEST(Cli, ParsesHttpAndProductOptions) {
   EXPECT_EQ(options.product.target, "trn2");
 }
 
+TEST(Cli, SecurityOptions) {
+  auto parsed =
+      parse_cli({"autocomp-mcp", "--http", "0", "--allow-remote-endpoints", "--max-sessions", "7",
+                 "--session-idle-timeout", "60", "--max-connections", "64"});
+  ASSERT_TRUE(parsed.options) << parsed.error;
+  EXPECT_TRUE(parsed.options->server.allow_remote_endpoints);
+  EXPECT_EQ(parsed.options->http.max_sessions, 7u);
+  EXPECT_EQ(parsed.options->http.session_idle_timeout, std::chrono::seconds(60));
+  EXPECT_EQ(parsed.options->http.max_connections, 64u);
+  auto defaults = parse_cli({"autocomp-mcp", "--http", "0"});
+  ASSERT_TRUE(defaults.options);
+  EXPECT_FALSE(defaults.options->server.allow_remote_endpoints);
+  EXPECT_GT(defaults.options->http.session_idle_timeout.count(), 0);
+  EXPECT_FALSE(parse_cli({"autocomp-mcp", "--max-sessions", "0"}).options);
+  EXPECT_FALSE(parse_cli({"autocomp-mcp", "--session-idle-timeout", "soon"}).options);
+}
+
 TEST(Cli, ListenAddressForms) {
   EXPECT_EQ(parse_listen_address("8080")->first, "127.0.0.1");
   EXPECT_EQ(parse_listen_address("[::1]:9")->first, "::1");

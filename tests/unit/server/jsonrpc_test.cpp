@@ -30,6 +30,17 @@ TEST(JsonRpcParse, MalformedJsonIsParseError) {
   EXPECT_EQ(error_code(parse("", Limits{})), k_parse_error);
 }
 
+TEST(JsonRpcParse, NulBytesAnywhereAreParseErrors) {
+  const Limits limits;
+  const std::string message = R"({"jsonrpc":"2.0","id":1,"method":"ping"})";
+  for (const std::string& raw :
+       {message + std::string(1, '\0'), message + std::string("\0garbage", 8),
+        std::string("\0", 1) + message}) {
+    EXPECT_EQ(error_code(parse(raw, limits)), k_parse_error) << raw.size();
+  }
+  EXPECT_EQ(error_code(parse(message, limits)), 0);
+}
+
 TEST(JsonRpcParse, InvalidUtf8IsParseError) {
   const std::string bad =
       std::string(R"({"jsonrpc":"2.0","id":1,"method":"p)") + "\xC3\x28" + "\"}";

@@ -468,5 +468,96 @@ TEST_F(ProtocolTest, ClosingTheSessionCancelsRunningCalls) {
   EXPECT_TRUE(m_slow_saw_cancel);
 }
 
+TEST_F(ProtocolTest, InitializeWithANonObjectClientInfoLeavesTheSessionUninitialized) {
+  for (const nlohmann::json& info :
+       {nlohmann::json("x"), nlohmann::json(5), nlohmann::json::array({1})}) {
+    auto response = call(1, "initialize",
+                         {{"protocolVersion", "2025-11-25"},
+                          {"capabilities", nlohmann::json::object()},
+                          {"clientInfo", info}});
+    EXPECT_EQ(response["error"]["code"], jsonrpc::k_invalid_params) << response.dump();
+    EXPECT_FALSE(m_session->initialized());
+  }
+  initialize();
+  EXPECT_TRUE(m_session->initialized());
+}
+
+TEST_F(ProtocolTest, IntegersOutOfRangeAndNulCharactersAreInvalidArguments) {
+  initialize();
+  for (const char* args : {R"({"count": 1e30})", R"({"count": -1e30})", R"({"count": 3000000000})",
+                           R"({"count": 18446744073709551615})"}) {
+    auto result = call(1, "tools/call",
+                       {{"name", "echo"}, {"arguments", nlohmann::json::parse(args)}})["result"];
+    EXPECT_EQ(result["isError"], true) << args;
+    EXPECT_NE(result["content"][0]["text"].get<std::string>().find("out of range"),
+              std::string::npos)
+        << result.dump();
+  }
+  auto fine = call(2, "tools/call", {{"name", "echo"}, {"arguments", {{"count", 2147483647}}}});
+  EXPECT_FALSE(fine["result"].value("isError", false)) << fine.dump();
+  auto nul = call(3, "tools/call",
+                  {{"name", "echo"}, {"arguments", {{"text", std::string("k.py\0.txt", 10)}}}});
+  EXPECT_EQ(nul["result"]["isError"], true);
+  EXPECT_NE(nul["result"]["content"][0]["text"].get<std::string>().find("NUL"), std::string::npos)
+      << nul.dump();
+}
+
+TEST(OutboundEndpoints, ModelBaseUrlsAndRemoteBackendsAreNamed) {
+  const std::vector<std::string> trusted = {"ssh://me@trn1?device=neuron", "openai:m@http://x/v1"};
+  EXPECT_FALSE(outbound_endpoint_in({{"llm", {"openai:gpt-4o", "anthropic:claude"}}}, trusted));
+  EXPECT_FALSE(outbound_endpoint_in({{"backend", "sim"}}, trusted));
+  EXPECT_FALSE(outbound_endpoint_in({{"backend", "local?device=fake, sim"}}, trusted));
+  EXPECT_FALSE(outbound_endpoint_in({{"backend", "ssh://me@trn1?device=neuron"}}, trusted));
+  EXPECT_FALSE(outbound_endpoint_in({{"llm", {"openai:m@http://x/v1"}}}, trusted));
+  EXPECT_TRUE(outbound_endpoint_in({{"llm", {"openai:qwen@http://evil.example/v1"}}}, trusted));
+  EXPECT_TRUE(outbound_endpoint_in({{"llm", "openai:q@https://evil.example"}}, trusted));
+  EXPECT_TRUE(outbound_endpoint_in({{"backend", "ssh://evil.example"}}, trusted));
+  EXPECT_TRUE(outbound_endpoint_in({{"backend", "sim,ssh://evil.example"}}, trusted));
+  EXPECT_TRUE(outbound_endpoint_in({{"backend", "hosts:/tmp/hosts"}}, trusted));
+}
+
+TEST(OutboundEndpoints, HttpSessionsRefuseThemUnlessAllowedAndStdioKeepsThem) {
+  for (const bool allow : {false, true}) {
+    for (const auto transport : {SessionTransport::stdio, SessionTransport::http}) {
+      Registries registries;
+      std::atomic<int> ran{0};
+      ToolDef tool;
+      tool.name = "search";
+      tool.description = "takes an llm";
+      tool.input_schema = {{"type", "object"}};
+      tool.handler = [&ran](const nlohmann::json&, ToolContext& context) {
+        ++ran;
+        return ToolResult{{{"allowed", context.remote_endpoints_allowed}}, "", false};
+      };
+      registries.tools.add(tool);
+      ServerOptions options;
+      options.allow_remote_endpoints = allow;
+      Server server(registries, options);
+      auto session = server.create_session(std::make_shared<RecordingOutbox>(), transport);
+      auto ask = [&](const nlohmann::json& id, const std::string& method, nlohmann::json params) {
+        auto outbox = std::make_shared<RecordingOutbox>();
+        session->handle_raw(jsonrpc::serialize(jsonrpc::make_request(id, method, params)), outbox);
+        return outbox->wait().value_or(nlohmann::json());
+      };
+      ask(0, "initialize", {{"protocolVersion", "2025-11-25"}});
+      auto result = ask(1, "tools/call",
+                        {{"name", "search"},
+                         {"arguments", {{"llm", {"openai:m@http://evil.example/v1"}}}}})["result"];
+      const bool refused = transport == SessionTransport::http && !allow;
+      EXPECT_EQ(result.value("isError", false), refused) << result.dump();
+      EXPECT_EQ(ran.load(), refused ? 0 : 1);
+      if (refused) {
+        EXPECT_NE(result["content"][0]["text"].get<std::string>().find("--allow-remote-endpoints"),
+                  std::string::npos);
+      }
+      auto plain =
+          ask(2, "tools/call", {{"name", "search"}, {"arguments", {{"llm", {"openai:m"}}}}});
+      EXPECT_EQ(plain["result"]["structuredContent"]["allowed"], !refused) << plain.dump();
+      session->close();
+      server.wait_idle(std::chrono::seconds(5));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace autocomp::server
