@@ -628,8 +628,6 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
 
   m_llm = std::make_unique<LlmGateway>(m_services.providers, m_services.run_log, m_run_id,
                                        m_config.budgets, m_stop);
-  m_evaluator =
-      std::make_unique<Evaluator>(m_services.backend, m_services.run_log, m_config, m_stop);
   m_pool = std::make_unique<TaskPool>(
       static_cast<std::size_t>(std::clamp(m_llm->concurrency(), 2, k_max_pool_threads)));
   std::thread watcher([this] { watch(); });
@@ -645,6 +643,10 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
       thread->join();
     }
   } watcher_stop{this, &watcher};
+  // After the watcher starts: the evaluator probes the problem's input signature first, and a
+  // cancel must reach that probe too.
+  m_evaluator =
+      std::make_unique<Evaluator>(m_services.backend, m_services.run_log, m_config, m_stop);
 
   // The input kernel: measured first (or taken from the cache); it must be correct.
   Candidate root;
