@@ -14,8 +14,9 @@
 
 namespace autocomp::backends {
 
-// The harness subcommands (backends/harness/PROTOCOL.md).
-enum class EvalCommand { verify, benchmark, profile, evaluate };
+// The harness subcommands (backends/harness/PROTOCOL.md). `signature` runs only the problem's
+// inputs(first seed) and answers EvalResult::input_signature (no kernel is run).
+enum class EvalCommand { verify, benchmark, profile, evaluate, signature };
 std::string_view to_string(EvalCommand command);
 
 // Who waits for an evaluation. Interactive requests (a tool call an agent is blocked on) must not

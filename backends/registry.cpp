@@ -41,6 +41,8 @@ std::string_view to_string(EvalCommand command) {
       return "profile";
     case EvalCommand::evaluate:
       return "evaluate";
+    case EvalCommand::signature:
+      return "signature";
   }
   return "evaluate";
 }

@@ -464,6 +464,9 @@ int autonomous_main(int argc, char** argv) {
             << (outcome.stop_reason.empty() ? "" : " (" + outcome.stop_reason + ")") << '\n';
   std::cout << "best: " << outcome.best.latency_us() << " us, speedup " << outcome.speedup()
             << "x over " << outcome.baseline.latency_us() << " us\n";
+  for (const auto& note : outcome.notes) {
+    std::cout << "re-verification: " << note << '\n';
+  }
   if (!best_path.empty()) {
     std::cout << "best kernel: " << best_path << (options.in_place ? " (and the input file)" : "")
               << '\n';

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/hash.hpp"
+#include "search/engine/input_signature.hpp"
 #include "tools/evaluation_json.hpp"
 
 namespace autocomp::tools {
@@ -123,7 +124,13 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
   request.timeout =
       std::chrono::milliseconds(static_cast<long>(std::llround(args.timeout_s * 1000)));
 
-  const store::EvalKey key = store::make_eval_key(request, *backend.value());
+  // The inputs the problem produces here are part of the key: the same problem file can produce
+  // other shapes elsewhere or under another environment (AUTOCOMP_SMALL=1).
+  store::EvalKey key = store::make_eval_key(request, *backend.value());
+  key.input_signature = search::engine::input_signature(*backend.value(), request, context.cancel);
+  if (context.cancel.cancelled()) {
+    return core::make_failure(core::FailureKind::cancelled, "evaluate", "the call was cancelled");
+  }
   std::optional<store::StoredEvaluation> stored;
   if (!args.fresh) {
     auto found = db.find_covering_evaluation(key);

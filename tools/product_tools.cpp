@@ -63,6 +63,9 @@ core::Result<json> read_evaluation(ToolEnv& env, const std::string& uri, const s
   body["candidate"] = stored.value()->key.candidate_key;
   body["problem_key"] = stored.value()->key.problem_key;
   body["harness_output"] = stored.value()->result.raw_json;
+  // How it was measured, whole (the stored receipt), and the inputs it was measured at.
+  body["receipt"] = json::parse(search::store::receipt_to_json(stored.value()->result));
+  body["input_signature"] = stored.value()->key.input_signature;
   return json::array({{{"uri", uri}, {"mimeType", "application/json"}, {"text", body.dump(2)}}});
 }
 

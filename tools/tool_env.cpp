@@ -1,10 +1,27 @@
 #include "tools/tool_env.hpp"
 
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <regex>
 
 #include "backends/backend.hpp"
 
 namespace autocomp::tools {
+
+namespace {
+
+// Whether SQLite could write the database at `path`: the file and its folder (for the -wal and
+// -shm files) accept writes. A read-only file system says no even to root.
+bool writable(const std::string& path) {
+  const std::filesystem::path file(path);
+  const std::filesystem::path folder =
+      file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+  return ::access(file.c_str(), W_OK) == 0 && ::access(folder.c_str(), W_OK) == 0;
+}
+
+}  // namespace
 
 ToolEnv::ToolEnv(ProductToolsOptions options) : m_options(std::move(options)) {}
 
@@ -23,7 +40,20 @@ core::Result<std::shared_ptr<search::store::Store>> ToolEnv::shared_store() {
         m_options.db_path.empty() ? search::store::Store::default_path() : m_options.db_path;
     auto opened = search::store::Store::open(path);
     if (!opened.ok()) {
-      return opened.failure();
+      if (opened.failure().kind != core::FailureKind::io_error || writable(path)) {
+        return opened.failure();  // not a matter of permissions or media: say why, change nothing
+      }
+      // Read-only media: open it for reading so that runs, lessons and resources stay readable.
+      search::store::StoreOptions read_only;
+      read_only.read_only = true;
+      auto reading = search::store::Store::open(path, read_only);
+      if (!reading.ok()) {
+        return opened.failure();
+      }
+      spdlog::warn("{}; opened it read-only: tools that record results will fail",
+                   opened.failure().describe());
+      m_store = std::move(reading).value();
+      return m_store;
     }
     m_store = std::move(opened).value();
     // Runs left `running` by a server that died are marked interrupted (resumable).
@@ -45,10 +75,15 @@ std::string ToolEnv::default_backend_spec() const {
 
 core::Result<std::shared_ptr<backends::Backend>> ToolEnv::backend(const std::string& spec) {
   const std::string key = spec.empty() ? default_backend_spec() : spec;
-  std::lock_guard lock(m_mutex);
-  if (auto found = m_backends.find(key); found != m_backends.end()) {
-    return found->second;
+  {
+    std::lock_guard lock(m_mutex);
+    if (auto found = m_backends.find(key); found != m_backends.end()) {
+      found->second.last_used = ++m_backend_clock;
+      return found->second.backend;
+    }
   }
+  // Built without the lock: a spec may read a hosts file or load the harness bundle, and other
+  // calls must not wait for that.
   backends::BackendOptions backend_options;
   backend_options.harness_dir = m_options.harness_dir;
   if (!m_options.target.empty()) {
@@ -58,8 +93,29 @@ core::Result<std::shared_ptr<backends::Backend>> ToolEnv::backend(const std::str
   if (!made.ok()) {
     return made.failure();
   }
-  m_backends.emplace(key, made.value());
-  return made.value();
+  std::lock_guard lock(m_mutex);
+  auto it = m_backends.emplace(key, CachedBackend{made.value(), 0}).first;
+  it->second.last_used = ++m_backend_clock;
+  // Over the cap: let go of the least recently used backends nobody else holds.
+  while (m_backends.size() > k_backend_cache) {
+    auto oldest = m_backends.end();
+    for (auto candidate = m_backends.begin(); candidate != m_backends.end(); ++candidate) {
+      if (candidate != it && candidate->second.backend.use_count() == 1 &&
+          (oldest == m_backends.end() || candidate->second.last_used < oldest->second.last_used)) {
+        oldest = candidate;
+      }
+    }
+    if (oldest == m_backends.end()) {
+      break;  // all in use: kept until they are released
+    }
+    m_backends.erase(oldest);
+  }
+  return it->second.backend;
+}
+
+std::size_t ToolEnv::cached_backends() {
+  std::lock_guard lock(m_mutex);
+  return m_backends.size();
 }
 
 std::string ToolEnv::target_for(const std::string& argument,

@@ -100,6 +100,7 @@ class SearchRun {
                   const std::vector<Candidate>& children);
   std::vector<std::string> reflexions_for_prompts();
   std::vector<Candidate> lineage_of(const Candidate& best) const;
+  Candidate reverified_best(std::vector<Candidate> ranked);
   double elapsed_s() const {
     return std::chrono::duration<double>(Clock::now() - m_started).count();
   }
@@ -553,6 +554,35 @@ std::vector<Candidate> SearchRun::lineage_of(const Candidate& best) const {
   return chain;
 }
 
+Candidate SearchRun::reverified_best(std::vector<Candidate> ranked) {
+  for (const auto& candidate : ranked) {
+    std::string ref;
+    const backends::EvalResult check = m_evaluator->reverify(candidate.source, &ref);
+    const std::string name = candidate.key.substr(0, 12);
+    if (check.ok() && check.correct) {
+      return candidate;
+    }
+    if (check.failure && !Evaluator::cacheable(check)) {
+      // Not the kernel's fault (timeout, transport, ...): keep it, and say it was not confirmed.
+      m_outcome.notes.push_back("best kernel " + name + " could not be re-verified (" +
+                                check.failure->describe() + "); reported as first measured");
+      spdlog::warn("run {}: {}", m_run_id, m_outcome.notes.back());
+      return candidate;
+    }
+    const std::string why = check.failure ? check.failure->describe() : "its results are wrong";
+    m_outcome.notes.push_back("kernel " + name + " dropped: it failed re-verification (" + why +
+                              ")");
+    spdlog::warn("run {}: {}", m_run_id, m_outcome.notes.back());
+    Candidate dropped = candidate;
+    dropped.eval = check;
+    dropped.eval_ref = ref;
+    dropped.verdict = "rejected";
+    record(dropped);
+  }
+  m_outcome.notes.push_back("no kernel passed re-verification; the input kernel is reported");
+  return m_outcome.baseline;
+}
+
 SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   m_outcome.config = m_config;
   m_stop.link(m_cancel);
@@ -598,8 +628,6 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
 
   m_llm = std::make_unique<LlmGateway>(m_services.providers, m_services.run_log, m_run_id,
                                        m_config.budgets, m_stop);
-  m_evaluator =
-      std::make_unique<Evaluator>(m_services.backend, m_services.run_log, m_config, m_stop);
   m_pool = std::make_unique<TaskPool>(
       static_cast<std::size_t>(std::clamp(m_llm->concurrency(), 2, k_max_pool_threads)));
   std::thread watcher([this] { watch(); });
@@ -615,6 +643,10 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
       thread->join();
     }
   } watcher_stop{this, &watcher};
+  // After the watcher starts: the evaluator probes the problem's input signature first, and a
+  // cancel must reach that probe too.
+  m_evaluator =
+      std::make_unique<Evaluator>(m_services.backend, m_services.run_log, m_config, m_stop);
 
   // The input kernel: measured first (or taken from the cache); it must be correct.
   Candidate root;
@@ -778,9 +810,25 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     emit("iteration_done");
   }
 
+  // The winner is verified again before it is reported; one that fails gives way to the next.
+  std::vector<Candidate> ranked;
   {
     std::lock_guard lock(m_mutex);
-    m_outcome.best = m_beam.front();
+    ranked = m_beam;
+  }
+  if (std::none_of(ranked.begin(), ranked.end(),
+                   [&](const Candidate& c) { return c.key == m_outcome.baseline.key; })) {
+    ranked.push_back(m_outcome.baseline);
+  }
+  Candidate winner = reverified_best(std::move(ranked));
+  if (!m_outcome.notes.empty()) {
+    m_services.run_log->record_progress(m_run_id, m_outcome.iterations_done, winner,
+                                        m_outcome.baseline.latency_us());
+  }
+  {
+    std::lock_guard lock(m_mutex);
+    m_best_latency = winner.latency_us();
+    m_outcome.best = winner;
     m_outcome.lineage = lineage_of(m_outcome.best);
     m_outcome.candidates_evaluated = m_evaluated;
     m_outcome.candidates_failed = m_failed;
@@ -801,7 +849,11 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     m_outcome.status = "completed";
   }
   m_outcome.elapsed_s = elapsed_s();
-  (void)m_services.run_log->set_run_status(m_run_id, m_outcome.status, m_outcome.stop_reason);
+  std::string message = m_outcome.stop_reason;
+  for (const auto& note : m_outcome.notes) {
+    message += (message.empty() ? "" : "; ") + note;
+  }
+  (void)m_services.run_log->set_run_status(m_run_id, m_outcome.status, message);
   emit("done", true);
   return m_outcome;
 }

@@ -51,7 +51,12 @@ struct SearchOutcome {
   SearchConfig config;
 
   Candidate baseline;  // the input kernel as measured
-  Candidate best;      // the fastest correct kernel found (the baseline when nothing was faster)
+  // The fastest correct kernel found that passed re-verification (a fresh verify on all the
+  // problem's seeds, never from the cache); the baseline when nothing faster passed.
+  Candidate best;
+  // What re-verification changed, in words (e.g. a winner dropped and why); empty when the first
+  // choice passed.
+  std::vector<std::string> notes;
   std::vector<Candidate> lineage;         // input kernel first, best last
   std::vector<IterationSummary> history;  // one entry per finished iteration, resumed ones too
   int iterations_done = 0;

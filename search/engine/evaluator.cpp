@@ -4,6 +4,8 @@
 
 #include <future>
 
+#include "search/engine/input_signature.hpp"
+
 namespace autocomp::search::engine {
 
 namespace {
@@ -33,8 +35,11 @@ Evaluator::Evaluator(std::shared_ptr<backends::Backend> backend, std::shared_ptr
   m_template.warmup = config.warmup;
   m_template.iters = config.iters;
   m_template.timeout = config.eval_timeout;
+  // A search is background work: interactive tool calls go first (Lane).
+  m_template.lane = backends::Lane::background;
 
-  m_site = EvalSite{m_backend->identity(), m_backend->device(), m_backend->harness_version()};
+  m_site = EvalSite{m_backend->identity(), m_backend->device(), m_backend->harness_version(),
+                    input_signature(*m_backend, m_template, m_stop.token())};
   m_batch_size = static_cast<std::size_t>(std::max(1, m_backend->slots()));
 
   for (int i = 0; i < k_dispatchers; ++i) {
@@ -104,6 +109,31 @@ backends::EvalResult Evaluator::evaluate_now(const std::string& key, const std::
   auto [result, stored] = future.get();
   if (ref != nullptr) {
     *ref = stored;
+  }
+  return result;
+}
+
+backends::EvalResult Evaluator::reverify(const std::string& source, std::string* ref) {
+  backends::EvalRequest request = request_for(source);
+  request.command = backends::EvalCommand::verify;
+  std::vector<backends::EvalResult> results;
+  try {
+    results = m_backend->evaluate({request}, core::CancelToken{}, {});
+  } catch (const std::exception& error) {
+    backends::EvalResult failed;
+    failed.failure = core::make_failure(core::FailureKind::internal, "verify",
+                                        std::string("the backend failed: ") + error.what());
+    results = {failed};
+  }
+  backends::EvalResult result =
+      results.empty() ? cancelled_result("the backend returned no result") : results.front();
+  if (m_log) {
+    auto stored = m_log->record_evaluation(request, m_site, result);
+    if (stored && ref != nullptr) {
+      *ref = stored.value();
+    } else if (!stored) {
+      spdlog::warn("could not store a re-verification: {}", stored.failure().describe());
+    }
   }
   return result;
 }

@@ -42,6 +42,11 @@ class Evaluator {
   backends::EvalResult evaluate_now(const std::string& key, const std::string& source,
                                     std::string* ref = nullptr);
 
+  // Verifies `source` again in a fresh harness process on all the problem's seeds, never from the
+  // cache, whatever the run's stop state (a stopped run still re-verifies its winner); the result
+  // is recorded in the run log and `ref` set to it.
+  backends::EvalResult reverify(const std::string& source, std::string* ref = nullptr);
+
   long backend_evaluations() const { return m_backend_evaluations.load(); }
   long cache_hits() const { return m_cache_hits.load(); }
   backends::EvalRequest request_for(const std::string& source) const;

@@ -91,7 +91,7 @@ std::string MemoryRunLog::eval_key_text(const backends::EvalRequest& request,
          "|" + request.kernel_name + "|" + request.target + "|" + seeds + "|" +
          std::to_string(request.warmup) + "|" + std::to_string(request.iters) + "|" +
          std::string(backends::to_string(request.command)) + "|" + site.backend_identity + "|" +
-         site.device + "|" + site.harness_version;
+         site.device + "|" + site.harness_version + "|" + site.input_signature;
 }
 
 std::optional<StoredResult> MemoryRunLog::find_evaluation(const backends::EvalRequest& request,

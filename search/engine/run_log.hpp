@@ -18,6 +18,7 @@ struct EvalSite {
   std::string backend_identity;
   std::string device;
   std::string harness_version;
+  std::string input_signature;  // the inputs the problem produces there (see input_signature.hpp)
 };
 
 // A cached evaluation and the store's reference to it (opaque to the engine).

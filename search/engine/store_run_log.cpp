@@ -167,6 +167,7 @@ std::optional<StoredResult> StoreRunLog::find_evaluation(const backends::EvalReq
                                                          const EvalSite& site) {
   auto key =
       store::make_eval_key(request, site.backend_identity, site.device, site.harness_version);
+  key.input_signature = site.input_signature;
   auto found = m_store->find_evaluation(key);
   if (!found) {
     spdlog::warn("evaluation cache lookup failed: {}", found.failure().describe());
@@ -190,6 +191,7 @@ core::Result<std::string> StoreRunLog::record_evaluation(const backends::EvalReq
   }
   auto key =
       store::make_eval_key(request, site.backend_identity, site.device, site.harness_version);
+  key.input_signature = site.input_signature;
   auto id = m_store->put_evaluation(key, result);
   if (!id) {
     return id.failure();

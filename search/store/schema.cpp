@@ -181,10 +181,24 @@ CREATE TABLE reflexions (
 CREATE INDEX reflexions_by_scope ON reflexions (scope, id);
 )sql";
 
+// Version 4: complete evaluation keys and stored receipts. The input signature the problem
+// produced (names, shapes, dtypes) joins the key; rows recorded before it cannot say which inputs
+// they measured, so they get a signature no probe ever produces and are never served again (they
+// stay readable as history). The receipt says how each result was measured, whole.
+constexpr std::string_view k_v4 = R"sql(
+ALTER TABLE evaluations ADD COLUMN input_signature TEXT NOT NULL DEFAULT '';
+ALTER TABLE evaluations ADD COLUMN receipt TEXT NOT NULL DEFAULT '{}';
+UPDATE evaluations SET input_signature = '?recorded-before-input-signatures';
+DROP INDEX evaluations_by_identity;
+CREATE INDEX evaluations_by_identity ON evaluations
+  (candidate_key, problem_key, target, backend_identity, device, harness_version, input_signature,
+   kernel_name, seeds, id);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& migrations() {
-  static const std::vector<Migration> k_migrations{{1, k_v1}, {2, k_v2}, {3, k_v3}};
+  static const std::vector<Migration> k_migrations{{1, k_v1}, {2, k_v2}, {3, k_v3}, {4, k_v4}};
   return k_migrations;
 }
 

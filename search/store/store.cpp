@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -266,6 +267,8 @@ std::string_view command_name(backends::EvalCommand command) {
       return "profile";
     case backends::EvalCommand::evaluate:
       return "evaluate";
+    case backends::EvalCommand::signature:  // not an evaluation: never answered from the store
+      return "signature";
   }
   return "evaluate";
 }
@@ -311,12 +314,79 @@ bool process_exists(int pid) {
   return kill(pid, 0) == 0 || errno == EPERM;
 }
 
+// The whole receipt of a result, as stored with it. The backend's view (identity, host) fills
+// what the harness left empty.
+std::string receipt_text(const backends::EvalResult& result) {
+  const backends::Receipt& receipt = result.receipt;
+  auto or_else = [](const std::string& value, const std::string& fallback) {
+    return value.empty() ? fallback : value;
+  };
+  json out = {{"device", or_else(receipt.device, result.device)},
+              {"target", or_else(receipt.target, result.target)},
+              {"backend", or_else(receipt.backend, result.backend_identity)},
+              {"host", or_else(receipt.host, result.host)},
+              {"job", receipt.job},
+              {"node", receipt.node},
+              {"harness_version", or_else(receipt.harness_version, result.harness_version)},
+              {"simulator_version", receipt.simulator_version},
+              {"sdk", receipt.sdk},
+              {"neff_hash", receipt.neff_hash},
+              {"profile_format", receipt.profile_format},
+              {"profile_schema", receipt.profile_schema},
+              {"seeds", receipt.seeds},
+              {"warmup", receipt.warmup},
+              {"iters", receipt.iters},
+              {"input_signature", or_else(receipt.input_signature, result.input_signature)}};
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+backends::Receipt receipt_from_json(const std::string& text) {
+  backends::Receipt receipt;
+  json in = json::parse(text, nullptr, false);
+  if (!in.is_object()) {
+    return receipt;
+  }
+  auto text_of = [&in](const char* name) {
+    auto it = in.find(name);
+    return it != in.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  receipt.device = text_of("device");
+  receipt.target = text_of("target");
+  receipt.backend = text_of("backend");
+  receipt.host = text_of("host");
+  receipt.job = text_of("job");
+  receipt.node = text_of("node");
+  receipt.harness_version = text_of("harness_version");
+  receipt.simulator_version = text_of("simulator_version");
+  receipt.neff_hash = text_of("neff_hash");
+  receipt.profile_format = text_of("profile_format");
+  receipt.profile_schema = text_of("profile_schema");
+  receipt.input_signature = text_of("input_signature");
+  if (auto sdk = in.find("sdk"); sdk != in.end() && sdk->is_object()) {
+    for (const auto& [name, version] : sdk->items()) {
+      if (version.is_string()) {
+        receipt.sdk[name] = version.get<std::string>();
+      }
+    }
+  }
+  if (auto seeds = in.find("seeds"); seeds != in.end() && seeds->is_array()) {
+    for (const auto& seed : *seeds) {
+      if (seed.is_number_integer()) {
+        receipt.seeds.push_back(seed.get<int>());
+      }
+    }
+  }
+  receipt.warmup = in.value("warmup", 0);
+  receipt.iters = in.value("iters", 0);
+  return receipt;
+}
+
 constexpr std::string_view k_eval_columns =
     "id, candidate_key, problem_key, target, backend_identity, device, harness_version, command, "
     "kernel_name, seeds, warmup, iters, status, failure_kind, failure_stage, failure_message, "
     "failure_line, verified, correct, seed_checks, latency_min_us, latency_median_us, "
     "latency_max_us, latency_samples, metrics, roofline, bottleneck, result_device, result_target, "
-    "result_backend, result_harness, host, steps, raw_json, created_at";
+    "result_backend, result_harness, host, steps, raw_json, created_at, input_signature, receipt";
 
 StoredEvaluation read_evaluation(const Stmt& row) {
   StoredEvaluation out;
@@ -368,6 +438,9 @@ StoredEvaluation read_evaluation(const Stmt& row) {
   result.steps = steps_from_json(row.text(32));
   result.raw_json = row.text(33);
   out.created_at_ms = row.int64(34);
+  key.input_signature = row.text(35);
+  result.receipt = receipt_from_json(row.text(36));
+  result.input_signature = result.receipt.input_signature;
   return out;
 }
 
@@ -514,6 +587,10 @@ EvalKey make_eval_key(const backends::EvalRequest& request, const backends::Back
   return make_eval_key(request, backend.identity(), backend.device(), backend.harness_version());
 }
 
+std::string receipt_to_json(const backends::EvalResult& result) {
+  return receipt_text(result);
+}
+
 bool is_cacheable(const backends::EvalResult& result) {
   return !result.failure.has_value() || is_deterministic_failure(result.failure->kind);
 }
@@ -581,6 +658,7 @@ struct Store::Impl {
   std::mutex mutex;
   std::unordered_map<std::string, sqlite3_stmt*> statements;
   std::string host = this_host();
+  bool read_only = false;
 
   ~Impl() {
     for (auto& [sql, stmt] : statements) {
@@ -645,6 +723,14 @@ struct Store::Impl {
     try {
       return body();
     } catch (const StoreError& error) {
+      if (read_only && std::string_view(error.what()).find("readonly") != std::string_view::npos) {
+        return core::make_failure(
+            FailureKind::io_error, "store",
+            std::string(what) + ": the store " + path +
+                " is open read-only (it could not be opened for writing), so nothing can be "
+                "recorded; reading tools still work. Make it writable or choose another "
+                "database with --db");
+      }
       return core::make_failure(error.kind(), "store",
                                 std::string(what) + " (" + path + "): " + error.what());
     } catch (const json::exception& error) {
@@ -715,6 +801,10 @@ const std::string& Store::path() const {
   return m_impl->path;
 }
 
+bool Store::read_only() const {
+  return m_impl->read_only;
+}
+
 int Store::schema_version() {
   const auto& steps = migrations();
   return steps.empty() ? 0 : steps.back().version;
@@ -733,6 +823,66 @@ std::string Store::default_path() {
   return (base / "autocomp-mcp" / "autocomp.db").string();
 }
 
+core::Result<std::unique_ptr<Store>> Store::open_read_only(const std::string& path,
+                                                           const StoreOptions& options) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (path == ":memory:" || !fs::is_regular_file(path, error)) {
+    return core::make_failure(FailureKind::io_error, "store",
+                              "cannot open database " + path + " read-only: no such file");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->options = options;
+  impl->read_only = true;
+  // immutable=1: the media cannot change under us, so no lock or -shm file is needed (a read-only
+  // folder cannot hold one).
+  std::string uri = "file:";
+  static constexpr char k_hex[] = "0123456789ABCDEF";
+  for (unsigned char c : fs::absolute(path, error).string()) {
+    if (std::isalnum(c) != 0 || c == '/' || c == '.' || c == '-' || c == '_' || c == '~') {
+      uri.push_back(static_cast<char>(c));
+    } else {
+      uri += {'%', k_hex[c >> 4], k_hex[c & 0xf]};
+    }
+  }
+  uri += "?immutable=1";
+  const int rc =
+      sqlite3_open_v2(uri.c_str(), &impl->db,
+                      SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = impl->db != nullptr ? sqlite3_errmsg(impl->db) : sqlite3_errstr(rc);
+    return core::make_failure(FailureKind::io_error, "store",
+                              "cannot open database " + path + " read-only: " + message);
+  }
+  sqlite3_extended_result_codes(impl->db, 1);
+  Impl& self = *impl;
+  auto ready = self.guarded("open", [&] {
+    auto stmt = self.prepare("PRAGMA user_version");
+    stmt.step();
+    const int version = stmt.integer(0);
+    if (version > schema_version()) {
+      throw StoreError(FailureKind::invalid_argument,
+                       "the database has schema version " + std::to_string(version) +
+                           ", newer than this autocomp-mcp understands (" +
+                           std::to_string(schema_version()) + ")");
+    }
+    if (version < schema_version()) {
+      throw StoreError(FailureKind::io_error,
+                       "the database has schema version " + std::to_string(version) +
+                           " and cannot be upgraded to " + std::to_string(schema_version()) +
+                           " while it is read-only");
+    }
+    return core::Unit{};
+  });
+  if (!ready) {
+    core::Failure failure = ready.failure();
+    failure.message = "cannot open database read-only: " + failure.message;
+    return failure;
+  }
+  return std::unique_ptr<Store>(new Store(std::move(impl)));
+}
+
 core::Result<std::unique_ptr<Store>> Store::open(const std::string& path,
                                                  const StoreOptions& options) {
   namespace fs = std::filesystem;
@@ -740,6 +890,9 @@ core::Result<std::unique_ptr<Store>> Store::open(const std::string& path,
     return core::make_failure(FailureKind::invalid_argument, "store", "empty database path");
   }
   const bool in_memory = path == ":memory:";
+  if (options.read_only) {
+    return open_read_only(path, options);
+  }
   if (!in_memory) {
     const fs::path parent = fs::path(path).parent_path();
     if (!parent.empty()) {
@@ -859,9 +1012,9 @@ core::Result<std::int64_t> Store::put_evaluation(const EvalKey& key,
         "failure_kind, failure_stage, failure_message, failure_line, verified, correct, "
         "seed_checks, latency_min_us, latency_median_us, latency_max_us, latency_samples, "
         "has_profile, metrics, roofline, bottleneck, result_device, result_target, "
-        "result_backend, result_harness, host, steps, raw_json, created_at) VALUES (?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?)");
+        "result_backend, result_harness, host, steps, raw_json, created_at, input_signature, "
+        "receipt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     stmt.bind(key.candidate_key)
         .bind(key.problem_key)
         .bind(key.target)
@@ -905,7 +1058,9 @@ core::Result<std::int64_t> Store::put_evaluation(const EvalKey& key,
         .bind(result.host)
         .bind(steps_to_json(result.steps))
         .bind(result.raw_json)
-        .bind(now_ms());
+        .bind(now_ms())
+        .bind(key.input_signature)
+        .bind(receipt_text(result));
     stmt.run();
     return static_cast<std::int64_t>(sqlite3_last_insert_rowid(m_impl->db));
   });
@@ -919,15 +1074,16 @@ core::Result<std::optional<StoredEvaluation>> Store::find_evaluation(const EvalK
   return m_impl->guarded("find_evaluation", [&]() -> std::optional<StoredEvaluation> {
     auto stmt = m_impl->prepare(
         "SELECT id FROM evaluations WHERE candidate_key = ? AND problem_key = ? AND target = ? "
-        "AND backend_identity = ? AND device = ? AND harness_version = ? AND kernel_name = ? AND "
-        "seeds = ? AND command = ? AND warmup = ? AND iters = ? AND cacheable = 1 "
-        "ORDER BY id DESC LIMIT 1");
+        "AND backend_identity = ? AND device = ? AND harness_version = ? AND input_signature = ? "
+        "AND kernel_name = ? AND seeds = ? AND command = ? AND warmup = ? AND iters = ? AND "
+        "cacheable = 1 ORDER BY id DESC LIMIT 1");
     stmt.bind(key.candidate_key)
         .bind(key.problem_key)
         .bind(key.target)
         .bind(key.backend_identity)
         .bind(key.device)
         .bind(key.harness_version)
+        .bind(key.input_signature)
         .bind(key.kernel_name)
         .bind(key.seeds)
         .bind(command_name(key.command))
@@ -947,14 +1103,15 @@ core::Result<std::optional<StoredEvaluation>> Store::find_covering_evaluation(co
     auto stmt = m_impl->prepare(
         "SELECT id, command, warmup, iters, failure_kind, latency_median_us IS NOT NULL, "
         "has_profile FROM evaluations WHERE candidate_key = ? AND problem_key = ? AND target = ? "
-        "AND backend_identity = ? AND device = ? AND harness_version = ? AND kernel_name = ? AND "
-        "seeds = ? AND cacheable = 1 ORDER BY id DESC");
+        "AND backend_identity = ? AND device = ? AND harness_version = ? AND input_signature = ? "
+        "AND kernel_name = ? AND seeds = ? AND cacheable = 1 ORDER BY id DESC");
     stmt.bind(key.candidate_key)
         .bind(key.problem_key)
         .bind(key.target)
         .bind(key.backend_identity)
         .bind(key.device)
         .bind(key.harness_version)
+        .bind(key.input_signature)
         .bind(key.kernel_name)
         .bind(key.seeds);
     std::optional<std::int64_t> found;
@@ -987,6 +1144,9 @@ core::Result<std::optional<StoredEvaluation>> Store::find_covering_evaluation(co
           case EvalCommand::evaluate:
             covers = (*stored == EvalCommand::evaluate && same_timing) ||
                      (*stored == EvalCommand::verify && failure.has_value());
+            break;
+          case EvalCommand::signature:
+            covers = false;
             break;
         }
       }

@@ -29,6 +29,9 @@ struct StoreOptions {
   int busy_timeout_ms = 10000;
   // At most this many memory lessons are kept per target (see add_lesson for the policy).
   int lesson_limit = 16;
+  // Open an existing database for reading only (e.g. on read-only media): nothing is created or
+  // migrated, and every write fails with a message saying the store is read-only.
+  bool read_only = false;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -58,6 +61,10 @@ struct EvalKey {
   std::string backend_identity;
   std::string device;
   std::string harness_version;
+  // The inputs the problem produces (the harness's `signature`): a result measured at one shape
+  // never answers for another. "" when the backend could not say (then only rows stored with ""
+  // match; rows from before signatures existed never do).
+  std::string input_signature;
   backends::EvalCommand command = backends::EvalCommand::evaluate;
   std::string kernel_name;  // "" = the harness picks
   std::string seeds;        // canonical "0,1,2"; "" = the problem's SEEDS / harness default
@@ -85,6 +92,11 @@ struct StoredEvaluation {
 // timeouts, transport, harness, unavailable, cancelled and internal failures are not (they are
 // kept as history only).
 bool is_cacheable(const backends::EvalResult& result);
+
+// The whole receipt of `result` as stored with it (a JSON object: device, target, backend, host,
+// job, node, harness_version, simulator_version, sdk, neff_hash, profile_format, profile_schema,
+// seeds, warmup, iters, input_signature); the backend's fields fill what the harness left empty.
+std::string receipt_to_json(const backends::EvalResult& result);
 
 // ---------------------------------------------------------------------------------------------
 // Kernel files (revert_to_best)
@@ -266,6 +278,8 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   const std::string& path() const;
+  // Whether the store was opened with StoreOptions::read_only.
+  bool read_only() const;
 
   // -- Workloads and candidates. Putting an existing key is a no-op returning the key.
   core::Result<std::string> put_workload(std::string_view problem_source,
@@ -373,6 +387,8 @@ class Store {
  private:
   struct Impl;
   explicit Store(std::unique_ptr<Impl> impl);
+  static core::Result<std::unique_ptr<Store>> open_read_only(const std::string& path,
+                                                             const StoreOptions& options);
   std::unique_ptr<Impl> m_impl;
 };
 

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -168,9 +169,18 @@ class Autonomous : public ::testing::Test {
     EXPECT_TRUE(store.ok());
     return std::move(store.value());
   }
-  long evaluations_of(autocomp::search::store::Store& store, const std::string& source) const {
+  // Stored evaluations of a kernel with this command (the search's own are `evaluate`; the
+  // re-verification of its winner is a `verify`).
+  long evaluations_of(
+      autocomp::search::store::Store& store, const std::string& source,
+      autocomp::backends::EvalCommand command = autocomp::backends::EvalCommand::evaluate) const {
     auto evaluations = store.evaluations_for_candidate(autocomp::core::source_key(source));
-    return evaluations ? static_cast<long>(evaluations->size()) : -1;
+    if (!evaluations) {
+      return -1;
+    }
+    return static_cast<long>(
+        std::count_if(evaluations->begin(), evaluations->end(),
+                      [command](const auto& stored) { return stored.key.command == command; }));
   }
 
   ScriptedLlmServer server;
@@ -222,6 +232,8 @@ TEST_F(Autonomous, RepairsRejectsDedupsRetriesAndKeepsTheFasterKernel) {
   auto store = open_store();
   EXPECT_EQ(evaluations_of(*store, naive), 1) << "the duplicate was not evaluated again";
   EXPECT_EQ(evaluations_of(*store, optimized), 1);
+  EXPECT_EQ(evaluations_of(*store, optimized, autocomp::backends::EvalCommand::verify), 1)
+      << "the winner is verified again before it is reported";
   auto candidates = store->run_candidates(run_id);
   ASSERT_TRUE(candidates.ok());
   auto status_of = [&](const std::string& source) -> std::string {
@@ -316,6 +328,8 @@ TEST_F(Autonomous, KilledRunResumesWithoutRepeatingAnything) {
   auto store = open_store();
   EXPECT_EQ(evaluations_of(*store, naive), 1);
   EXPECT_EQ(evaluations_of(*store, optimized), 1);
+  EXPECT_EQ(evaluations_of(*store, optimized, autocomp::backends::EvalCommand::verify), 1)
+      << "the winner is verified again once, by the run that reports it";
   EXPECT_EQ(evaluations_of(*store, slower), 1);
   EXPECT_EQ(read(dir / "kernel.best.py"), optimized);
   auto beams = store->get_beams(run_id);

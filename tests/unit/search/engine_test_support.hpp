@@ -25,6 +25,10 @@ namespace autocomp::search::engine::testing {
 //   "# compile_error"    compile_error at line 3
 //   "# runtime_error"    runtime_error
 //   "# wrong"            mismatch
+//   "# fails_reverify"   as its latency marker says when evaluated, but a mismatch when verified
+//                        again (the search's re-verification of its winner)
+// Signature requests answer the problem's "# shape: TEXT" marker (default "x:float32[4]");
+// verify requests (re-verifications) are counted apart from evaluations.
 inline std::string kernel(const std::string& name, const std::string& marker) {
   return "def " + name + "(x):\n    # " + marker + "\n    return x\n";
 }
@@ -49,6 +53,20 @@ class FakeBackend : public backends::Backend {
     }
     std::vector<backends::EvalResult> results;
     for (const auto& request : batch) {
+      if (request.command == backends::EvalCommand::signature) {
+        backends::EvalResult result;
+        result.device = "fake";
+        static const std::regex shape(R"(# shape: (\S+))");
+        std::smatch found;
+        result.input_signature = std::regex_search(request.problem_source, found, shape)
+                                     ? found[1].str()
+                                     : std::string("x:float32[4]");
+        std::lock_guard lock(m_mutex);
+        ++m_signatures;
+        m_lanes.push_back(request.lane);
+        results.push_back(result);
+        continue;
+      }
       if (m_delay.count() > 0) {
         auto until = std::chrono::steady_clock::now() + m_delay;
         while (std::chrono::steady_clock::now() < until && !cancel.cancelled()) {
@@ -62,9 +80,11 @@ class FakeBackend : public backends::Backend {
         results.push_back(result);
         continue;
       }
+      const bool reverify = request.command == backends::EvalCommand::verify;
       {
         std::lock_guard lock(m_mutex);
-        ++m_evaluations[core::source_key(request.kernel_source)];
+        ++(reverify ? m_verifications : m_evaluations)[core::source_key(request.kernel_source)];
+        m_lanes.push_back(request.lane);
       }
       const std::string& source = request.kernel_source;
       std::smatch match;
@@ -75,7 +95,8 @@ class FakeBackend : public backends::Backend {
       } else if (source.find("# runtime_error") != std::string::npos) {
         result.failure =
             core::Failure{core::FailureKind::runtime_error, "verify", "index out of bounds", 2};
-      } else if (source.find("# wrong") != std::string::npos) {
+      } else if (source.find("# wrong") != std::string::npos ||
+                 (reverify && source.find("# fails_reverify") != std::string::npos)) {
         result.verified = true;
         result.failure =
             core::make_failure(core::FailureKind::mismatch, "verify", "seed 0 differs");
@@ -99,6 +120,19 @@ class FakeBackend : public backends::Backend {
     auto it = m_evaluations.find(core::source_key(source));
     return it == m_evaluations.end() ? 0 : it->second;
   }
+  long verifications_of(const std::string& source) const {
+    std::lock_guard lock(m_mutex);
+    auto it = m_verifications.find(core::source_key(source));
+    return it == m_verifications.end() ? 0 : it->second;
+  }
+  long signatures() const {
+    std::lock_guard lock(m_mutex);
+    return m_signatures;
+  }
+  std::vector<backends::Lane> lanes() const {
+    std::lock_guard lock(m_mutex);
+    return m_lanes;
+  }
   long total_evaluations() const {
     std::lock_guard lock(m_mutex);
     long total = 0;
@@ -117,6 +151,9 @@ class FakeBackend : public backends::Backend {
   std::chrono::milliseconds m_delay;
   mutable std::mutex m_mutex;
   std::map<std::string, long> m_evaluations;
+  std::map<std::string, long> m_verifications;
+  long m_signatures = 0;
+  std::vector<backends::Lane> m_lanes;
   long m_batches = 0;
   std::size_t m_largest_batch = 0;
 };
