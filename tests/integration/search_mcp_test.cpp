@@ -733,7 +733,8 @@ TEST_F(SearchMcpStdio, RevertToBestRestoresTheFasterVersionAfterARegressingEdit)
   const json& out = reverted.structured();
   EXPECT_TRUE(out.at("restored").get<bool>()) << out.dump();
   EXPECT_EQ(out.at("candidate"), core::source_key(testing::k_add_fast_kernel));
-  EXPECT_DOUBLE_EQ(out.at("median_us").get<double>(), good_us);
+  // benchmark_kernel answers with 4 significant digits.
+  EXPECT_NEAR(out.at("median_us").get<double>(), good_us, good_us * 1e-3);
   EXPECT_EQ(read_file(m_dir / "kernel.py"), testing::k_add_fast_kernel);
   ASSERT_TRUE(out.contains("backup")) << out.dump();
   const fs::path backup = out.at("backup").get<std::string>();
