@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <filesystem>
 
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_service.hpp"
@@ -25,33 +26,34 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
   tool.title = "Benchmark an NKI kernel";
   tool.description =
       "Measure an NKI kernel's latency (after checking it is correct): `latency_us` with min, "
-      "median, max and raw samples, the best correct version recorded for the same file, and "
+      "median and max (raw samples with detail: \"full\"), the best correct version recorded for "
+      "the same file, and "
       "`diverged` when this version is more than 1.5x slower than that best (then call "
       "revert_to_best), and `previous_version`: how this version compares with the file's "
       "version before it (then record what the change taught with record_reflexion). An "
       "incorrect kernel is an error: fix it with verify_kernel first.";
-  tool.input_schema = eval_args_schema();
-  tool.output_schema = evaluation_output_schema(
-      {{"latency_us",
-        {{"type", "object"},
-         {"properties",
-          {{"min", {{"type", "number"}}},
-           {"median", {{"type", "number"}}},
-           {"max", {{"type", "number"}}},
-           {"samples", {{"type", "array"}, {"items", {{"type", "number"}}}}}}},
-         {"required", {"min", "median", "max", "samples"}}}},
-       {"best_known", {{"type", "object"}}},
-       {"diverged", {{"type", "boolean"}}},
-       {"previous_version",
-        {{"type", "object"},
-         {"properties",
-          {{"candidate", {{"type", "string"}}},
-           {"change", {{"type", "string"}}},
-           {"median_us", {{"type", "number"}}},
-           {"speedup", {{"type", "number"}}}}},
-         {"required", {"candidate", "change"}}}},
-       {"advice", {{"type", "string"}}}},
-      {"latency_us", "diverged"});
+  tool.input_schema = with_detail_argument(eval_args_schema());
+  tool.output_schema =
+      brief_output_schema({{"latency_us",
+                            {{"type", "object"},
+                             {"properties",
+                              {{"min", {{"type", "number"}}},
+                               {"median", {{"type", "number"}}},
+                               {"max", {{"type", "number"}}},
+                               {"samples", {{"type", "array"}, {"items", {{"type", "number"}}}}}}},
+                             {"required", {"min", "median", "max"}}}},
+                           {"best_known", {{"type", "object"}}},
+                           {"diverged", {{"type", "boolean"}}},
+                           {"previous_version",
+                            {{"type", "object"},
+                             {"properties",
+                              {{"candidate", {{"type", "string"}}},
+                               {"change", {{"type", "string"}}},
+                               {"median_us", {{"type", "number"}}},
+                               {"speedup", {{"type", "number"}}}}},
+                             {"required", {"candidate", "change"}}}},
+                           {"advice", {{"type", "string"}}}},
+                          {"latency_us", "diverged"});
   tool.annotations = {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     auto outcome = evaluate_kernel_file(*env, parse_eval_args(arguments), context);
@@ -63,36 +65,56 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
       return unusable_evaluation(outcome.value(), "benchmark", "latency",
                                  "call verify_kernel for per-seed errors");
     }
-    json out = outcome_header_json(outcome.value());
-    out["latency_us"] = latency_json(*result.latency, true);
+    const Detail detail = parse_detail(arguments);
+    json out = brief_header_json(outcome.value());
+    const auto& latency = *result.latency;
+    out["latency_us"] = {{"min", round_sig(latency.min_us)},
+                         {"median", round_sig(latency.median_us)},
+                         {"max", round_sig(latency.max_us)}};
+    const std::string name = std::filesystem::path(outcome->kernel.path).filename().string();
+    std::vector<std::string> lines;
+    lines.push_back("benchmark " + name + ": median " + format_us(latency.median_us) + " (min " +
+                    format_number(latency.min_us) + ", max " + format_number(latency.max_us) +
+                    ", " + std::to_string(latency.samples_us.size()) + " samples)");
     bool diverged = false;
     if (const auto& best = outcome->best_for_file) {
-      const double ratio = best->median_us > 0 ? result.latency->median_us / best->median_us : 1.0;
+      const double ratio = best->median_us > 0 ? latency.median_us / best->median_us : 1.0;
+      const bool is_best = best->candidate_key == outcome->candidate_key;
       out["best_known"] = {{"candidate", best->candidate_key},
-                           {"median_us", best->median_us},
-                           {"evaluation_id", best->evaluation_id},
-                           {"this_vs_best", ratio}};
-      diverged = best->candidate_key != outcome->candidate_key && ratio > k_divergence_ratio;
+                           {"median_us", round_sig(best->median_us)},
+                           {"this_vs_best", round_sig(ratio)}};
+      lines.push_back(is_best ? "this is the best version of this file so far"
+                              : "best version of this file: " + format_us(best->median_us) +
+                                    " (this one is " + format_number(ratio) + "x its time)");
+      diverged = !is_best && ratio > k_divergence_ratio;
       if (diverged) {
-        out["advice"] = "This version (" + format_us(result.latency->median_us) +
+        out["advice"] = "This version (" + format_us(latency.median_us) +
                         ") is more than 1.5x slower than the best recorded version of this file (" +
                         format_us(best->median_us) +
                         "). Call revert_to_best to restore it, then change one thing at a time.";
+        lines.push_back("advice: " + out["advice"].get<std::string>());
       }
     }
     out["diverged"] = diverged;
     if (auto db = env->store(); db.ok()) {
       if (auto attempt = last_attempt(*db.value(), outcome->kernel.path, outcome->candidate_key)) {
-        attempt->current_us = result.latency->median_us;  // this measurement, whatever is stored
+        attempt->current_us = latency.median_us;  // this measurement, whatever is stored
         json previous = {{"candidate", attempt->previous_key}, {"change", attempt->describe()}};
-        if (attempt->previous_us && result.latency->median_us > 0) {
-          previous["median_us"] = *attempt->previous_us;
-          previous["speedup"] = *attempt->previous_us / result.latency->median_us;
+        if (attempt->previous_us && latency.median_us > 0) {
+          previous["median_us"] = round_sig(*attempt->previous_us);
+          previous["speedup"] = round_sig(*attempt->previous_us / latency.median_us);
         }
+        lines.push_back("vs the previous version: " + attempt->describe() +
+                        " (record_reflexion records what it taught)");
         out["previous_version"] = std::move(previous);
       }
     }
     server::ToolResult tool_result;
+    tool_result.text = brief_text(lines, out);
+    if (detail == Detail::full) {
+      out["latency_us"]["samples"] = latency.samples_us;
+      out["full"] = full_result_json(result);
+    }
     tool_result.structured = std::move(out);
     return tool_result;
   };

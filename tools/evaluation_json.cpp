@@ -1,6 +1,12 @@
 #include "tools/evaluation_json.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+#include "tools/evaluation_service.hpp"
 
 namespace autocomp::tools {
 
@@ -67,6 +73,16 @@ json full_result_json(const backends::EvalResult& result) {
   out["metrics"] = result.metrics;
   out["roofline"] = result.roofline;
   out["bottleneck"] = result.bottleneck;
+  out["measured"] = receipt_line(result);
+  if (!result.input_signature.empty()) {
+    out["input_signature"] = result.input_signature;
+  }
+  if (!result.hotspots.empty()) {
+    out["hotspots"] = hotspots_json(result.hotspots, "", result.hotspots.size());
+  }
+  if (!result.waits.empty()) {
+    out["waits"] = waits_json(result.waits, result.waits.size());
+  }
   return out;
 }
 
@@ -78,6 +94,189 @@ std::string verdict_text(const backends::EvalResult& result) {
                                     [](const backends::SeedCheck& seed) { return seed.ok; });
   return "correct on " + std::to_string(passed) + "/" + std::to_string(result.seeds.size()) +
          " seeds";
+}
+
+Detail parse_detail(const json& arguments) {
+  return arguments.value("detail", std::string("brief")) == "full" ? Detail::full : Detail::brief;
+}
+
+json with_detail_argument(json input_schema) {
+  input_schema["properties"]["detail"] = {
+      {"type", "string"},
+      {"enum", {"brief", "full"}},
+      {"description",
+       "brief (default): what decides the next step; full: also per-seed errors, samples, every "
+       "metric and timings (the same record as the `details` resource)."}};
+  return input_schema;
+}
+
+std::string receipt_line(const backends::EvalResult& result) {
+  backends::Receipt receipt = result.receipt;
+  if (receipt.device.empty()) {
+    receipt.device = result.device;
+  }
+  if (receipt.target.empty()) {
+    receipt.target = result.target;
+  }
+  if (receipt.host.empty()) {
+    receipt.host = result.host;
+  }
+  if (receipt.harness_version.empty()) {
+    receipt.harness_version = result.harness_version;
+  }
+  return receipt.summary();
+}
+
+json brief_header_json(const EvaluationOutcome& outcome) {
+  return {{"kernel", outcome.kernel.path},
+          {"candidate", outcome.candidate_key},
+          {"evaluation_id", outcome.evaluation_id},
+          {"details", "autocomp://evaluations/" + std::to_string(outcome.evaluation_id)},
+          {"cached", outcome.cached},
+          {"measured", receipt_line(outcome.result)}};
+}
+
+json brief_output_schema(json properties, const std::vector<std::string>& required) {
+  for (const char* name : {"kernel", "candidate", "details", "measured"}) {
+    properties[name] = {{"type", "string"}};
+  }
+  properties["cached"] = {{"type", "boolean"}};
+  properties["evaluation_id"] = {{"type", "integer"}};
+  properties["full"] = {
+      {"type", "object"},
+      {"description", "With detail: full, the whole record (as the details resource)."}};
+  json all_required = {"kernel", "candidate", "evaluation_id", "cached", "measured"};
+  for (const auto& name : required) {
+    all_required.push_back(name);
+  }
+  return {{"type", "object"}, {"properties", std::move(properties)}, {"required", all_required}};
+}
+
+std::string source_line(const std::string& source, int line, std::size_t max_chars) {
+  if (line <= 0) {
+    return "";
+  }
+  std::size_t start = 0;
+  for (int current = 1; current < line; ++current) {
+    const auto newline = source.find('\n', start);
+    if (newline == std::string::npos) {
+      return "";
+    }
+    start = newline + 1;
+  }
+  auto end = source.find('\n', start);
+  if (end == std::string::npos) {
+    end = source.size();
+  }
+  std::string text = source.substr(start, end - start);
+  const auto first = text.find_first_not_of(" \t\r");
+  if (first == std::string::npos) {
+    return "";
+  }
+  text = text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
+  if (text.size() > max_chars) {
+    text = text.substr(0, max_chars - 3) + "...";
+  }
+  return text;
+}
+
+json hotspots_json(const std::vector<backends::Hotspot>& hotspots, const std::string& kernel_source,
+                   std::size_t limit) {
+  json out = json::array();
+  for (const auto& hotspot : hotspots) {
+    if (out.size() >= limit) {
+      break;
+    }
+    constexpr std::size_t k_text_chars = 80;
+    std::string text = hotspot.text;
+    if (text.size() > k_text_chars) {
+      text = text.substr(0, k_text_chars - 3) + "...";
+    }
+    if (text.empty()) {
+      text = source_line(kernel_source, hotspot.line, k_text_chars);
+    }
+    json item = {{"line", hotspot.line},
+                 {"engine", hotspot.engine},
+                 {"share_pct", std::round(hotspot.share_pct * 10) / 10},
+                 {"instructions", hotspot.instructions}};
+    if (!text.empty()) {
+      item["text"] = std::move(text);
+    }
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+json waits_json(const std::vector<backends::EngineWait>& waits, std::size_t limit) {
+  json out = json::array();
+  for (const auto& wait : waits) {
+    if (out.size() >= limit) {
+      break;
+    }
+    json item = {{"engine", wait.engine},
+                 {"waiting_on", wait.waiting_on},
+                 {"idle_pct", std::round(wait.idle_pct * 10) / 10}};
+    if (wait.line > 0) {
+      item["line"] = wait.line;
+    }
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+std::string engine_label(const std::string& engine) {
+  static const std::map<std::string, std::string> k_labels = {
+      {"tensor", "TensorE"}, {"vector", "VectorE"}, {"scalar", "ScalarE"},
+      {"gpsimd", "GpSimdE"}, {"dma", "DMA"},        {"sync", "SyncE"}};
+  if (auto found = k_labels.find(engine); found != k_labels.end()) {
+    return found->second;
+  }
+  return engine.empty() ? "?" : engine;
+}
+
+std::string format_number(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.4g", value);
+  return buffer;
+}
+
+std::string describe_hotspot(const json& hotspot) {
+  std::string out = "line " + std::to_string(hotspot.value("line", 0)) + " (" +
+                    engine_label(hotspot.value("engine", "")) + " " +
+                    format_number(hotspot.value("share_pct", 0.0)) + "%, " +
+                    std::to_string(hotspot.value("instructions", 0L)) + " instr)";
+  if (hotspot.contains("text")) {
+    out += ": " + hotspot.at("text").get<std::string>();
+  }
+  return out;
+}
+
+std::string describe_wait(const json& wait) {
+  std::string out = engine_label(wait.value("engine", "")) + " idle " +
+                    format_number(wait.value("idle_pct", 0.0)) + "% waiting on " +
+                    engine_label(wait.value("waiting_on", ""));
+  if (wait.contains("line")) {
+    out += " at line " + std::to_string(wait.at("line").get<int>());
+  }
+  return out;
+}
+
+double round_sig(double value) {
+  if (!std::isfinite(value)) {
+    return value;
+  }
+  return std::strtod(format_number(value).c_str(), nullptr);
+}
+
+std::string brief_text(const std::vector<std::string>& lines, const json& header) {
+  std::string text;
+  for (const auto& line : lines) {
+    text += line + "\n";
+  }
+  text += "measured: " + header.value("measured", std::string()) +
+          (header.value("cached", false) ? " (from the store)" : "") + "\n";
+  text += "details: " + header.value("details", std::string());
+  return text;
 }
 
 }  // namespace autocomp::tools

@@ -1,5 +1,7 @@
 #include "tools/memory_tools.hpp"
 
+#include <algorithm>
+
 #include "core/hash.hpp"
 #include "core/text.hpp"
 #include "search/engine/store_run_log.hpp"
@@ -245,6 +247,26 @@ server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
     if (arguments.contains("fix_worked")) {
       reflexion.fix_worked = arguments.at("fix_worked").get<bool>();
     }
+    // The attempt is the version measured last. After revert_to_best the file holds an earlier
+    // (or a search's) version instead: the reflexion still describes what was measured.
+    const std::string file_key = reflexion.candidate_key;
+    bool described_last_measured = false;
+    if (auto versions = db.value()->file_versions(kernel->path, 50);
+        versions.ok() && !versions->empty() && versions->front().candidate_key != file_key) {
+      const bool known_version = std::any_of(versions->begin(), versions->end(),
+                                             [&](const search::store::FileVersion& version) {
+                                               return version.candidate_key == file_key;
+                                             }) ||
+                                 [&] {
+                                   auto evaluated =
+                                       db.value()->evaluations_for_candidate(file_key, 1);
+                                   return evaluated.ok() && !evaluated->empty();
+                                 }();
+      if (known_version) {  // restored, not a new edit still to be measured
+        reflexion.candidate_key = versions->front().candidate_key;
+        described_last_measured = true;
+      }
+    }
     auto attempt = last_attempt(*db.value(), kernel->path, reflexion.candidate_key);
     if (attempt) {
       if (reflexion.actual.empty()) {
@@ -273,10 +295,16 @@ server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
         recent.push_back(reflexion_json(item));
       }
     }
-    return server::ToolResult{json{{"recorded", reflexion_json(reflexion)},
-                                   {"kernel", kernel->path},
-                                   {"recent", std::move(recent)}},
-                              "", false, json::array()};
+    json out = {{"recorded", reflexion_json(reflexion)},
+                {"kernel", kernel->path},
+                {"recent", std::move(recent)}};
+    if (described_last_measured) {
+      out["note"] = "described the last measured version (candidate " +
+                    reflexion.candidate_key.substr(0, 12) +
+                    "), not the file's current content, which is an earlier version (restored by "
+                    "revert_to_best)";
+    }
+    return server::ToolResult{out, "", false, json::array()};
   };
   return tool;
 }

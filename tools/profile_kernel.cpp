@@ -1,3 +1,5 @@
+#include <filesystem>
+
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_service.hpp"
 #include "tools/evaluation_tools.hpp"
@@ -6,21 +8,70 @@ namespace autocomp::tools {
 
 using nlohmann::json;
 
+namespace {
+
+constexpr std::size_t k_hotspots_shown = 5;
+constexpr std::size_t k_waits_shown = 3;
+
+// The profile entries a brief answer carries: where the time goes and how busy the memory is.
+constexpr const char* k_brief_metrics[] = {
+    "total_time",
+    "tensor_engine_active_time_percent",
+    "vector_engine_active_time_percent",
+    "scalar_engine_active_time_percent",
+    "gpsimd_engine_active_time_percent",
+    "dma_active_time_percent",
+    "dma_transfer_count",
+    "dma_transfer_average_bytes",
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "spill_save_bytes",
+    "mfu_estimated_percent",
+    "mbu_estimated_percent",
+    "total_instruction_count",
+};
+
+constexpr const char* k_brief_roofline[] = {"compute_pct", "hbm_pct", "arithmetic_intensity",
+                                            "ridge_point", "busiest_engine_pct"};
+
+// "VectorE 69%, ScalarE 12%, DMA 40%": the engines that did anything, by activity.
+std::string engine_activity(const std::map<std::string, double>& metrics) {
+  std::string out;
+  for (const char* engine : {"tensor", "vector", "scalar", "gpsimd", "dma"}) {
+    const std::string name =
+        std::string(engine) +
+        (std::string(engine) == "dma" ? "_active_time_percent" : "_engine_active_time_percent");
+    auto found = metrics.find(name);
+    if (found == metrics.end() || found->second < 0.5) {
+      continue;
+    }
+    out +=
+        (out.empty() ? "" : ", ") + engine_label(engine) + " " + format_number(found->second) + "%";
+  }
+  return out.empty() ? "no engine activity reported" : out;
+}
+
+}  // namespace
+
 server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "profile_kernel";
   tool.title = "Profile an NKI kernel";
   tool.description =
-      "Where does an NKI kernel's time go: neuron-profile summary metrics (total_time, per-engine "
-      "active time, DMA activity, HBM/SBUF/PSUM bytes, FLOPs, MFU), roofline figures (achieved "
-      "vs peak compute and HBM bandwidth, arithmetic intensity) and a bottleneck class "
-      "(compute-bound, memory-bound, underutilized). Use it before planning an optimization.";
-  tool.input_schema = eval_args_schema();
-  tool.output_schema = evaluation_output_schema({{"metrics", {{"type", "object"}}},
-                                                 {"roofline", {{"type", "object"}}},
-                                                 {"bottleneck", {{"type", "string"}}},
-                                                 {"latency_us", {{"type", "object"}}}},
-                                                {"metrics", "roofline", "bottleneck"});
+      "Where does an NKI kernel's time go: the hottest source lines (line, text, engine, share "
+      "of the makespan, instruction count), which engines sit idle waiting on which, the key "
+      "profile metrics (total_time, per-engine active time, DMA activity, HBM bytes, MFU), "
+      "roofline figures (compute and HBM share of peak, arithmetic intensity) and a bottleneck "
+      "class (compute-bound, memory-bound, underutilized). Every metric: detail: \"full\" or the "
+      "`details` resource. Use it before planning an optimization.";
+  tool.input_schema = with_detail_argument(eval_args_schema());
+  tool.output_schema = brief_output_schema({{"metrics", {{"type", "object"}}},
+                                            {"roofline", {{"type", "object"}}},
+                                            {"bottleneck", {{"type", "string"}}},
+                                            {"latency_us", {{"type", "number"}}},
+                                            {"hotspots", {{"type", "array"}}},
+                                            {"waits", {{"type", "array"}}}},
+                                           {"metrics", "roofline", "bottleneck"});
   tool.annotations = {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     auto outcome = evaluate_kernel_file(*env, parse_eval_args(arguments), context);
@@ -31,14 +82,74 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
     if (result.failure || result.metrics.empty()) {
       return unusable_evaluation(outcome.value(), "profile", "profile");
     }
-    json out = outcome_header_json(outcome.value());
-    out["metrics"] = result.metrics;
-    out["roofline"] = result.roofline;
+    const Detail detail = parse_detail(arguments);
+    json out = brief_header_json(outcome.value());
+    json metrics = json::object();
+    for (const char* name : k_brief_metrics) {
+      if (auto found = result.metrics.find(name); found != result.metrics.end()) {
+        metrics[name] = round_sig(found->second);
+      }
+    }
+    json roofline = json::object();
+    for (const char* name : k_brief_roofline) {
+      if (auto found = result.roofline.find(name); found != result.roofline.end()) {
+        roofline[name] = round_sig(found->second);
+      }
+    }
+    out["metrics"] = std::move(metrics);
+    out["roofline"] = std::move(roofline);
     out["bottleneck"] = result.bottleneck;
     if (result.latency) {
-      out["latency_us"] = latency_json(*result.latency, false);
+      out["latency_us"] = round_sig(result.latency->median_us);
+    }
+    const json hotspots = hotspots_json(result.hotspots, outcome->kernel.text, k_hotspots_shown);
+    const json waits = waits_json(result.waits, k_waits_shown);
+    if (!hotspots.empty()) {
+      out["hotspots"] = hotspots;
+    }
+    if (!waits.empty()) {
+      out["waits"] = waits;
+    }
+
+    const std::string name = std::filesystem::path(outcome->kernel.path).filename().string();
+    std::vector<std::string> lines;
+    std::string first = "profile " + name + ":";
+    if (result.latency) {
+      first += " " + format_number(result.latency->median_us) + " us,";
+    }
+    first +=
+        " " + (result.bottleneck.empty() ? std::string("no bottleneck class") : result.bottleneck);
+    lines.push_back(first);
+    lines.push_back("engines active: " + engine_activity(result.metrics));
+    std::string roof;
+    for (const auto& [key, label] :
+         {std::pair{"compute_pct", "compute "}, std::pair{"hbm_pct", "HBM bandwidth "}}) {
+      if (auto found = result.roofline.find(key); found != result.roofline.end()) {
+        roof += (roof.empty() ? "" : ", ") + std::string(label) + format_number(found->second) +
+                "% of peak";
+      }
+    }
+    if (!roof.empty()) {
+      lines.push_back("roofline: " + roof);
+    }
+    if (!hotspots.empty()) {
+      lines.push_back("hot lines (share of the makespan):");
+      for (const auto& hotspot : hotspots) {
+        lines.push_back("  " + describe_hotspot(hotspot));
+      }
+    } else {
+      lines.push_back("hot lines: not reported by this backend");
+    }
+    for (const auto& wait : waits) {
+      lines.push_back("wait: " + describe_wait(wait));
     }
     server::ToolResult tool_result;
+    tool_result.text = brief_text(lines, out);
+    if (detail == Detail::full) {
+      out["full"] = full_result_json(result);
+      out["full"]["hotspots"] =
+          hotspots_json(result.hotspots, outcome->kernel.text, result.hotspots.size());
+    }
     tool_result.structured = std::move(out);
     return tool_result;
   };

@@ -1,5 +1,7 @@
 #include <algorithm>
+#include <filesystem>
 #include <mutex>
+#include <set>
 
 #include "core/hash.hpp"
 #include "search/llm/provider.hpp"
@@ -34,6 +36,34 @@ constexpr const char* k_key_metrics[] = {
     "hbm_write_bytes",
     "dma_transfer_count",
 };
+
+constexpr std::size_t k_hotspots_shown = 2;
+constexpr int k_menu_shown = 6;
+constexpr std::size_t k_lessons_shown = 4;
+constexpr std::size_t k_line_chars = 200;
+
+std::string clip(const std::string& text, std::size_t max_chars) {
+  return text.size() <= max_chars ? text : text.substr(0, max_chars - 3) + "...";
+}
+
+// Menu items this file's reflexions say were tried (named in what was expected, what happened,
+// the lesson or what to avoid; not in what to try next).
+std::set<std::string> tried_items(store::Store& db, const std::string& abs_path,
+                                  const std::vector<prompts::MenuItem>& items) {
+  std::set<std::string> tried;
+  auto recent = db.recent_reflexions(abs_path, 50);
+  if (!recent.ok()) {
+    return tried;
+  }
+  for (const auto& reflexion : recent.value()) {
+    const std::string text = reflexion.expected + "\n" + reflexion.actual + "\n" +
+                             reflexion.lessons + "\n" + reflexion.avoid;
+    for (const auto& id : prompts::mentioned_items(items, text)) {
+      tried.insert(id);
+    }
+  }
+  return tried;
+}
 
 std::string render_prompt(const search::llm::CompletionRequest& request) {
   std::string text = "## system\n" + request.system + "\n";
@@ -76,12 +106,13 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
   tool.title = "Propose optimization plans";
   tool.description =
       "Plans for making an NKI kernel faster, guided by its profile (bottleneck, engine and DMA "
-      "activity), the target's optimization menu (sampled with dropout), lessons remembered from "
+      "activity, hot source lines), the target's optimization menu, lessons remembered from "
       "earlier attempts and recent reflexions. With an LLM (server --llm, the llm argument, or "
       "the client's own model when it offers sampling) it returns `plans` in words; without one "
-      "it returns the sampled menu, the "
-      "profile summary and lessons so you can plan yourself, and the full planning prompt as a "
-      "resource. Implement one plan at a time, then verify and benchmark.";
+      "it returns the menu ranked by fit to this kernel's profile and code (items already tried "
+      "on this file left out), the profile summary and lessons so you can plan yourself, and "
+      "the full planning prompt as a resource. Implement one plan at a time, then verify and "
+      "benchmark.";
   json schema = eval_args_schema();
   schema["properties"]["count"] = {{"type", "integer"},
                                    {"minimum", 1},
@@ -89,6 +120,11 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
                                    {"description", "How many plans (default 3)."}};
   schema["properties"]["dropout"] = {{"type", "number"}, {"minimum", 0}, {"maximum", 1}};
   schema["properties"]["seed"] = {{"type", "integer"}, {"minimum", 0}};
+  schema["properties"]["menu_items"] = {
+      {"type", "integer"},
+      {"minimum", 1},
+      {"maximum", 64},
+      {"description", "Without a model: how many ranked menu items to show (default 6)."}};
   schema["properties"]["llm"] = {{"type", "array"}, {"items", {{"type", "string"}}}};
   tool.input_schema = std::move(schema);
   tool.annotations = {{"readOnlyHint", true}, {"openWorldHint", true}};
@@ -127,7 +163,7 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
     input.reflexions = reflexion_lines(*db.value(), outcome->kernel.path, 3);
     input.iteration = 1;
     input.total_iterations = 1;
-    input.dropout = arguments.value("dropout", 0.7);
+    input.dropout = arguments.value("dropout", 0.7);  // LLM plans sample the menu
     const std::uint64_t seed = arguments.value("seed", std::uint64_t{0});
     const int count = arguments.value("count", 3);
 
@@ -136,50 +172,115 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
       llm_specs = arguments.at("llm").get<std::vector<std::string>>();
     }
 
-    json out = outcome_header_json(outcome.value());
+    json out = brief_header_json(outcome.value());
     out["bottleneck"] = result.bottleneck;
     if (input.kernel.latency_us) {
-      out["latency_us"] = *input.kernel.latency_us;
+      out["latency_us"] = round_sig(*input.kernel.latency_us);
     }
     json profile = json::object();
     for (const char* name : k_key_metrics) {
       if (auto found = result.metrics.find(name); found != result.metrics.end()) {
-        profile[name] = found->second;
+        profile[name] = round_sig(found->second);
       }
     }
     out["profile"] = std::move(profile);
-    out["roofline"] = result.roofline;
-    out["lessons"] = input.lessons;
-    out["reflexions"] = input.reflexions;
+    const json hotspots = hotspots_json(result.hotspots, outcome->kernel.text, k_hotspots_shown);
+    if (!hotspots.empty()) {
+      out["hotspots"] = hotspots;
+    }
+    json lessons = json::array();
+    for (std::size_t i = 0; i < input.lessons.size() && i < k_lessons_shown; ++i) {
+      lessons.push_back(clip(input.lessons[i], k_line_chars));
+    }
+    out["lessons"] = std::move(lessons);
+    json reflexions = json::array();
+    for (const auto& line : input.reflexions) {
+      reflexions.push_back(clip(line, k_line_chars));
+    }
+    out["reflexions"] = std::move(reflexions);
 
     // With no configured model, the client's own model plans when it offers sampling.
     const bool use_sampling = llm_specs.empty() && context.client_supports_sampling;
     if (llm_specs.empty() && !use_sampling) {
+      // The whole menu goes to the prompt resource unless the caller asks for dropout.
+      input.dropout = arguments.value("dropout", 0.0);
       input.seed = seed;
       auto prompt = builder->plan(input);
       if (!prompt.ok()) {
         return server::tool_failure(prompt.failure());
       }
       auto menu = prompts::load_menu(builder->library(), outcome->target);
-      json sampled = json::array();
-      if (menu.ok()) {
-        for (const auto& item : menu->items) {
-          if (std::find(prompt->menu_ids.begin(), prompt->menu_ids.end(), item.id) !=
-              prompt->menu_ids.end()) {
-            sampled.push_back(item.id + ": " + item.text);
-          }
+      if (!menu.ok()) {
+        return server::tool_failure(menu.failure());
+      }
+      prompts::MenuContext menu_context;
+      menu_context.bottleneck = result.bottleneck;
+      menu_context.metrics = result.metrics;
+      menu_context.roofline = result.roofline;
+      menu_context.kernel_source = outcome->kernel.text;
+      for (const auto& hotspot : result.hotspots) {
+        menu_context.hot_engines.push_back(hotspot.engine);
+      }
+      menu_context.tried = tried_items(*db.value(), outcome->kernel.path, menu->items);
+      const auto ranked = prompts::rank_menu(menu->items, menu_context);
+      const std::size_t shown = std::min<std::size_t>(
+          ranked.size(), static_cast<std::size_t>(arguments.value("menu_items", k_menu_shown)));
+      json items = json::array();
+      std::vector<std::string> lines;
+      lines.push_back(
+          "plan " + std::filesystem::path(outcome->kernel.path).filename().string() + ": " +
+          (result.bottleneck.empty() ? "no bottleneck class" : result.bottleneck) +
+          (input.kernel.latency_us ? ", " + format_number(*input.kernel.latency_us) + " us"
+                                   : std::string()));
+      std::string hot;
+      for (const auto& hotspot : hotspots) {
+        hot += (hot.empty() ? "" : ", ") + std::string("line ") +
+               std::to_string(hotspot.value("line", 0)) + " (" +
+               engine_label(hotspot.value("engine", "")) + " " +
+               format_number(hotspot.value("share_pct", 0.0)) + "%)";
+      }
+      if (!hot.empty()) {
+        lines.push_back("hot lines: " + hot + " (profile_kernel shows more)");
+      }
+      lines.push_back("menu, best fit first:");
+      for (std::size_t i = 0; i < shown; ++i) {
+        const auto& entry = ranked[i];
+        std::string why;
+        for (const auto& reason : entry.reasons) {
+          why += (why.empty() ? "" : ", ") + reason;
         }
+        json item = {{"id", entry.item.id}, {"text", entry.item.text}};
+        if (!why.empty()) {
+          item["why"] = why;
+        }
+        lines.push_back("- " + entry.item.id + (why.empty() ? "" : " [" + why + "]"));
+        items.push_back(std::move(item));
       }
       const std::string key = cache->put(render_prompt(prompt->request));
       out["mode"] = "prompt";
-      out["menu"] = std::move(sampled);
-      out["variant"] = std::string(prompts::to_string(prompt->variant));
-      out["instructions_used"] = prompt->instructions;
+      out["menu"] = std::move(items);
+      out["menu_left"] = ranked.size() - shown;
+      if (!menu_context.tried.empty()) {
+        out["already_tried"] = menu_context.tried;
+        std::string tried;
+        for (const auto& id : menu_context.tried) {
+          tried += (tried.empty() ? "" : ", ") + id;
+        }
+        lines.push_back("left out (tried on this file): " + tried);
+      }
+      for (const auto& lesson : out["lessons"]) {
+        lines.push_back("lesson: " + lesson.get<std::string>());
+      }
+      for (const auto& reflexion : out["reflexions"]) {
+        lines.push_back("reflexion: " + reflexion.get<std::string>());
+      }
       out["prompt"] = "autocomp://plan-prompts/" + key;
       out["next"] =
-          "No LLM is configured, so plan yourself: pick one menu item that attacks the "
-          "bottleneck, implement it, then verify_kernel and benchmark_kernel.";
-      return server::ToolResult{out, "", false, json::array()};
+          "No LLM is configured: pick one item, implement it, verify_kernel and "
+          "benchmark_kernel, then record_reflexion naming its id.";
+      lines.push_back("next: " + out["next"].get<std::string>());
+      lines.push_back("prompt: " + out["prompt"].get<std::string>());
+      return server::ToolResult{out, brief_text(lines, out), false, json::array()};
     }
 
     std::vector<std::shared_ptr<search::llm::Provider>> providers;

@@ -34,13 +34,55 @@ core::Failure bad(const std::string& message) {
   return core::make_failure(core::FailureKind::invalid_argument, "revert", message);
 }
 
+// The best of a run is the one its status names (get_search_status, list_runs): the candidate
+// the search recorded as its best, with the latency it recorded. Runs that never recorded one
+// fall back to the fastest correct evaluation among their candidates.
+core::Result<std::optional<store::BestVersion>> best_of_run(store::Store& db,
+                                                            const std::string& run_id) {
+  auto run = db.get_run(run_id);
+  if (!run.ok()) {
+    return run.failure();
+  }
+  if (!run.value()) {
+    return bad("no run '" + run_id + "' (list_runs shows the known runs)");
+  }
+  const store::Run& r = *run.value();
+  if (!r.best_candidate_key || !r.best_latency_us) {
+    return db.best_for_run(r.id);
+  }
+  auto candidate = db.get_candidate(*r.best_candidate_key);
+  if (!candidate.ok()) {
+    return candidate.failure();
+  }
+  if (!candidate.value()) {
+    return db.best_for_run(r.id);
+  }
+  store::BestVersion best;
+  best.candidate_key = candidate.value()->key;
+  best.source = candidate.value()->source;
+  best.median_us = *r.best_latency_us;
+  best.backend_identity = r.config.backend;
+  if (auto evaluations = db.evaluations_for_candidate(best.candidate_key, 20); evaluations.ok()) {
+    for (const auto& stored : evaluations.value()) {
+      if (stored.result.latency && stored.result.correct && !stored.result.failure) {
+        best.evaluation_id = stored.id;
+        best.device = stored.result.device;
+        if (stored.result.latency->median_us == best.median_us) {
+          break;  // the evaluation the run measured it with
+        }
+      }
+    }
+  }
+  return std::optional<store::BestVersion>(std::move(best));
+}
+
 // Finds the best version by run, or by the kernel file's own recorded history.
 core::Result<std::optional<store::BestVersion>> find_best(store::Store& db, const json& arguments,
                                                           const std::string& kernel_path,
                                                           const std::string& working_dir,
                                                           ToolEnv& env) {
   if (arguments.contains("run_id")) {
-    return db.best_for_run(arguments.at("run_id").get<std::string>());
+    return best_of_run(db, arguments.at("run_id").get<std::string>());
   }
   std::string problem_key;
   std::string target = arguments.value("target", "");

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/hash.hpp"
+#include "search/autotune/knobs.hpp"
 #include "search/engine/beam_search.hpp"
 #include "search/engine/store_run_log.hpp"
 #include "search/llm/provider.hpp"
@@ -35,14 +36,13 @@ std::string format_progress(const engine::ProgressEvent& event) {
   return buffer;
 }
 
+// Live counters of a running search. The best figures are the run's recorded ones (top level of
+// the status): one best everywhere, the one revert_to_best(run_id) restores.
 json progress_json(const engine::ProgressEvent& event) {
   return {{"iteration", event.iteration},
           {"iterations", event.iterations},
           {"evaluated", event.candidates_evaluated},
           {"failed", event.candidates_failed},
-          {"baseline_latency_us", event.baseline_latency_us},
-          {"best_latency_us", event.best_latency_us},
-          {"speedup", event.speedup},
           {"llm_calls", event.llm_calls},
           {"tokens", event.tokens},
           {"cost_usd", event.cost_usd},
@@ -70,11 +70,8 @@ json client_model_json(const SamplingStats& stats) {
 }
 
 json outcome_json(const engine::SearchOutcome& outcome) {
+  // The best and baseline figures are the run's own (top level of the status), not repeated.
   json out = {{"status", outcome.status},
-              {"baseline_latency_us", outcome.baseline.latency_us()},
-              {"best_latency_us", outcome.best.latency_us()},
-              {"speedup", outcome.speedup()},
-              {"best_candidate", outcome.best.key},
               {"iterations_done", outcome.iterations_done},
               {"evaluated", outcome.candidates_evaluated},
               {"failed", outcome.candidates_failed},
@@ -344,6 +341,18 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
       if (!problem.ok()) {
         return server::tool_failure(problem.failure());
       }
+      if (services.providers.empty() && search::autotune::parse_knobs(kernel->text).empty()) {
+        return server::tool_error(
+            "nothing to search with: no model is configured (no llm argument, no server --llm)" +
+            std::string(context.client_supports_sampling ? ", use_client_model is false,"
+                                                         : " and this client offers no sampling,") +
+            " and " + kernel->path +
+            " declares no knobs for autotuning. Declare tunable constants in the kernel, e.g.\n"
+            "    # autocomp: knob TILE_N = [512, 256, 128]\n    TILE_N = 512\n"
+            "(the comment lists the values, the line below assigns one; docs/knobs.md), or pass "
+            "llm: ['openai:MODEL'] or ['anthropic:MODEL'] (keys in the server's environment), or "
+            "start the server with --llm SPEC.");
+      }
       config.kernel_source = kernel->text;
       config.kernel_filename = std::filesystem::path(kernel->path).filename().string();
       config.problem_source = problem->text;
@@ -426,7 +435,8 @@ server::ToolDef make_get_search_status_tool(std::shared_ptr<ToolEnv> env) {
   tool.title = "Status of a search run";
   tool.description =
       "Progress of a search run: status (running, completed, cancelled, failed, interrupted), "
-      "iteration, candidates evaluated, baseline and best latency, speedup and LLM spend. With "
+      "iteration, candidates evaluated, baseline and best latency, speedup and LLM spend. "
+      "best_candidate is the one revert_to_best(run_id) restores and list_runs names. With "
       "wait_s it waits until the run ends or wait_s (at most 50 s) passes, sending a progress "
       "notification for every step meanwhile.";
   tool.input_schema = {

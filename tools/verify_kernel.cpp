@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <filesystem>
+
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_service.hpp"
 #include "tools/evaluation_tools.hpp"
@@ -6,22 +9,32 @@ namespace autocomp::tools {
 
 using nlohmann::json;
 
+namespace {
+
+constexpr std::size_t k_failing_seeds_shown = 3;
+
+}  // namespace
+
 server::ToolDef make_verify_kernel_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "verify_kernel";
   tool.title = "Verify an NKI kernel";
   tool.description =
       "Compile an NKI kernel and check it against the problem's reference on several seeds "
-      "(shapes, dtypes, finite values, tolerance). Returns `correct`, per-seed max abs and "
-      "relative L2 errors, and on failure the kind (compile_error, runtime_error, mismatch, "
-      "timeout, ...), message and kernel line. Runs on the built-in simulator unless a "
-      "Trainium backend is configured; equal evaluations are answered from the store.";
-  tool.input_schema = eval_args_schema();
-  tool.output_schema = evaluation_output_schema({{"correct", {{"type", "boolean"}}},
-                                                 {"seeds", {{"type", "array"}}},
-                                                 {"failure", {{"type", "object"}}},
-                                                 {"summary", {{"type", "string"}}}},
-                                                {"correct", "seeds"});
+      "(shapes, dtypes, finite values, tolerance). Returns `correct`, how many seeds passed, the "
+      "worst max abs and relative L2 errors, and on failure the kind (compile_error, "
+      "runtime_error, mismatch, timeout, ...), message, kernel line and the failing seeds. "
+      "Per-seed details: detail: \"full\" or the `details` resource. Runs on the built-in "
+      "simulator unless a Trainium backend is configured; equal evaluations are answered from "
+      "the store.";
+  tool.input_schema = with_detail_argument(eval_args_schema());
+  tool.output_schema = brief_output_schema({{"correct", {{"type", "boolean"}}},
+                                            {"seeds_passed", {{"type", "string"}}},
+                                            {"worst", {{"type", "object"}}},
+                                            {"failing_seeds", {{"type", "array"}}},
+                                            {"failure", {{"type", "object"}}},
+                                            {"summary", {{"type", "string"}}}},
+                                           {"correct", "seeds_passed", "summary"});
   tool.annotations = {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     auto outcome = evaluate_kernel_file(*env, parse_eval_args(arguments), context);
@@ -29,14 +42,63 @@ server::ToolDef make_verify_kernel_tool(std::shared_ptr<ToolEnv> env) {
       return server::tool_failure(outcome.failure());
     }
     const auto& result = outcome->result;
-    json out = outcome_header_json(outcome.value());
-    out["correct"] = result.correct && !result.failure;
-    out["seeds"] = seeds_json(result.seeds);
+    json out = brief_header_json(outcome.value());
+    const bool correct = result.correct && !result.failure;
+    out["correct"] = correct;
+    std::size_t passed = 0;
+    double worst_abs = 0;
+    double worst_rel = 0;
+    json failing = json::array();
+    for (const auto& seed : result.seeds) {
+      passed += seed.ok ? 1 : 0;
+      worst_abs = std::max(worst_abs, seed.max_abs_err);
+      worst_rel = std::max(worst_rel, seed.rel_l2_err);
+      if (!seed.ok && failing.size() < k_failing_seeds_shown) {
+        json item = {{"seed", seed.seed},
+                     {"max_abs_err", round_sig(seed.max_abs_err)},
+                     {"rel_l2_err", round_sig(seed.rel_l2_err)}};
+        if (!seed.message.empty()) {
+          item["message"] = seed.message.substr(0, 200);
+        }
+        failing.push_back(std::move(item));
+      }
+    }
+    out["seeds_passed"] = std::to_string(passed) + "/" + std::to_string(result.seeds.size());
+    if (!result.seeds.empty()) {
+      out["worst"] = {{"max_abs_err", round_sig(worst_abs)}, {"rel_l2_err", round_sig(worst_rel)}};
+    }
+    if (!failing.empty()) {
+      out["failing_seeds"] = failing;
+    }
     if (result.failure) {
       out["failure"] = failure_json(*result.failure);
     }
     out["summary"] = verdict_text(result);
+
+    const std::string name = std::filesystem::path(outcome->kernel.path).filename().string();
+    std::vector<std::string> lines;
+    std::string first = "verify " + name + ": " + out["summary"].get<std::string>();
+    if (out.contains("worst")) {
+      first += " (worst max abs err " + format_number(worst_abs) + ", rel L2 " +
+               format_number(worst_rel) + ")";
+    }
+    lines.push_back(first);
+    for (const auto& seed : failing) {
+      std::string line = "seed " + std::to_string(seed.at("seed").get<int>()) + ": max abs err " +
+                         format_number(seed.at("max_abs_err").get<double>());
+      if (seed.contains("message")) {
+        line += ", " + seed.at("message").get<std::string>();
+      }
+      lines.push_back(line);
+    }
+    if (!correct) {
+      lines.push_back("next: fix the kernel and verify again; benchmark needs a correct kernel");
+    }
     server::ToolResult tool_result;
+    tool_result.text = brief_text(lines, out);
+    if (parse_detail(arguments) == Detail::full) {
+      out["full"] = full_result_json(result);
+    }
     tool_result.structured = std::move(out);
     return tool_result;
   };

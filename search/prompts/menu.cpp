@@ -1,5 +1,6 @@
 #include "search/prompts/menu.hpp"
 
+#include <algorithm>
 #include <set>
 
 namespace autocomp::search::prompts {
@@ -131,6 +132,266 @@ std::vector<MenuItem> apply_dropout(const std::vector<MenuItem>& items, double d
     kept.push_back(items[rng.below(items.size())]);
   }
   return kept;
+}
+
+}  // namespace autocomp::search::prompts
+
+namespace autocomp::search::prompts {
+
+namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+  }
+  return out;
+}
+
+double metric(const std::map<std::string, double>& values, const std::string& name,
+              double fallback = 0) {
+  auto found = values.find(name);
+  return found == values.end() ? fallback : found->second;
+}
+
+// What the ranking looks at, derived once from the context.
+struct Signals {
+  bool memory = false;         // memory-bound, or DMA busier than every compute engine
+  bool compute = false;        // compute-bound
+  bool underutilized = false;  // nothing is busy: latency, dependences, fixed costs
+  bool matmul = false;
+  bool transpose = false;
+  bool exp = false;
+  bool mask = false;
+  bool loops = false;
+  bool sequential_loop = false;
+  bool reduction = false;
+  bool division = false;
+  bool fp32 = false;
+  bool small_dma = false;
+  bool spills = false;
+  bool many_instructions = false;
+  bool elementwise_chain = false;  // several element-wise calls in a row
+  bool load_in_loop = false;
+  bool vector_hot = false;
+  bool scalar_hot = false;
+  bool gpsimd_hot = false;
+  bool tensor_hot = false;
+  bool unbalanced = false;  // one compute engine much busier than the others
+};
+
+bool contains(const std::string& haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+int count(const std::string& haystack, std::string_view needle) {
+  int n = 0;
+  for (auto pos = haystack.find(needle); pos != std::string::npos;
+       pos = haystack.find(needle, pos + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+Signals read_signals(const MenuContext& context) {
+  Signals s;
+  const auto& m = context.metrics;
+  const std::string src = lower(context.kernel_source);
+  const double tensor = metric(m, "tensor_engine_active_time_percent");
+  const double vector = metric(m, "vector_engine_active_time_percent");
+  const double scalar = metric(m, "scalar_engine_active_time_percent");
+  const double gpsimd = metric(m, "gpsimd_engine_active_time_percent");
+  const double dma = metric(m, "dma_active_time_percent");
+  const double busiest = std::max({tensor, vector, scalar, gpsimd});
+  s.memory = context.bottleneck == "memory-bound" || (dma > busiest && dma > 30);
+  s.compute = context.bottleneck == "compute-bound";
+  s.underutilized = context.bottleneck == "underutilized";
+  s.matmul = contains(src, "matmul") || metric(m, "matmul_instruction_count") > 0;
+  s.transpose = contains(src, "transpose") || metric(m, "transpose_flops") > 0;
+  s.exp = contains(src, "exp(") || contains(src, "softmax");
+  s.mask = contains(src, "mask") || contains(src, "causal") || contains(src, "affine_select");
+  s.loops = contains(src, "affine_range") || contains(src, "sequential_range") ||
+            contains(src, "static_range") || contains(src, " in range(");
+  s.sequential_loop = contains(src, "sequential_range");
+  s.reduction = contains(src, "sum(") || contains(src, "reduce") || contains(src, "mean") ||
+                contains(src, "max(");
+  s.division = contains(src, "divide") || contains(src, "rsqrt") || contains(src, "/ ") ||
+               contains(src, "reciprocal");
+  s.fp32 = !contains(src, "bfloat16") && !contains(src, "bf16");
+  const double average_bytes = metric(m, "dma_transfer_average_bytes", -1);
+  s.small_dma = average_bytes >= 0 && average_bytes < 256 * 1024;
+  s.spills = metric(m, "spill_save_bytes") > 0 || metric(m, "spill_reload_bytes") > 0;
+  s.many_instructions = metric(m, "total_instruction_count") > 200;
+  s.elementwise_chain = count(src, "nl.multiply") + count(src, "nl.add") +
+                            count(src, "nl.subtract") + count(src, "nl.exp") +
+                            count(src, "nl.rsqrt") + count(src, "tensor_scalar") +
+                            count(src, "nl.divide") >=
+                        3;
+  s.load_in_loop = s.loops && count(src, "nl.load") + count(src, "dma_copy") >= 2;
+  auto hot = [&](const std::string& engine, double pct) {
+    const bool first = !context.hot_engines.empty() && context.hot_engines.front() == engine;
+    return first || (pct >= busiest && pct > 20);
+  };
+  s.vector_hot = hot("vector", vector);
+  s.scalar_hot = hot("scalar", scalar);
+  s.gpsimd_hot = hot("gpsimd", gpsimd);
+  s.tensor_hot = hot("tensor", tensor);
+  const double others = tensor + vector + scalar + gpsimd - busiest;
+  s.unbalanced = busiest > 30 && others < busiest * 0.5;
+  return s;
+}
+
+struct Rule {
+  double weight;
+  const char* reason;
+  bool Signals::*signal;
+};
+
+// Per item: what makes it fit (weights add up) and what it needs to apply at all.
+struct ItemRules {
+  std::vector<Rule> fits;
+  bool Signals::*needs = nullptr;
+};
+
+const std::map<std::string, ItemRules>& item_rules() {
+  using S = Signals;
+  static const std::map<std::string, ItemRules> k_rules = {
+      {"tile_partitions_128",
+       {{{1, "underutilized", &S::underutilized}, {1, "compute-bound", &S::compute}}}},
+      {"moving_free_512",
+       {{{2, "TensorE busy", &S::tensor_hot}, {1, "compute-bound", &S::compute}}, &S::matmul}},
+      {"psum_accumulate_k", {{{2, "uses matmul", &S::matmul}}, &S::matmul}},
+      {"hoist_loads",
+       {{{2, "loads inside a loop", &S::load_in_loop}, {2, "memory-bound", &S::memory}},
+        &S::loops}},
+      {"block_free_dims",
+       {{{2, "uses matmul", &S::matmul}, {1, "memory-bound", &S::memory}}, &S::matmul}},
+      {"keep_resident",
+       {{{2, "memory-bound", &S::memory}, {1, "loads inside a loop", &S::load_in_loop}},
+        &S::loops}},
+      {"fuse_passes",
+       {{{2, "chain of element-wise ops", &S::elementwise_chain},
+         {1, "VectorE busy", &S::vector_hot},
+         {1, "memory-bound", &S::memory}}}},
+      {"fuse_loops", {{{1, "memory-bound", &S::memory}}, &S::loops}},
+      {"double_buffer",
+       {{{2, "memory-bound", &S::memory}, {1, "loads inside a loop", &S::load_in_loop}},
+        &S::loops}},
+      {"independent_buffers",
+       {{{2, "underutilized", &S::underutilized}, {1, "memory-bound", &S::memory}}, &S::loops}},
+      {"larger_dma",
+       {{{3, "small DMA transfers", &S::small_dma}, {2, "memory-bound", &S::memory}}}},
+      {"coalesce_stores",
+       {{{2, "small DMA transfers", &S::small_dma}, {1, "memory-bound", &S::memory}}, &S::loops}},
+      {"balance_engines",
+       {{{3, "one engine does most of the work", &S::unbalanced},
+         {1, "compute-bound", &S::compute}}}},
+      {"activation_fused",
+       {{{2, "chain of element-wise ops", &S::elementwise_chain},
+         {1, "ScalarE busy", &S::scalar_hot},
+         {1, "VectorE busy", &S::vector_hot}}}},
+      {"activation_reduce",
+       {{{2, "has a reduction", &S::reduction}, {1, "VectorE busy", &S::vector_hot}},
+        &S::reduction}},
+      {"tensor_scalar_two_ops",
+       {{{2, "chain of element-wise ops", &S::elementwise_chain},
+         {1, "VectorE busy", &S::vector_hot}}}},
+      {"transpose_tensore", {{{2, "transposes", &S::transpose}}, &S::transpose}},
+      {"dma_transpose",
+       {{{1, "transposes", &S::transpose}, {1, "TensorE busy", &S::tensor_hot}}, &S::transpose}},
+      {"avoid_transposes", {{{2, "transposes", &S::transpose}}, &S::transpose}},
+      {"bf16_compute", {{{1, "fp32 compute", &S::fp32}, {1, "compute-bound", &S::compute}}}},
+      {"downcast_early", {{{1, "memory-bound", &S::memory}}, &S::transpose}},
+      {"spmd_grid", {{{1, "compute-bound", &S::compute}, {1, "memory-bound", &S::memory}}}},
+      {"loop_reorder",
+       {{{1, "uses matmul", &S::matmul}, {1, "loads inside a loop", &S::load_in_loop}}, &S::loops}},
+      {"psum_banks", {{{1, "TensorE busy", &S::tensor_hot}}, &S::matmul}},
+      {"evict_psum_batched",
+       {{{1, "uses matmul", &S::matmul}, {1, "VectorE busy", &S::vector_hot}}, &S::matmul}},
+      {"stationary_choice", {{{1, "TensorE busy", &S::tensor_hot}}, &S::matmul}},
+      {"affine_range", {{{3, "sequential loop", &S::sequential_loop}}, &S::sequential_loop}},
+      {"bn_stats",
+       {{{2, "has a reduction", &S::reduction}, {1, "VectorE busy", &S::vector_hot}},
+        &S::reduction}},
+      {"online_softmax", {{{2, "exponentials", &S::exp}}, &S::exp}},
+      {"defer_division", {{{2, "divides", &S::division}}, &S::division}},
+      {"reciprocal_scalar",
+       {{{2, "divides", &S::division}, {1, "VectorE busy", &S::vector_hot}}, &S::division}},
+      {"cross_partition_reduce", {{{1, "has a reduction", &S::reduction}}, &S::reduction}},
+      {"scan_instruction", {{{3, "sequential loop", &S::sequential_loop}}, &S::sequential_loop}},
+      {"mask_with_affine_select", {{{2, "masks", &S::mask}}, &S::mask}},
+      {"skip_masked_tiles", {{{2, "masks", &S::mask}}, &S::mask}},
+      {"specialize_shapes", {{{1, "underutilized", &S::underutilized}}}},
+      {"unroll_small_loops", {{{1, "underutilized", &S::underutilized}}, &S::loops}},
+      {"software_pipeline",
+       {{{2, "underutilized", &S::underutilized}, {1, "memory-bound", &S::memory}}, &S::loops}},
+      {"hoist_invariants", {{{1, "loads inside a loop", &S::load_in_loop}}, &S::loops}},
+      {"reduce_instruction_count",
+       {{{2, "many instructions", &S::many_instructions},
+         {1, "underutilized", &S::underutilized}}}},
+      {"tile_size_knobs", {{{1, "underutilized", &S::underutilized}}}},
+      {"avoid_spills", {{{4, "spills", &S::spills}}, &S::spills}},
+      {"simplify", {}},
+  };
+  return k_rules;
+}
+
+// An id's words: "double_buffer" -> {"double_buffer", "double buffer", "double-buffer"}.
+std::vector<std::string> spellings(const std::string& id) {
+  std::string spaced = lower(id);
+  std::string dashed = spaced;
+  for (std::size_t i = 0; i < spaced.size(); ++i) {
+    if (spaced[i] == '_' || spaced[i] == '-') {
+      spaced[i] = ' ';
+      dashed[i] = '-';
+    }
+  }
+  return {lower(id), spaced, dashed};
+}
+
+}  // namespace
+
+std::vector<RankedItem> rank_menu(const std::vector<MenuItem>& items, const MenuContext& context) {
+  const Signals signals = read_signals(context);
+  std::vector<RankedItem> ranked;
+  for (const auto& item : items) {
+    if (context.tried.count(item.id) != 0) {
+      continue;
+    }
+    RankedItem entry{item, 1.0, {}};
+    if (auto rules = item_rules().find(item.id); rules != item_rules().end()) {
+      for (const auto& rule : rules->second.fits) {
+        if (signals.*(rule.signal)) {
+          entry.score += rule.weight;
+          entry.reasons.emplace_back(rule.reason);
+        }
+      }
+      if (rules->second.needs != nullptr && !(signals.*(rules->second.needs))) {
+        entry.score = -1;  // does not apply to this kernel as written
+        entry.reasons.assign(1, "does not apply as written");
+      }
+    }
+    ranked.push_back(std::move(entry));
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const RankedItem& a, const RankedItem& b) { return a.score > b.score; });
+  return ranked;
+}
+
+std::set<std::string> mentioned_items(const std::vector<MenuItem>& items, std::string_view text) {
+  const std::string haystack = lower(text);
+  std::set<std::string> found;
+  for (const auto& item : items) {
+    for (const auto& spelling : spellings(item.id)) {
+      if (contains(haystack, spelling)) {
+        found.insert(item.id);
+        break;
+      }
+    }
+  }
+  return found;
 }
 
 }  // namespace autocomp::search::prompts

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,5 +48,31 @@ class SeededRng {
 // kept, so that a "pick one strategy" prompt always has something to pick.
 std::vector<MenuItem> apply_dropout(const std::vector<MenuItem>& items, double drop_probability,
                                     SeededRng& rng);
+
+// What the menu ranking knows about a kernel: its profile and source, and what was tried on it.
+struct MenuContext {
+  std::string bottleneck;                  // compute-bound | memory-bound | underutilized | ""
+  std::map<std::string, double> metrics;   // neuron-profile summary names
+  std::map<std::string, double> roofline;  // PROTOCOL.md roofline names
+  std::vector<std::string> hot_engines;    // engines of the hottest source lines, busiest first
+  std::string kernel_source;
+  std::set<std::string> tried;  // item ids already tried on this kernel
+};
+
+// A menu item with how well it fits the kernel and the reasons, in words.
+struct RankedItem {
+  MenuItem item;
+  double score = 0;
+  std::vector<std::string> reasons;  // e.g. "memory-bound", "uses matmul"
+};
+
+// The menu ordered by fit (best first; ties keep menu order), leaving out tried items. Items the
+// kernel cannot use (matmul strategies for a kernel without matmul, masking without a mask) sink
+// to the end rather than vanish. Deterministic: no sampling.
+std::vector<RankedItem> rank_menu(const std::vector<MenuItem>& items, const MenuContext& context);
+
+// Ids of `items` that `text` names: the id itself ("double_buffer") or its words ("double
+// buffer", "double-buffer"), case-insensitively.
+std::set<std::string> mentioned_items(const std::vector<MenuItem>& items, std::string_view text);
 
 }  // namespace autocomp::search::prompts

@@ -186,6 +186,16 @@ TEST_F(AgentToolsTest, CancelStopsARunningSearchPromptly) {
 }
 
 TEST_F(AgentToolsTest, SearchWithoutAnLlmRunsOnKnobAutotuningAlone) {
+  auto refused = call("run_beam_search",
+                      json{{"kernel", "kernel.py"}, {"problem", "problem.py"}, {"iterations", 1}});
+  ASSERT_TRUE(refused.is_error) << "no model, no sampling and no knobs: nothing to search with";
+  EXPECT_NE(refused.structured.at("error").get<std::string>().find("# autocomp: knob"),
+            std::string::npos);
+
+  std::string tunable = testing::k_add_slow_kernel;
+  const std::string loop = "    for j in";
+  tunable.insert(tunable.find(loop), "    # autocomp: knob UNUSED = [1, 2]\n    UNUSED = 1\n");
+  write("kernel.py", tunable);
   auto started = call("run_beam_search",
                       json{{"kernel", "kernel.py"}, {"problem", "problem.py"}, {"iterations", 1}});
   ASSERT_FALSE(started.is_error) << started.structured.dump();

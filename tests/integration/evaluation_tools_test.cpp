@@ -92,9 +92,11 @@ TEST_F(EvaluationToolsTest, VerifyThenBenchmarkAndProfileComeFromOneEvaluation) 
   auto verified = call("verify_kernel", kernel_args("add.py"));
   ASSERT_FALSE(verified.is_error) << verified.structured.dump();
   EXPECT_TRUE(verified.structured.at("correct").get<bool>());
-  EXPECT_EQ(verified.structured.at("seeds").size(), 2u);
+  EXPECT_EQ(verified.structured.at("seeds_passed"), "2/2");
   EXPECT_FALSE(verified.structured.at("cached").get<bool>());
-  EXPECT_EQ(verified.structured.at("backend"), "sim");
+  EXPECT_EQ(verified.structured.at("measured").get<std::string>().rfind("sim trn2", 0), 0u);
+  EXPECT_NE(verified.text.find("verify add.py: correct on 2/2 seeds"), std::string::npos)
+      << verified.text;
   EXPECT_FALSE(m_progress.empty());
 
   auto benchmarked = call("benchmark_kernel", kernel_args("add.py"));
@@ -103,8 +105,14 @@ TEST_F(EvaluationToolsTest, VerifyThenBenchmarkAndProfileComeFromOneEvaluation) 
   const json& latency = benchmarked.structured.at("latency_us");
   EXPECT_GT(latency.at("median").get<double>(), 0.0);
   EXPECT_LE(latency.at("min").get<double>(), latency.at("max").get<double>());
-  EXPECT_FALSE(latency.at("samples").empty());
+  EXPECT_FALSE(latency.contains("samples")) << "brief by default";
   EXPECT_FALSE(benchmarked.structured.at("diverged").get<bool>());
+  json full_args = kernel_args("add.py");
+  full_args["detail"] = "full";
+  auto full = call("benchmark_kernel", full_args);
+  ASSERT_FALSE(full.is_error) << full.structured.dump();
+  EXPECT_EQ(full.structured.at("latency_us").at("samples").size(), 10u);
+  EXPECT_EQ(full.structured.at("full").at("seeds").size(), 2u);
 
   auto profiled = call("profile_kernel", kernel_args("add.py"));
   ASSERT_FALSE(profiled.is_error) << profiled.structured.dump();

@@ -481,14 +481,14 @@ TEST_P(SearchMcp, RunStartsAtOnceReportsProgressAndFinishesWithACorrectBest) {
   EXPECT_FALSE(status.at("running_here").get<bool>());
   EXPECT_EQ(status.at("details"), "autocomp://runs/" + run_id);
 
-  // The live snapshot and the final result carry the numbers the notifications print.
+  // The live snapshot carries the counters the notifications print; the best is the run's.
   ASSERT_TRUE(status.contains("live")) << status.dump();
   const json& live = status.at("live");
   EXPECT_EQ(live.at("iteration"), 1);
   EXPECT_EQ(live.at("iterations"), 1);
   EXPECT_GE(live.at("evaluated").get<long>(), 1);
-  EXPECT_GT(live.at("best_latency_us").get<double>(), 0);
-  EXPECT_GT(live.at("speedup").get<double>(), 1.0);
+  EXPECT_FALSE(live.contains("best_latency_us")) << "one best figure: the run's, at the top level";
+  EXPECT_FALSE(live.contains("speedup"));
   EXPECT_GE(live.at("llm_calls").get<long>(), 2) << "one plan and one implementation";
   const double best_us = status.at("best_latency_us");
   const double baseline_us = status.at("baseline_latency_us");
@@ -733,7 +733,8 @@ TEST_F(SearchMcpStdio, RevertToBestRestoresTheFasterVersionAfterARegressingEdit)
   const json& out = reverted.structured();
   EXPECT_TRUE(out.at("restored").get<bool>()) << out.dump();
   EXPECT_EQ(out.at("candidate"), core::source_key(testing::k_add_fast_kernel));
-  EXPECT_DOUBLE_EQ(out.at("median_us").get<double>(), good_us);
+  // benchmark_kernel answers with 4 significant digits.
+  EXPECT_NEAR(out.at("median_us").get<double>(), good_us, good_us * 1e-3);
   EXPECT_EQ(read_file(m_dir / "kernel.py"), testing::k_add_fast_kernel);
   ASSERT_TRUE(out.contains("backup")) << out.dump();
   const fs::path backup = out.at("backup").get<std::string>();
