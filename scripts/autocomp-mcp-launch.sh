@@ -60,15 +60,20 @@ if ! build_running; then
 fi
 cmake --build "$AUTOCOMP_BUILD_DIR" --target autocomp-mcp -j "$(nproc)"'
   fi
-  # The child takes the lock itself (flock -n: a build started meanwhile by another launch wins and
-  # this one does nothing), in its own session, with no tie to the client's pipes.
+  # The child takes the lock itself, in its own session, with no tie to the client's pipes. It
+  # waits for the lock rather than giving up (a launch probing the lock holds it for an instant),
+  # and does nothing when another launch's build finished meanwhile.
   rm -f "$status_file"
   (
     cd "$root"
     export AUTOCOMP_BUILD_DIR=$build_dir AUTOCOMP_LAUNCH_STEP=$build_cmd \
-      AUTOCOMP_LAUNCH_STATUS=$status_file
+      AUTOCOMP_LAUNCH_STATUS=$status_file AUTOCOMP_LAUNCH_BIN=$bin
     # shellcheck disable=SC2016  # expanded by the build's own shell
-    setsid flock -n "$lock" bash -c 'echo "build started $(date -u +%FT%TZ)"
+    setsid flock "$lock" bash -c 'if [[ -x $AUTOCOMP_LAUNCH_BIN ]] &&
+  "$AUTOCOMP_LAUNCH_BIN" --version </dev/null 2>/dev/null | grep -q "^autocomp-mcp [0-9]"; then
+  exit 0
+fi
+echo "build started $(date -u +%FT%TZ)"
 bash -c "$AUTOCOMP_LAUNCH_STEP" </dev/null
 code=$?
 echo "$code" >"$AUTOCOMP_LAUNCH_STATUS"
