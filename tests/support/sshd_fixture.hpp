@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -201,8 +202,24 @@ class LoopbackSshd {
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
                                      O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    // sshd runs commands through the user's shell, which on this machine sources a ~/.bashrc
+    // that may run `pyenv rehash`; tests that kill remote process trees can kill it mid-way and
+    // leave a lock that makes every later login wait 60 s. Where a private mount namespace is
+    // available, sshd and its sessions see an empty ~/.bashrc instead (nothing else changes).
+    const char* home = std::getenv("HOME");
+    std::string bashrc = home != nullptr ? std::string(home) + "/.bashrc" : std::string();
     std::vector<std::string> args{"/usr/sbin/sshd", "-D", "-e", "-f",
                                   (m_dir / "sshd_config").string()};
+    if (!bashrc.empty() && std::filesystem::exists(bashrc) &&
+        std::filesystem::exists("/usr/bin/unshare") &&
+        run_tool({"/usr/bin/unshare", "-m", "true"}).succeeded()) {
+      std::string empty = (m_dir / "empty_bashrc").string();
+      std::ofstream(empty).close();
+      std::string script = "mount --bind '" + empty + "' '" + bashrc +
+                           "' 2>/dev/null; exec /usr/sbin/sshd -D -e -f '" +
+                           (m_dir / "sshd_config").string() + "'";
+      args = {"/usr/bin/unshare", "-m", "/bin/sh", "-c", script};
+    }
     std::vector<char*> argv;
     for (auto& a : args) {
       argv.push_back(a.data());
