@@ -17,8 +17,7 @@ from . import boundary as B
 from . import constants as C
 from . import errors as E
 from . import runtime
-from .simulator import (TensorSpec, _check_capacity, _collect, _input_tensor, _norm_grid,
-                        _result, _spec_tensor)
+from .simulator import TensorSpec, _input_tensor, _norm_grid, _spec_tensor, finish
 
 
 class _Lines:
@@ -304,20 +303,7 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
         runtime.CUR = sim
         ret = rp.val(trace.get("ret"))
         _check_ret(ret)
-        _check_capacity(sim)
-        outputs, returned_tuple, out_dts = _collect(ret, numerics)
-        for a, t in originals.values():
-            if numerics and t.st.dep.wr and a.flags.writeable and t.st.data is not None \
-                    and not np.shares_memory(a, t.st.data):
-                try:
-                    np.copyto(a, t.st.data.reshape(a.shape), casting="unsafe")
-                except (TypeError, ValueError):
-                    pass
-        res = _result(sim, outputs, returned_tuple)
-        res.output_dtypes = out_dts
-        res.hotspots = sim.sched.hotspots()
-        res.waits = sim.sched.waits()
-        return res
+        return finish(sim, ret, originals, numerics)
     except B.Divergence as d:
         raise B.NkiForbiddenAccess("the kernel's instruction trace does not replay: %s" % d)
     except E.NkiError as e:

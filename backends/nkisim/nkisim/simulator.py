@@ -235,20 +235,7 @@ def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=F
                 r = fn(*call_args, **call_kwargs)
                 if ret is None:
                     ret = r
-        _check_capacity(sim)
-        outputs, returned_tuple, out_dts = _collect(ret, numerics)
-        for a, t in originals.values():
-            if numerics and t.st.dep.wr and a.flags.writeable and t.st.data is not None \
-                    and not np.shares_memory(a, t.st.data):
-                try:
-                    np.copyto(a, t.st.data.reshape(a.shape), casting="unsafe")
-                except (TypeError, ValueError):
-                    pass
-        res = _result(sim, outputs, returned_tuple)
-        res.output_dtypes = out_dts
-        res.hotspots = sim.sched.hotspots()
-        res.waits = sim.sched.waits()
-        return res
+        return finish(sim, ret, originals, numerics)
     except E.NkiError as e:
         if e.line is None:
             e.line = E.traceback_kernel_line(e.__traceback__)
@@ -265,6 +252,26 @@ def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=F
         sim.last_st = None
         sim.pool = None
         E.set_kernel_files(())
+
+
+def finish(sim, ret, originals, numerics):
+    """The result of a kernel run (direct or replayed) that returned `ret`: capacity check,
+    outputs, inputs the kernel wrote copied back to the caller's arrays (`originals`: storage
+    id -> (array, tensor)), metrics, hotspots and waits."""
+    _check_capacity(sim)
+    outputs, returned_tuple, out_dts = _collect(ret, numerics)
+    for a, t in originals.values():
+        if numerics and t.st.dep.wr and a.flags.writeable and t.st.data is not None \
+                and not np.shares_memory(a, t.st.data):
+            try:
+                np.copyto(a, t.st.data.reshape(a.shape), casting="unsafe")
+            except (TypeError, ValueError):
+                pass
+    res = _result(sim, outputs, returned_tuple)
+    res.output_dtypes = out_dts
+    res.hotspots = sim.sched.hotspots()
+    res.waits = sim.sched.waits()
+    return res
 
 
 def _check_capacity(sim):
