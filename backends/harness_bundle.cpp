@@ -9,7 +9,9 @@
 #include <sstream>
 #include <system_error>
 
+#include "backends/harness_output.hpp"
 #include "core/hash.hpp"
+#include "core/process.hpp"
 
 namespace autocomp::backends {
 namespace fs = std::filesystem;
@@ -173,6 +175,21 @@ std::string safe_file_name(const std::string& wanted, const std::string& fallbac
     }
   }
   return base;
+}
+
+std::string probe_harness_version(const std::string& python, const HarnessBundle& bundle,
+                                  const std::string& device) {
+  core::ProcessSpec spec;
+  spec.argv = {python, bundle.entry().string(), "version", "--device", device};
+  spec.timeout = std::chrono::seconds(60);
+  spec.minimal_environment = true;
+  std::string declared = "unknown";
+  if (auto run = core::run_process(spec); run.ok()) {
+    if (auto version = parse_version_output(run->stdout_text, run->stderr_text); version.ok()) {
+      declared = version->harness_version;
+    }
+  }
+  return declared + "+" + bundle.short_hash();
 }
 
 }  // namespace autocomp::backends

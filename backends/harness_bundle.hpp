@@ -52,6 +52,12 @@ double harness_timeout_seconds(std::chrono::milliseconds wall_timeout);
 std::vector<std::string> harness_arguments(const EvalRequest& request,
                                            const HarnessInvocation& invocation);
 
+// The version a backend reports for this bundle: the harness's declared version (asked with
+// `python ENTRY version --device DEVICE` on this machine; "unknown" when that fails) plus the
+// bundle hash, so that the version changes with any code change, declared or not.
+std::string probe_harness_version(const std::string& python, const HarnessBundle& bundle,
+                                  const std::string& device);
+
 // A file name safe to create inside a work folder: the base name of `wanted` when it is a plain
 // name ending in .py, else `fallback`.
 std::string safe_file_name(const std::string& wanted, const std::string& fallback);

@@ -23,7 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr auto k_version_timeout = std::chrono::seconds(60);
 constexpr auto k_kill_grace = std::chrono::milliseconds(1000);
 
 double ms_since(Clock::time_point start) {
@@ -64,21 +63,7 @@ class LocalBackend final : public Backend {
 
   std::string harness_version() const override {
     std::call_once(m_version_once, [this] {
-      core::ProcessSpec spec;
-      spec.argv = {m_config.python, m_config.bundle.entry().string(), "version", "--device",
-                   m_config.device};
-      spec.timeout = k_version_timeout;
-      spec.minimal_environment = true;
-      auto run = core::run_process(spec);
-      std::string declared = "unknown";
-      if (run.ok()) {
-        auto version = parse_version_output(run->stdout_text, run->stderr_text);
-        if (version.ok()) {
-          declared = version->harness_version;
-        }
-      }
-      // The bundle hash makes the version change with any code change, declared or not.
-      m_version = declared + "+" + m_config.bundle.short_hash();
+      m_version = probe_harness_version(m_config.python, m_config.bundle, m_config.device);
     });
     return m_version;
   }

@@ -106,19 +106,7 @@ class SlurmBackend final : public Backend {
 
   std::string harness_version() const override {
     std::call_once(m_version_once, [this] {
-      core::ProcessSpec spec;
-      spec.argv = {m_config.local_python, m_config.bundle.entry().string(), "version", "--device",
-                   m_config.device};
-      spec.timeout = 60s;
-      auto run = core::run_process(spec);
-      std::string declared = "unknown";
-      if (run.ok()) {
-        auto version = parse_version_output(run->stdout_text, run->stderr_text);
-        if (version.ok()) {
-          declared = version->harness_version;
-        }
-      }
-      m_version = declared + "+" + m_config.bundle.short_hash();
+      m_version = probe_harness_version(m_config.local_python, m_config.bundle, m_config.device);
     });
     return m_version;
   }

@@ -38,7 +38,6 @@ constexpr int k_remote_kill_after_s = 2;
 constexpr auto k_client_grace = std::chrono::seconds(10);
 constexpr auto k_cleanup_timeout = std::chrono::seconds(30);
 constexpr auto k_discovery_timeout = std::chrono::seconds(30);
-constexpr auto k_version_timeout = std::chrono::seconds(60);
 constexpr std::size_t k_max_result_bytes = std::size_t{16} << 20;
 // Runs the harness as the child of PID 1 of fresh user and PID namespaces (util-linux unshare):
 // when it ends, or `unshare` is killed, the kernel kills everything it started.
@@ -151,16 +150,7 @@ class SshPool final : public Backend {
 
   std::string harness_version() const override {
     std::call_once(m_version_once, [this] {
-      core::ProcessSpec spec;
-      spec.argv = {m_local_python, m_bundle.entry().string(), "version", "--device", device()};
-      spec.timeout = k_version_timeout;
-      std::string declared = "unknown";
-      if (auto run = core::run_process(spec); run.ok()) {
-        if (auto version = parse_version_output(run->stdout_text, run->stderr_text); version.ok()) {
-          declared = version->harness_version;
-        }
-      }
-      m_version = declared + "+" + m_bundle.short_hash();
+      m_version = probe_harness_version(m_local_python, m_bundle, device());
     });
     return m_version;
   }
