@@ -16,6 +16,7 @@
 #include "backends/harness_bundle.hpp"
 #include "backends/harness_output.hpp"
 #include "backends/slurm_head.hpp"
+#include "core/environment.hpp"
 #include "core/process.hpp"
 
 namespace autocomp::backends {
@@ -43,13 +44,13 @@ std::string random_name() {
   return name.str();
 }
 
-// The environment a job gets: only these names (and NEURON_*, NKI_*) of the submitting shell's
-// environment, never API keys. sbatch runs under `env -i` with them and exports all it has, so
-// Slurm does not build a login environment (--export=NONE would) and nothing else leaks.
-constexpr const char* k_env_filter =
-    "set --; for v in PATH HOME LANG TMPDIR AUTOCOMP_SMALL AUTOCOMP_REF_CACHE SLURM_CONF "
-    "$(env | sed -n 's/^\\(\\(NEURON\\|NKI\\)_[A-Za-z0-9_]*\\)=.*/\\1/p'); do "
-    "eval \"[ -n \\\"\\${$v+x}\\\" ]\" && eval \"set -- \\\"\\$@\\\" \\\"$v=\\${$v}\\\"\"; done; ";
+// The environment a job gets: the submitting shell's environment filtered by the harness
+// allow-list every backend uses (core/environment.hpp), plus SLURM_CONF for sbatch itself. sbatch
+// exports what is left (--export=ALL), so Slurm does not build a login environment (--export=NONE
+// would) and no API key reaches a job.
+std::string job_environment_filter() {
+  return core::harness_environment_shell_filter({"SLURM_CONF"});
+}
 
 struct SlurmConfig {
   std::string identity;
@@ -299,7 +300,7 @@ class SlurmBackend final : public Backend {
       auto minutes = std::chrono::duration_cast<std::chrono::minutes>(longest).count() + 2;
       time = std::to_string(minutes);
     }
-    std::string command = std::string(k_env_filter) + "exec env -i \"$@\" sbatch --parsable" +
+    std::string command = job_environment_filter() + "exec sbatch --parsable" +
                           " --job-name=autocomp --no-requeue --export=ALL --array=" + array +
                           " --time=" + shell_quote(time) + " --chdir=" + shell_quote(work) +
                           " --output=" + shell_quote(work + "/%a/slurm.out") +

@@ -137,7 +137,7 @@ EnvironmentList harness_environment() {
   return list;
 }
 
-std::string harness_environment_shell_filter() {
+std::string harness_environment_shell_filter(const std::vector<std::string>& keep) {
   // The case patterns mirror harness_may_inherit: deny patterns first, then the allowed ones.
   std::string deny;
   for (auto part : k_denied_parts) {
@@ -155,6 +155,11 @@ std::string harness_environment_shell_filter() {
   }
   for (const auto& name : extra_names()) {
     allow += "|" + name;
+  }
+  for (const auto& name : keep) {
+    if (plain_name(name)) {
+      allow += "|" + name;
+    }
   }
   // `env` lists NAME=value lines; values with newlines can produce lines that are no variable,
   // and unsetting a name that is not set is harmless.

@@ -34,7 +34,8 @@ EnvironmentList harness_environment();
 
 // A POSIX sh fragment that unsets, in the shell that runs it, every exported variable the list
 // does not allow (for a remote shell whose environment the server cannot see). It ends with "; "
-// so a command can follow it directly.
-std::string harness_environment_shell_filter();
+// so a command can follow it directly. `keep` names variables the command that follows needs
+// itself (e.g. SLURM_CONF for sbatch); the deny rules still apply to them.
+std::string harness_environment_shell_filter(const std::vector<std::string>& keep = {});
 
 }  // namespace autocomp::core

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -141,6 +142,32 @@ TEST_F(SlurmBackendTest, SimulatorResultThroughSlurmEqualsTheLocalOne) {
   }
   EXPECT_EQ(bundles, 1u);
   EXPECT_TRUE(m_cluster->queued_jobs().empty());
+}
+
+// A job sees the harness allow-list of the submitting environment (core/environment.hpp), the
+// same list the local and SSH backends apply: NEURON_* passes, API keys and tokens never do.
+TEST_F(SlurmBackendTest, JobsSeeTheHarnessAllowListAndNoSecrets) {
+  ::setenv("OPENAI_API_KEY", "sk-slurm-test", 1);
+  ::setenv("AUTOCOMP_SLURM_TEST_TOKEN", "t", 1);
+  ::setenv("NEURON_SLURM_TEST_MARK", "1", 1);
+  auto slurm = make(spec("device=sim"));
+  ASSERT_TRUE(slurm);
+  EvalRequest request = fake_request();
+  request.problem_source =
+      "import os\n"
+      "secrets = [n for n in os.environ if 'API_KEY' in n or 'TOKEN' in n]\n"
+      "raise RuntimeError('secrets seen: %d; neuron mark: %s' % (len(secrets),\n"
+      "                   os.environ.get('NEURON_SLURM_TEST_MARK', 'absent')))\n";
+  auto results = slurm->evaluate({request}, {}, {});
+  ::unsetenv("OPENAI_API_KEY");
+  ::unsetenv("AUTOCOMP_SLURM_TEST_TOKEN");
+  ::unsetenv("NEURON_SLURM_TEST_MARK");
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_FALSE(results[0].ok());
+  EXPECT_EQ(results[0].failure->kind, core::FailureKind::problem_error)
+      << results[0].failure->describe();
+  EXPECT_NE(results[0].failure->message.find("secrets seen: 0; neuron mark: 1"), std::string::npos)
+      << results[0].failure->message;
 }
 
 TEST_F(SlurmBackendTest, ABatchOfEightRunsAsOneJobArrayInParallel) {

@@ -76,5 +76,20 @@ TEST(HarnessEnvironment, ShellFilterAppliesTheSameList) {
   }
 }
 
+TEST(HarnessEnvironment, ShellFilterKeepsWhatTheFollowingCommandNeedsButNeverASecret) {
+  ProcessSpec spec;
+  spec.argv = {
+      "sh", "-c",
+      harness_environment_shell_filter({"SLURM_CONF", "OPENAI_API_KEY", "bad name"}) + "env"};
+  spec.env = {{"SLURM_CONF", "/etc/slurm.conf"}, {"OPENAI_API_KEY", "sk-1"}, {"OTHER", "o"}};
+  auto run = run_process(spec);
+  ASSERT_TRUE(run.ok()) << run.failure().describe();
+  ASSERT_TRUE(run->succeeded()) << run->stderr_text;
+  EXPECT_NE(run->stdout_text.find("SLURM_CONF=/etc/slurm.conf"), std::string::npos)
+      << run->stdout_text;
+  EXPECT_EQ(run->stdout_text.find("OPENAI_API_KEY"), std::string::npos) << run->stdout_text;
+  EXPECT_EQ(run->stdout_text.find("OTHER="), std::string::npos) << run->stdout_text;
+}
+
 }  // namespace
 }  // namespace autocomp::core
