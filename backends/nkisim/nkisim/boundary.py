@@ -99,7 +99,8 @@ def attr_allowed(obj, name, value):
 # Objects the kernel receives as-is (pure Python, no simulator state): decorators, loop
 # helpers, tile-size and enum namespaces. Everything else public becomes a named API proxy.
 RAW_NAMES = {"affine_range", "sequential_range", "static_range", "dynamic_range", "fori_loop",
-             "while_loop", "no_reorder", "tile_size", "par_dim", "nc", "spmd_dim"}
+             "while_loop", "no_reorder", "tile_size", "par_dim", "nc", "spmd_dim",
+             "fp32", "finfo", "sizeinbytes"}  # dtype limits and sizes: pure functions of a dtype
 _API_MODULES = ("nki.language", "nki.isa", "nki.compiler")
 _REEXPORTS = {"nki.language": {"arange", "ds", "mgrid", "hbm", "private_hbm", "shared_hbm",
                                "sbuf", "psum"}}

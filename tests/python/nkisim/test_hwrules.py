@@ -1,0 +1,196 @@
+"""Ops that run in a simulator but fail on hardware: rejected in the `nki` namespace (SDK
+2.29+), still accepted in the legacy `neuronxcc.nki` namespace (what its compiler took)."""
+import importlib.util
+import os
+import tempfile
+import textwrap
+import unittest
+
+import numpy as np
+
+from . import _util  # noqa: F401  (activates the simulator)
+import nkisim
+from nkisim import hwrules
+
+HEADERS = {
+    "nki": "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n",
+    "legacy": "import neuronxcc.nki as nki\nimport neuronxcc.nki.isa as nisa\n"
+              "import neuronxcc.nki.language as nl\n",
+}
+
+# one kernel per refused form; each returns an HBM tensor
+BODY = textwrap.dedent('''
+    import numpy as np
+
+
+    def _out(shape):
+        return nl.ndarray(shape, dtype=nl.float32, buffer=nl.shared_hbm)
+
+
+    @nki.jit
+    def divide(x, y):
+        out = _out(x.shape)
+        nl.store(out, nl.divide(nl.load(x), nl.load(y)))
+        return out
+
+
+    @nki.jit
+    def mod(x, y):
+        out = _out(x.shape)
+        nl.store(out, nl.mod(nl.load(x), nl.load(y)))
+        return out
+
+
+    @nki.jit
+    def fmod(x, y):
+        out = _out(x.shape)
+        nl.store(out, nl.fmod(nl.load(x), nl.load(y)))
+        return out
+
+
+    @nki.jit
+    def power_scalar(x, y):
+        out = _out(x.shape)
+        nl.store(out, nl.power(nl.load(x), 2.0))
+        return out
+
+
+    @nki.jit
+    def power_tensor(x, y):
+        out = _out(x.shape)
+        nl.store(out, nl.power(nl.load(x), nl.load(y)))
+        return out
+
+
+    @nki.jit
+    def broadcast_add(x, y):
+        out = _out(x.shape)
+        nl.store(out, nl.add(nl.load(x), nl.load(y[:, 0:1])))
+        return out
+
+
+    @nki.jit
+    def equal_shape_add(x, y):
+        out = _out(x.shape)
+        nl.store(out, nl.add(nl.load(x), nl.load(y)))
+        return out
+
+
+    @nki.jit
+    def scalar_add(x, y):
+        out = _out(x.shape)
+        nl.store(out, nl.add(nl.load(x), 1.5))
+        return out
+
+
+    @nki.jit
+    def softmax(x, y):
+        out = _out(x.shape)
+        nl.store(out, nl.softmax(nl.load(x), axis=1))
+        return out
+
+
+    @nki.jit
+    def rms_norm(x, y):
+        out = _out(x.shape)
+        nl.store(out, nl.rms_norm(nl.load(x), nl.load(y), axis=1))
+        return out
+
+
+    @nki.jit
+    def matmul_plain(x, y):
+        out = _out((128, 128))
+        r = nl.matmul(nl.load(x[:, 0:128]), nl.load(y[:, 0:128]))
+        nl.store(out, nl.copy(r))
+        return out
+
+
+    @nki.jit
+    def matmul_transposed(x, y):
+        out = _out((128, 128))
+        r = nl.matmul(nl.load(x[:, 0:128]), nl.load(y[:, 0:128]), transpose_x=True)
+        nl.store(out, nl.copy(r))
+        return out
+
+
+    @nki.jit
+    def store_psum(x, y):
+        out = _out((128, 128))
+        r = nl.matmul(nl.load(x[:, 0:128]), nl.load(y[:, 0:128]), transpose_x=True)
+        nl.store(out, r)
+        return out
+
+
+    @nki.jit
+    def dma_copy_psum(x, y):
+        out = _out((128, 128))
+        r = nl.matmul(nl.load(x[:, 0:128]), nl.load(y[:, 0:128]), transpose_x=True)
+        t = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=r)
+        nl.store(out, t)
+        return out
+''')
+
+REFUSED = ["divide", "mod", "fmod", "power_scalar", "broadcast_add", "softmax", "rms_norm",
+           "matmul_plain", "store_psum"]
+ALLOWED = ["power_tensor", "equal_shape_add", "scalar_add", "matmul_transposed"]
+
+
+def _load(ns, tmp):
+    path = os.path.join(tmp, "hw_%s_kernels.py" % ns)
+    with open(path, "w") as f:
+        f.write(HEADERS[ns] + BODY)
+    spec = importlib.util.spec_from_file_location("nkisim_test_hw_%s" % ns, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class HardwareRulesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory()
+        cls.mods = {ns: _load(ns, cls._tmp.name) for ns in HEADERS}
+        rng = np.random.default_rng(3)
+        cls.x = rng.uniform(0.5, 2.0, (128, 512)).astype(np.float32)
+        cls.y = rng.uniform(0.5, 2.0, (128, 512)).astype(np.float32)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def run_kernel(self, ns, name):
+        return nkisim.simulate(getattr(self.mods[ns], name), {"x": self.x, "y": self.y})
+
+    def test_nki_namespace_refuses_with_the_reason(self):
+        for name in REFUSED + ["dma_copy_psum"]:
+            with self.subTest(name=name):
+                with self.assertRaises(nkisim.NkiCompileError) as cm:
+                    self.run_kernel("nki", name)
+                self.assertIn(hwrules.REASON, cm.exception.message)
+                self.assertIsNotNone(cm.exception.line)
+
+    def test_nki_namespace_accepts_the_supported_forms(self):
+        for name in ALLOWED:
+            with self.subTest(name=name):
+                self.assertEqual(len(self.run_kernel("nki", name).outputs), 1)
+
+    def test_legacy_namespace_keeps_what_its_compiler_accepted(self):
+        for name in REFUSED + ALLOWED:
+            with self.subTest(name=name):
+                self.assertEqual(len(self.run_kernel("legacy", name).outputs), 1)
+
+    def test_legacy_results_are_still_computed(self):
+        (out,) = self.run_kernel("legacy", "divide").outputs
+        np.testing.assert_allclose(out, self.x / self.y, rtol=1e-5)
+        (out,) = self.run_kernel("legacy", "broadcast_add").outputs
+        np.testing.assert_allclose(out, self.x + self.y[:, 0:1], rtol=1e-5)
+
+    def test_namespace_of_a_file(self):
+        self.assertEqual(hwrules.namespace_of(vars(self.mods["nki"])), "nki")
+        self.assertEqual(hwrules.namespace_of(vars(self.mods["legacy"])), "legacy")
+        self.assertIsNone(hwrules.namespace_of({"np": np}))
+
+
+if __name__ == "__main__":
+    unittest.main()
