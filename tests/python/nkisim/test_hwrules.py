@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _util  # noqa: F401  (activates the simulator)
 import nkisim
-from nkisim import hwrules
+from nkisim import hwrules, replay, sandbox
 
 HEADERS = {
     "nki": "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n",
@@ -194,3 +194,75 @@ class HardwareRulesTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SandboxNamespaceTest(unittest.TestCase):
+    """The same rules and APIs through the harness's path: the kernel records its API calls in
+    a child process, the trace is replayed here."""
+
+    def setUp(self):
+        self._td = tempfile.TemporaryDirectory(prefix="hwrules-")
+        self.harness = os.path.join(_util.REPO, "backends", "harness")
+        rng = np.random.default_rng(5)
+        self.inputs = {"x": rng.uniform(0.5, 2.0, (128, 256)).astype(np.float32),
+                       "y": rng.uniform(0.5, 2.0, (128, 256)).astype(np.float32)}
+
+    def tearDown(self):
+        self._td.cleanup()
+
+    def record(self, ns, body):
+        path = os.path.join(self._td.name, "k_%s.py" % ns)
+        with open(path, "w") as f:
+            f.write(HEADERS[ns] + textwrap.dedent(body))
+        specs = {k: {"shape": list(v.shape), "dtype": v.dtype.name}
+                 for k, v in self.inputs.items()}
+        ans = sandbox.record_trace({
+            "kernel_path": path, "harness_dir": self.harness, "target": "trn2",
+            "input_names": list(self.inputs), "kernel_name": None, "problem_kernel": None,
+            "inputs": specs, "input_dtypes": {}, "grid": None})
+        return path, ans
+
+    DIVIDE = '''
+        @nki.jit
+        def k(x, y):
+            out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+            nl.store(out, nl.divide(nl.load(x), nl.load(y)))
+            return out
+        '''
+
+    def test_recording_refuses_in_the_nki_namespace(self):
+        _, ans = self.record("nki", self.DIVIDE)
+        self.assertFalse(ans["ok"], ans)
+        self.assertEqual(ans["kind"], "compile_error")
+        self.assertIn(hwrules.REASON, ans["message"])
+
+    def test_legacy_records_and_replays(self):
+        path, trace = self.record("legacy", self.DIVIDE)
+        self.assertTrue(trace["ok"], trace)
+        res = replay.replay(trace, self.inputs, target="trn2", kernel_path=path)
+        np.testing.assert_allclose(res.outputs[0], self.inputs["x"] / self.inputs["y"],
+                                   rtol=1e-6)
+
+    def test_new_apis_record_and_replay(self):
+        body = '''
+        import numpy as np
+        from nki.language.constants import sizeinbytes
+
+
+        @nki.jit
+        def k(x, y):
+            out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+            acc = nl.full((128, 64), nl.finfo(nl.bfloat16).min, dtype=nl.float32,
+                          buffer=nl.sbuf)
+            v = x.reshape(shape=(128, 4, 64))
+            for j in nl.affine_range(sizeinbytes(x.dtype)):
+                t = nl.load(v[:, j, :])
+                acc[...] = nl.loop_reduce(t, op=np.maximum, loop_indices=[j])
+            nl.store(out, acc)
+            return out
+        '''
+        path, trace = self.record("nki", body)
+        self.assertTrue(trace["ok"], trace)
+        res = replay.replay(trace, self.inputs, target="trn2", kernel_path=path)
+        x = self.inputs["x"].reshape(128, 4, 64)
+        np.testing.assert_array_equal(res.outputs[0], x.max(axis=1))

@@ -1,0 +1,148 @@
+"""APIs public kernels use that the simulator now runs: nl.loop_reduce, nl.finfo / nl.fp32,
+nki.language.constants.sizeinbytes, np.dtype(nl.bfloat16), reshape(shape=...),
+nc_matmul(is_transpose=True), activation(reduce_cmd=reset_reduce), lazy_initialization,
+nl.matmul of fp32 with bf16."""
+import unittest
+
+import numpy as np
+
+from . import _util  # noqa: F401  (activates the simulator)
+import nkisim
+import nki
+import nki.isa as nisa
+import nki.language as nl
+from nki.language.constants import sizeinbytes
+
+
+def run(kernel, **inputs):
+    return nkisim.simulate(kernel, inputs).outputs
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+@nki.jit
+def loop_reduce_kernel(x, opname):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.full((128, 64), -1e30 if opname == "max" else 0.0, dtype=nl.float32,
+                  buffer=nl.sbuf)
+    op = np.maximum if opname == "max" else np.add
+    for k in nl.affine_range(4):
+        t = nl.load(x[:, nl.ds(k * 64, 64)])
+        acc[...] = nl.loop_reduce(t, op=op, loop_indices=[k], dtype=nl.float32)
+    nl.store(out, acc)
+    return out
+
+
+@nki.jit
+def limits_kernel(x):
+    out = nl.ndarray((128, 3), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 3), dtype=nl.float32, buffer=nl.sbuf)
+    t[:, 0:1] = nl.full((128, 1), nl.finfo(nl.bfloat16).min, dtype=nl.float32)
+    t[:, 1:2] = nl.full((128, 1), nl.fp32.min, dtype=nl.float32, lazy_initialization=True)
+    t[:, 2:3] = nl.full((128, 1), sizeinbytes(x.dtype) + sizeinbytes(nl.bfloat16),
+                        dtype=nl.float32)
+    nl.store(out, t)
+    return out
+
+
+@nki.jit
+def reshape_kernel(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    v = x.reshape(shape=(256, 64))
+    nl.store(out, nl.load(v[128:256, :]))
+    return out
+
+
+@nki.jit
+def transpose_mode_kernel(x, ident):
+    out = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    i = nl.load(ident)
+    r = nisa.nc_matmul(t, i, is_transpose=True)
+    nl.store(out, nl.copy(r))
+    return out
+
+
+@nki.jit
+def transpose_mode_bad_moving_kernel(x, ident):
+    t = nl.load(x)
+    i = nl.load(ident[0:128, 0:64])
+    nisa.nc_matmul(t, i, is_transpose=True)
+    return x
+
+
+@nki.jit
+def activation_reduce_kernel(x, cmd):
+    out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(op=nl.exp, data=t, reduce_op=nl.add, reduce_res=s,
+                    reduce_cmd=getattr(nisa.reduce_cmd, cmd))
+    nl.store(out, s)
+    return out
+
+
+@nki.jit
+def mixed_matmul_kernel(x, y):
+    out = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+    a = nl.load(x)                        # fp32
+    b = nl.load(y, dtype=nl.bfloat16)     # bf16
+    nl.store(out, nl.copy(nl.matmul(a, b, transpose_x=True)))
+    return out
+
+
+class CoverageApiTest(unittest.TestCase):
+    def test_loop_reduce_accumulates_into_the_destination(self):
+        x = rand(128, 256)
+        parts = [x[:, k * 64:(k + 1) * 64] for k in range(4)]
+        (out,) = run(loop_reduce_kernel, x=x, opname="add")
+        np.testing.assert_allclose(out, sum(parts), rtol=1e-5, atol=1e-6)
+        (out,) = run(loop_reduce_kernel, x=x, opname="max")
+        np.testing.assert_allclose(out, np.maximum.reduce(parts), rtol=1e-6)
+
+    def test_dtype_limits_and_sizes(self):
+        (out,) = run(limits_kernel, x=rand(128, 8))
+        self.assertAlmostEqual(float(out[0, 0]) / -3.3895313892515355e38, 1.0, places=6)
+        self.assertAlmostEqual(float(out[0, 1]) / float(np.finfo(np.float32).min), 1.0,
+                               places=6)
+        self.assertEqual(out[0, 2], 4 + 2)
+        self.assertEqual(np.dtype(nl.bfloat16).itemsize, 2)
+        self.assertEqual(np.dtype(nl.float8_e4m3).itemsize, 1)
+        self.assertEqual(nl.finfo(nl.float8_e4m3).max, 240.0)
+        self.assertEqual(nl.finfo(nl.bfloat16).eps, 2.0 ** -7)
+        with self.assertRaises(TypeError):
+            nl.finfo(nl.int32)
+
+    def test_reshape_by_keyword(self):
+        x = rand(64, 256)
+        (out,) = run(reshape_kernel, x=x)
+        np.testing.assert_array_equal(out, x.reshape(256, 64)[128:256])
+
+    def test_matmul_transpose_mode(self):
+        x = rand(128, 64)
+        (out,) = run(transpose_mode_kernel, x=x, ident=np.eye(128, dtype=np.float32))
+        np.testing.assert_array_equal(out, x.T)
+        with self.assertRaises(nkisim.NkiCompileError) as cm:
+            run(transpose_mode_bad_moving_kernel, x=x, ident=np.eye(128, dtype=np.float32))
+        self.assertIn("identity", cm.exception.message)
+
+    def test_activation_reset_reduce_and_unmodelled_commands(self):
+        x = rand(128, 32)
+        (out,) = run(activation_reduce_kernel, x=x, cmd="reset_reduce")
+        np.testing.assert_allclose(out[:, 0], np.exp(x).sum(axis=1), rtol=1e-5)
+        with self.assertRaises(nkisim.NkiCompileError) as cm:
+            run(activation_reduce_kernel, x=x, cmd="load_reduce")
+        self.assertIn("reduce_cmd", cm.exception.message)
+
+    def test_matmul_of_fp32_with_bf16(self):
+        x = rand(128, 128)
+        y = rand(128, 256, seed=1)
+        (out,) = run(mixed_matmul_kernel, x=x, y=y)
+        yb = nkisim.to_bf16(y)
+        np.testing.assert_allclose(out, x.T @ yb, rtol=1e-4, atol=1e-4)
+
+
+if __name__ == "__main__":
+    unittest.main()
