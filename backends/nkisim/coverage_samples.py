@@ -148,8 +148,13 @@ BINDINGS = {
         {"data_tensor": T(1, 16, 16, 8), "out_shape": (1, 32, 32, 8)},
     "reference/vision.py::adaptive_avg_pool2d_kernel":
         {"in_tensor": T(2, 8, 16, 16), "output_size": (4, 4)},
-    "reference/double_row_matmul.py::quantized_double_row_matmul": None,
-    "reference/rmsnorm_quant/rmsnorm_quant.py::rmsnorm_quant_kernel": None,
+    "reference/double_row_matmul.py::quantized_double_row_matmul":
+        {"lhs": T(256, 512), "rhs_quantized": T(256, 2048, dtype="float8_e4m3"),
+         "rhs_scale": T(128, 1024), "TILES_IN_BLOCK_M": 2, "TILES_IN_BLOCK_N": 2,
+         "TILES_IN_BLOCK_K": 2},
+    "reference/rmsnorm_quant/rmsnorm_quant.py::rmsnorm_quant_kernel":
+        {"hidden": T(1, 128, 512), "ln_w": T(512),
+         "kargs": lambda mod: mod.RmsNormQuantKernelArgs(lower_bound=0.0)},
     # ---- contributed ----
     "contributed/interpolate_bilinear_fwd.py::interpolate_bilinear_2x_fwd":
         {"src_arr": T(1, 4, 8, 8)},
@@ -169,8 +174,17 @@ BINDINGS = {
         {"img_ref": T(64, 96), "permutation": (1, 0)},
     "neuron-team-kernels/transpose.py::tiled_dve_transpose_210": {"img_ref": T(4, 32, 32)},
     "neuron-team-kernels/rmsnorm_quant.py::rmsnorm_quant":
-        {"hidden": T(1, 128, 512), "ln_w": T(1, 512), "lower_bound": T(1), "out": None,
-         "kernel_name": "rmsnorm_quant"},
+        {"hidden": T(1, 128, 512), "ln_w": T(1, 512), "lower_bound": T(1),
+         "out": Out(1, 128, 516, dtype="float8_e4m3"), "kernel_name": "RMSNormQuant"},
+    "neuron-team-kernels/rmsnorm_quant.py::shard_rmsnorm_quant":
+        {"hidden": T(1, 256, 512), "ln_w": T(1, 512), "lower_bound": T(1),
+         "out": Out(1, 256, 516, dtype="float8_e4m3"), "kernel_name": "RMSNormQuant"},
+    "neuron-team-kernels/rmsnorm_quant.py::compatible_rmsnorm_quant":
+        {"hidden": T(1, 128, 512), "ln_w": T(1, 512), "lower_bound": T(1),
+         "kernel_name": "RMSNormQuant"},
+    "neuron-team-kernels/conv.py::conv2d":
+        {"in_ref": T(1, 64, 16, 16), "filter_ref": T(64, 64, 3, 3),
+         "out_ref": Out(1, 64, 14, 14)},
 }
 # the attention tutorial: v1/v2 take one 128x128 tile, the later ones seqlen >= 512
 for _v in ("v1", "v2"):
@@ -324,7 +338,9 @@ def _definitions(body):
     return out
 
 
-def _resolve(v, rng, dtypes, name):
+def _resolve(v, rng, dtypes, name, mod):
+    if callable(v) and not isinstance(v, (T, type)):
+        return v(mod)  # a value the sample's own module defines (an argument dataclass)
     if isinstance(v, T):
         if v.dtype in ("bfloat16", "float8_e4m3", "float8_e5m2"):
             dtypes[name] = v.dtype
@@ -345,7 +361,8 @@ def run_one(path, name, verbose=False):
         mod = _import(path)
         kernel = getattr(mod, name)
         dtypes = {}
-        inputs = {k: _resolve(v, rng, dtypes, k) for k, v in binding.items() if k != GRID}
+        inputs = {k: _resolve(v, rng, dtypes, k, mod) for k, v in binding.items()
+                  if k != GRID}
         nkisim.simulate(kernel, inputs, target="trn2", grid=binding.get(GRID),
                         input_dtypes=dtypes, hotspots=False)
         return "ok", ""

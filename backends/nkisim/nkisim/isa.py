@@ -616,6 +616,11 @@ def affine_select(*args, **kw):
     t = p["on_true_tile"]
     fv = p["on_false_value"]
     check_onchip(t, "nisa.affine_select")
+    if t.st.kind == "psum":
+        # GpSimd cannot read PSUM: the compiler stages the tile through SBUF (VectorE copy)
+        staged = core.tmp(t.shape, t.st.dt, sbuf)
+        copy_op(staged, t)
+        t = staged
     dst, _ = _out(p, t.shape, t.st.dt)
     compute(GPSIMD, gpsimd_cost(free_size(t), t.st.dt.itemsize), [t], [dst],
             lambda: np.where(np.broadcast_to(pred, t.shape), _f32(t.read()), fv),
