@@ -111,8 +111,9 @@ BINDINGS = {
     "rmsnorm/rmsnorm_nki_kernels.py::nki_rmsnorm_kernel":
         {"a_tensor": T(256, 512), "g_tensor": T(512)},
     "softmax/softmax_nki_kernels.py::nki_softmax_kernel": {"a_tensor": T(128, 512)},
-    "rotary/rotary_nki_kernels.py::nki_apply_rotary_embedding":
-        {"q": T(128, 256), "k": T(128, 256), "cos": T(64, 256), "sin": T(64, 256)},
+    "rotary/rotary_nki_kernels.py::nki_apply_rotary_embedding":  # (batch, heads, seq, dim)
+        {"q": T(1, 2, 256, 64), "k": T(1, 2, 256, 64), "cos": T(1, 256, 64),
+         "sin": T(1, 256, 64), GRID: (1, 2)},
     "sd_attention/sd_attention_nki_kernels.py::fused_self_attn_for_SD_small_head_size":
         {"q_ref": T(1024, 64, dtype="bfloat16"), "k_ref": T(1024, 64, dtype="bfloat16"),
          "v_ref": T(1024, 64, dtype="bfloat16")},
@@ -138,8 +139,8 @@ BINDINGS = {
         {"q_ref": T(1, 64, 1024, dtype="bfloat16"), "k_ref": T(1, 1024, 64, dtype="bfloat16"),
          "v_ref": T(1, 1024, 64, dtype="bfloat16")},
     "reference/allocated_attention.py::allocated_fused_self_attn_for_SD_small_head_size":
-        {"q_ref": T(1, 64, 1024, dtype="bfloat16"), "k_ref": T(1, 1024, 64, dtype="bfloat16"),
-         "v_ref": T(1, 1024, 64, dtype="bfloat16")},
+        {"q_ref": T(1, 128, 1024, dtype="bfloat16"), "k_ref": T(1, 128, 1024, dtype="bfloat16"),
+         "v_ref": T(1, 1024, 128, dtype="bfloat16")},
     "reference/allocated_fused_linear.py::allocated_fused_rms_norm_qkv":
         {"hidden": T(1, 128, 1024), "weights": T(1024, 256)},
     "reference/vision.py::select_and_scatter_kernel":
@@ -297,7 +298,14 @@ def _import(path):
     for e in extra:
         if e not in sys.path:
             sys.path.insert(0, e)
+    # a file inside a package under src/ is imported under its dotted name (relative imports)
+    package = ""
+    if len(extra) > 1:
+        rel = os.path.relpath(os.path.splitext(os.path.abspath(path))[0], extra[1])
+        package = ".".join(rel.split(os.sep)[:-1])  # namespace packages need no __init__
     name = "nkisim_cov_%d" % abs(hash(os.path.abspath(path)))
+    if package:
+        name = package + "." + name
     if name in sys.modules:
         return sys.modules[name]
     with open(path) as f:
@@ -305,8 +313,13 @@ def _import(path):
     tree.body = _definitions(tree.body)
     mod = types.ModuleType(name)
     mod.__file__ = path
+    mod.__package__ = package
     sys.modules[name] = mod
-    exec(compile(tree, path, "exec"), vars(mod))
+    try:
+        exec(compile(tree, path, "exec"), vars(mod))
+    except BaseException:
+        del sys.modules[name]
+        raise
     return mod
 
 
