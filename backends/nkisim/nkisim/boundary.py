@@ -51,6 +51,8 @@ ATTR_OBJECTS = {
     "MGrid": {"p", "x", "y", "z"},
     "Buffer": {"view"},
     "_AllocBuffer": {"alloc", "mod_alloc", "auto_alloc"},
+    "NkiTileGrid": {"data", "buffer"},
+    "NkiBlockGrid": {"data", "buffer"},
 }
 
 # operator-module functions (plus len/iter/next/int/float/index) a trace may apply.
@@ -79,6 +81,8 @@ def dynamic_object(v):
         return True
     if t is _alloc_buffer_type():
         return True
+    if t.__name__ in ("NkiTileGrid", "NkiBlockGrid") and t.__module__ == "nkisim.grids":
+        return True
     if isinstance(v, types.MethodType):
         owner = type(v.__self__).__name__
         return (type(v.__self__) in (Tensor, Buffer, _alloc_buffer_type())
@@ -102,7 +106,8 @@ RAW_NAMES = {"affine_range", "sequential_range", "static_range", "dynamic_range"
              "while_loop", "no_reorder", "tile_size", "par_dim", "nc", "spmd_dim",
              "fp32", "finfo", "sizeinbytes"}  # dtype limits and sizes: pure functions of a dtype
 _API_MODULES = ("nki.language", "nki.isa", "nki.compiler")
-_REEXPORTS = {"nki.language": {"arange", "ds", "mgrid", "hbm", "private_hbm", "shared_hbm",
+_REEXPORTS = {"nki.language": {"tiles", "blocks", "alloc_tiles", "alloc_blocks",
+                               "arange", "ds", "mgrid", "hbm", "private_hbm", "shared_hbm",
                                "sbuf", "psum"}}
 _table = None
 

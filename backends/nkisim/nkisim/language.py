@@ -946,3 +946,5 @@ def rand(shape, dtype=np.float32, **kw):
 
 
 from . import hwrules as _hw  # noqa: E402  (namespace rules; kept out of the import block)
+from .grids import (NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks,  # noqa: E402,F401
+                    alloc_tiles, blocks, tiles)

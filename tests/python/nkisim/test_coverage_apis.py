@@ -93,7 +93,24 @@ def mixed_matmul_kernel(x, y):
     return out
 
 
+@nki.jit
+def affine_select_psum_kernel(x, ident):
+    out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    p = nisa.nc_matmul(nl.load(ident), nl.load(x))          # x, in PSUM
+    i_p, i_f = nl.mgrid[0:128, 0:128]
+    r = nisa.affine_select(pred=(i_p - i_f >= 0), on_true_tile=p, on_false_value=-9.0)
+    nl.store(out, r)
+    return out
+
+
 class CoverageApiTest(unittest.TestCase):
+    def test_affine_select_reads_psum_through_sbuf(self):
+        x = rand(128, 128)
+        res = nkisim.simulate(affine_select_psum_kernel,
+                              {"x": x, "ident": np.eye(128, dtype=np.float32)})
+        np.testing.assert_allclose(res.outputs[0], np.where(np.tri(128) > 0, x, -9.0),
+                                   rtol=1e-6)
+
     def test_loop_reduce_accumulates_into_the_destination(self):
         x = rand(128, 256)
         parts = [x[:, k * 64:(k + 1) * 64] for k in range(4)]
