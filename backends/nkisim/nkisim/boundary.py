@@ -51,6 +51,7 @@ ATTR_OBJECTS = {
     "MGrid": {"p", "x", "y", "z"},
     "Buffer": {"view"},
     "_AllocBuffer": {"alloc", "mod_alloc", "auto_alloc"},
+    "ModularTensor": {"T", "buffer", "reshape", "ap"},
     "NkiTileGrid": {"data", "buffer"},
     "NkiBlockGrid": {"data", "buffer"},
 }
@@ -78,6 +79,8 @@ def dynamic_object(v):
     """True when v is a simulator object a kernel may hold (through a proxy)."""
     t = type(v)
     if t in (Tensor, IExpr, MGrid, Buffer) or t in _ITER_TYPES:
+        return True
+    if isinstance(v, Tensor):  # ModularTensor (mod_alloc)
         return True
     if t is _alloc_buffer_type():
         return True

@@ -226,6 +226,11 @@ def ndarray(shape, dtype, buffer=None, name="", **kw):
             if type(s) is ParDim:
                 pdim = i
                 break
+    tiles = getattr(buffer, "nkisim_tiles", None)
+    if tiles and pdim > 0:
+        phys, blocks, ptiles = _modalloc.physical_shape(_shape(shape), pdim, tiles)
+        t = alloc(phys, dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
+        return _modalloc.ModularTensor.wrap(t, blocks, ptiles)
     return alloc(_shape(shape), dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
 
 
@@ -946,5 +951,6 @@ def rand(shape, dtype=np.float32, **kw):
 
 
 from . import hwrules as _hw  # noqa: E402  (namespace rules; kept out of the import block)
+from . import modalloc as _modalloc  # noqa: E402
 from .grids import (NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks,  # noqa: E402,F401
                     alloc_tiles, blocks, tiles)
