@@ -467,6 +467,41 @@ def _reshape(self, *shape, **kw):
 
 _reshape.__name__ = "reshape"
 Tensor.reshape = _reshape
+_plain_index = Tensor.__getitem__
+
+
+def _keep_free_axes(self, key):
+    """`tile[:, j]`: on an on-chip tile an integer on a free dimension (after the partition
+    dimension) keeps that axis with size 1, as NKI does; block dimensions and HBM tensors
+    drop it (numpy-like). Keys with index expressions keep their own rules."""
+    st = self.st
+    if st.kind == "hbm" or self.vd is None:
+        return _plain_index(self, key)
+    keys = key if isinstance(key, tuple) else (key,)
+    for k in keys:
+        if not (k is None or k is Ellipsis or type(k) in (int, slice, np.int64, np.int32)):
+            return _plain_index(self, key)  # index expressions: their own rules
+    vd = self.vd
+    out = None
+    i = 0
+    for n, k in enumerate(keys):
+        if k is None:
+            continue
+        if k is Ellipsis:
+            break
+        if i < len(vd) and vd[i] > st.pdim and type(k) in (int, np.int64, np.int32):
+            if out is None:
+                out = list(keys)
+            j = int(k)
+            if j < 0:
+                j += self.shape[i]
+            out[n] = slice(j, j + 1)
+        i += 1
+    return _plain_index(self, tuple(out) if out is not None else key)
+
+
+_keep_free_axes.__name__ = "__getitem__"
+Tensor.__getitem__ = _keep_free_axes
 
 
 # ---- element-wise ------------------------------------------------------------------------

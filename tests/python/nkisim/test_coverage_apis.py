@@ -217,3 +217,26 @@ class ModularAllocationTest(unittest.TestCase):
         # capacity counts the 2 physical tiles, not the 8 blocks
         self.assertLess(mod.metrics["peak_sbuf_bytes_per_partition"],
                         full.metrics["peak_sbuf_bytes_per_partition"])
+
+
+@nki.jit
+def keep_axis_kernel(x):
+    out = nl.ndarray((128, 3), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)                     # (128, 8) on-chip
+    col = t[:, 2]                      # keeps the free axis: (128, 1)
+    res = nl.ndarray((128, 3), dtype=nl.float32, buffer=nl.sbuf)
+    res[:, 0:1] = col[:, 0]            # indexable as a 2-D tile
+    res[:, 1:2] = nl.add(col, t[:, 5])
+    blocks = nl.ndarray((2, nl.par_dim(128), 8), dtype=nl.float32, buffer=nl.sbuf)
+    blocks[1] = t                      # a block index still drops the block axis
+    res[:, 2:3] = blocks[1][:, 7]
+    nl.store(out, res)
+    return out
+
+
+class IntegerIndexTest(unittest.TestCase):
+    def test_integer_on_a_free_axis_keeps_it(self):
+        x = rand(128, 8)
+        (out,) = run(keep_axis_kernel, x=x)
+        np.testing.assert_allclose(out, np.stack([x[:, 2], x[:, 2] + x[:, 5], x[:, 7]], 1),
+                                   rtol=1e-6)
