@@ -137,6 +137,13 @@ def static_range(*args, **kw):
 
 
 def dynamic_range(*args, **kw):
+    """A loop the compiler keeps as a runtime loop. NKI 0.7 (SDK 2.33) traces kernels as
+    Python and drops it: in the `nki` namespace it is an error pointing to nl.fori_loop /
+    nl.while_loop; the legacy namespace keeps it."""
+    if runtime.CUR is not None and _hw.strict():
+        raise compile_error("nl.dynamic_range is not available in NKI 0.7 (SDK 2.33), which "
+                            "traces kernels as Python; use nl.fori_loop (or nl.while_loop) "
+                            "for a runtime loop, or nl.affine_range / nl.sequential_range")
     return range(*args)
 
 
@@ -471,33 +478,38 @@ _plain_index = Tensor.__getitem__
 
 
 def _keep_free_axes(self, key):
-    """`tile[:, j]`: on an on-chip tile an integer on a free dimension (after the partition
-    dimension) keeps that axis with size 1, as NKI does; block dimensions and HBM tensors
-    drop it (numpy-like). Keys with index expressions keep their own rules."""
-    st = self.st
-    if st.kind == "hbm" or self.vd is None:
-        return _plain_index(self, key)
+    """`tile[:, j]` on a 2-D on-chip tile: an on-chip tile keeps at least its partition axis
+    and one free axis, so an integer that would leave only the partition axis keeps its free
+    axis with size 1 (as NKI does: the result is [P, 1]). Otherwise integers drop their axis
+    (`t[:, i, :]` of a [P, n, 1] tile is [P, 1]); HBM tensors and keys with index
+    expressions follow their own rules."""
+    r = _plain_index(self, key)
+    if self.st.kind == "hbm" or self.vd is None or len(r.shape) != 1 or len(self.shape) < 2:
+        return r
     keys = key if isinstance(key, tuple) else (key,)
-    for k in keys:
-        if not (k is None or k is Ellipsis or type(k) in (int, slice, np.int64, np.int32)):
-            return _plain_index(self, key)  # index expressions: their own rules
     vd = self.vd
-    out = None
+    pdim = self.st.pdim
+    last = None
     i = 0
     for n, k in enumerate(keys):
         if k is None:
             continue
         if k is Ellipsis:
-            break
-        if i < len(vd) and vd[i] > st.pdim and type(k) in (int, np.int64, np.int32):
-            if out is None:
-                out = list(keys)
-            j = int(k)
-            if j < 0:
-                j += self.shape[i]
-            out[n] = slice(j, j + 1)
+            return r
+        if type(k) not in (int, slice, np.int64, np.int32):
+            return r
+        if i < len(vd) and vd[i] > pdim and type(k) is not slice:
+            last = (n, i)
         i += 1
-    return _plain_index(self, tuple(out) if out is not None else key)
+    if last is None:
+        return r
+    n, i = last
+    j = int(keys[n])
+    if j < 0:
+        j += self.shape[i]
+    out = list(keys)
+    out[n] = slice(j, j + 1)
+    return _plain_index(self, tuple(out))
 
 
 _keep_free_axes.__name__ = "__getitem__"

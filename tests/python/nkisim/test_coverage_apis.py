@@ -223,13 +223,17 @@ class ModularAllocationTest(unittest.TestCase):
 def keep_axis_kernel(x):
     out = nl.ndarray((128, 3), dtype=nl.float32, buffer=nl.shared_hbm)
     t = nl.load(x)                     # (128, 8) on-chip
-    col = t[:, 2]                      # keeps the free axis: (128, 1)
+    col = t[:, 2]                      # keeps the free axis: (128, 1), not (128,)
     res = nl.ndarray((128, 3), dtype=nl.float32, buffer=nl.sbuf)
     res[:, 0:1] = col[:, 0]            # indexable as a 2-D tile
     res[:, 1:2] = nl.add(col, t[:, 5])
     blocks = nl.ndarray((2, nl.par_dim(128), 8), dtype=nl.float32, buffer=nl.sbuf)
     blocks[1] = t                      # a block index still drops the block axis
     res[:, 2:3] = blocks[1][:, 7]
+    three = nl.ndarray((128, 2, 1), dtype=nl.float32, buffer=nl.sbuf)
+    assert tuple(three[:, 1, :].shape) == (128, 1)   # a middle axis is still dropped
+    assert tuple(t[:, 2].shape) == (128, 1)
+    assert tuple(x[:, 2].shape) == (128,)            # HBM: numpy-like
     nl.store(out, res)
     return out
 

@@ -131,6 +131,16 @@ BODY = textwrap.dedent('''
         return out
 ''')
 
+BODY += textwrap.dedent('''
+
+    @nki.jit
+    def dynamic_loop(x, y):
+        out = _out(x.shape)
+        for i in nl.dynamic_range(1):
+            nl.store(out, nl.load(x))
+        return out
+''')
+
 REFUSED = ["divide", "mod", "fmod", "power_scalar", "broadcast_add", "softmax", "rms_norm",
            "matmul_plain", "store_psum"]
 ALLOWED = ["power_tensor", "equal_shape_add", "scalar_add", "matmul_transposed"]
@@ -169,6 +179,12 @@ class HardwareRulesTest(unittest.TestCase):
                     self.run_kernel("nki", name)
                 self.assertIn(hwrules.REASON, cm.exception.message)
                 self.assertIsNotNone(cm.exception.line)
+
+    def test_nki_0_7_traced_front_end_has_no_dynamic_range(self):
+        with self.assertRaises(nkisim.NkiCompileError) as cm:
+            self.run_kernel("nki", "dynamic_loop")
+        self.assertIn("nl.fori_loop", cm.exception.message)
+        self.assertEqual(len(self.run_kernel("legacy", "dynamic_loop").outputs), 1)
 
     def test_nki_namespace_accepts_the_supported_forms(self):
         for name in ALLOWED:
