@@ -483,7 +483,10 @@ def _keep_free_axes(self, key):
     axis with size 1 (as NKI does: the result is [P, 1]). Otherwise integers drop their axis
     (`t[:, i, :]` of a [P, n, 1] tile is [P, 1]); HBM tensors and keys with index
     expressions follow their own rules."""
-    r = _plain_index(self, key)
+    try:
+        r = _plain_index(self, key)
+    except _NkiRuntimeError as e:
+        r = _masked_slices(self, key, e)
     if self.st.kind == "hbm" or self.vd is None or len(r.shape) != 1 or len(self.shape) < 2:
         return r
     keys = key if isinstance(key, tuple) else (key,)
@@ -510,6 +513,31 @@ def _keep_free_axes(self, key):
     out = list(keys)
     out[n] = slice(j, j + 1)
     return _plain_index(self, tuple(out))
+
+
+def _masked_slices(t, key, err):
+    """`x[nl.ds(p, 128), ...]` reaching past the tensor's end: legal in NKI when the access
+    is masked (`nl.load(..., mask=...)`). The slices become index expressions on their own
+    axes, whose out-of-range elements are then checked against the access's mask."""
+    keys = key if isinstance(key, tuple) else (key,)
+    if not builtins.all(type(k) in (int, slice, np.int64, np.int32) for k in keys):
+        raise err
+    rest = builtins.max(0, len(t.shape) - len(keys))
+    nslices = len([k for k in keys if type(k) is slice]) + rest
+    out = []
+    ax = 0
+    for i, k in enumerate(list(keys) + [slice(None)] * rest):
+        if type(k) is slice:
+            if k.step not in (None, 1):
+                raise err
+            n = t.shape[i]
+            a = 0 if k.start is None else int(k.start)
+            b = n if k.stop is None else int(k.stop)
+            out.append(IExpr(a, 1, builtins.max(0, b - a), ax, nslices))
+            ax += 1
+        else:
+            out.append(k)
+    return _plain_index(t, tuple(out))
 
 
 _keep_free_axes.__name__ = "__getitem__"
@@ -999,5 +1027,7 @@ def rand(shape, dtype=np.float32, **kw):
 
 from . import hwrules as _hw  # noqa: E402  (namespace rules; kept out of the import block)
 from . import modalloc as _modalloc  # noqa: E402
+from .errors import NkiRuntimeError as _NkiRuntimeError  # noqa: E402
+import builtins  # noqa: E402  (this module's all/max/min/sum are nl reductions)
 from .grids import (NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks,  # noqa: E402,F401
                     alloc_tiles, blocks, tiles)

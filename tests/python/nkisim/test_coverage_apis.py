@@ -244,3 +244,34 @@ class IntegerIndexTest(unittest.TestCase):
         (out,) = run(keep_axis_kernel, x=x)
         np.testing.assert_allclose(out, np.stack([x[:, 2], x[:, 2] + x[:, 5], x[:, 7]], 1),
                                    rtol=1e-6)
+
+
+@nki.jit
+def masked_tail_kernel(x):
+    """A 100-row tensor copied in one 128-row tile: the slice reaches past the end, the mask
+    covers the tail."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    t = nl.load(x[nl.ds(0, 128), :], mask=(i_p < x.shape[0]))
+    nl.store(out[nl.ds(0, 128), :], value=nl.exp(t), mask=(i_p < x.shape[0]))
+    return out
+
+
+@nki.jit
+def unmasked_tail_kernel(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x[nl.ds(0, 128), :])
+    nl.store(out[0:100, :], value=t[0:100, :])
+    return out
+
+
+class MaskedSliceTest(unittest.TestCase):
+    def test_a_masked_slice_may_reach_past_the_end(self):
+        x = rand(100, 64)
+        (out,) = run(masked_tail_kernel, x=x)
+        np.testing.assert_allclose(out, np.exp(x), rtol=1e-6)
+
+    def test_an_unmasked_one_may_not(self):
+        with self.assertRaises(nkisim.NkiRuntimeError) as cm:
+            run(unmasked_tail_kernel, x=rand(100, 64))
+        self.assertIn("out_of_bound", cm.exception.message)
