@@ -116,8 +116,9 @@ def _reject(fname, p, *names):
     an argument silently ignored."""
     for n in names:
         v = p.get(n)
-        if n == "mask" and type(v) in (bool, np.bool_) and v:
-            continue  # a predicate that folded to True masks nothing
+        if n == "mask" and (type(v) in (bool, np.bool_) and v or
+                            type(v) is np.ndarray and v.dtype == np.bool_ and v.all()):
+            continue  # a predicate that is true everywhere masks nothing
         if isinstance(v, (tuple, list)) or not any(v is d or (type(v) is type(d) and v == d)
                                                    for d in _DEFAULTS):
             raise compile_error("nisa.%s: %s=%r is not modelled by nkisim (the simulator would "
@@ -176,7 +177,19 @@ def nc_matmul(*args, **kw):
     dst = p.get("dst")
     if p.get("is_transpose"):
         return _matmul_transpose(p)
-    return matmul_core(dst, p["stationary"], p["moving"], p.get("accumulate"), "nisa.nc_matmul")
+    st, mv = p["stationary"], p["moving"]
+    if not _hw.strict():
+        # the legacy compiler placed a PSUM operand (an nc_transpose result) in SBUF first
+        st, mv = _psum_to_sbuf(st), _psum_to_sbuf(mv)
+    return matmul_core(dst, st, mv, p.get("accumulate"), "nisa.nc_matmul")
+
+
+def _psum_to_sbuf(t):
+    if not isinstance(t, Tensor) or t.st.kind != "psum":
+        return t
+    staged = core.tmp(t.shape, t.st.dt, sbuf)
+    copy_op(staged, t)
+    return staged
 
 
 def _matmul_transpose(p):

@@ -141,6 +141,26 @@ BODY += textwrap.dedent('''
         return out
 ''')
 
+BODY += textwrap.dedent('''
+
+    @nki.jit
+    def matmul_psum_operand(x, y):
+        out = _out((128, 128))
+        t = nisa.nc_transpose(nl.load(x[:, 0:128]))          # in PSUM
+        r = nisa.nc_matmul(t, nl.load(y[:, 0:128]))
+        nl.store(out, nl.copy(r))
+        return out
+
+
+    @nki.jit
+    def matmul_true_mask(x, y):
+        out = _out((128, 128))
+        i_p, i_f = nl.mgrid[0:128, 0:128]
+        r = nisa.nc_matmul(nl.load(x[:, 0:128]), nl.load(y[:, 0:128]), mask=(i_p < 128))
+        nl.store(out, nl.copy(r))
+        return out
+''')
+
 REFUSED = ["divide", "mod", "fmod", "power_scalar", "broadcast_add", "softmax", "rms_norm",
            "matmul_plain", "store_psum"]
 ALLOWED = ["power_tensor", "equal_shape_add", "scalar_add", "matmul_transposed"]
@@ -185,6 +205,17 @@ class HardwareRulesTest(unittest.TestCase):
             self.run_kernel("nki", "dynamic_loop")
         self.assertIn("nl.fori_loop", cm.exception.message)
         self.assertEqual(len(self.run_kernel("legacy", "dynamic_loop").outputs), 1)
+
+    def test_psum_matmul_operand_is_staged_by_the_legacy_compiler_only(self):
+        (out,) = self.run_kernel("legacy", "matmul_psum_operand").outputs
+        np.testing.assert_allclose(out, self.x[:, 0:128] @ self.y[:, 0:128], rtol=1e-4)
+        with self.assertRaises(nkisim.NkiCompileError) as cm:
+            self.run_kernel("nki", "matmul_psum_operand")
+        self.assertIn("SBUF", cm.exception.message)
+
+    def test_a_mask_true_everywhere_masks_nothing(self):
+        (out,) = self.run_kernel("nki", "matmul_true_mask").outputs
+        np.testing.assert_allclose(out, self.x[:, 0:128].T @ self.y[:, 0:128], rtol=1e-4)
 
     def test_nki_namespace_accepts_the_supported_forms(self):
         for name in ALLOWED:
