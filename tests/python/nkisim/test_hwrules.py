@@ -179,6 +179,7 @@ def _load(ns, tmp):
 class HardwareRulesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        nkisim.activate()  # another suite may have deactivated the simulator's modules
         cls._tmp = tempfile.TemporaryDirectory()
         cls.mods = {ns: _load(ns, cls._tmp.name) for ns in HEADERS}
         rng = np.random.default_rng(3)
