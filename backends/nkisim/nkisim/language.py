@@ -233,11 +233,11 @@ def ndarray(shape, dtype, buffer=None, name="", **kw):
             if type(s) is ParDim:
                 pdim = i
                 break
-    tiles = getattr(buffer, "nkisim_tiles", None)
-    if tiles and pdim > 0:
-        phys, blocks, ptiles = _modalloc.physical_shape(_shape(shape), pdim, tiles)
+    mod_tiles = getattr(buffer, "nkisim_tiles", None)
+    if mod_tiles and pdim > 0:
+        phys, nblocks, ptiles = _modalloc.physical_shape(_shape(shape), pdim, mod_tiles)
         t = alloc(phys, dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
-        return _modalloc.ModularTensor.wrap(t, blocks, ptiles)
+        return _modalloc.ModularTensor.wrap(t, nblocks, ptiles)
     return alloc(_shape(shape), dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
 
 
