@@ -654,6 +654,8 @@ def binary(name, a, b, dtype=None, mask=None):
         shape = t.shape
     if name in O.COMPARISON and dtype is None:
         dt = dt if dt.is_float else D.UINT8
+    if name == "divide" and dtype is None and not dt.is_float:
+        dt = D.FLOAT32  # true division: integer tiles give float32 (nl.floor(a / b) idiom)
     if dtype is not None:
         dt = dt_of(dtype)
     if name in O.BITWISE and not dt.is_int:

@@ -275,3 +275,17 @@ class MaskedSliceTest(unittest.TestCase):
         with self.assertRaises(nkisim.NkiRuntimeError) as cm:
             run(unmasked_tail_kernel, x=rand(100, 64))
         self.assertIn("out_of_bound", cm.exception.message)
+
+
+@nki.jit
+def int_divide_kernel(x):
+    out = nl.ndarray((128, 1), dtype=nl.int32, buffer=nl.shared_hbm)
+    pos = nisa.iota(nl.arange(128)[:, None], dtype=nl.int32)
+    nl.store(out, nl.floor(pos / 32, dtype=nl.int32))
+    return out
+
+
+class IntegerDivisionTest(unittest.TestCase):
+    def test_integer_tiles_divide_truly(self):
+        (out,) = run(int_divide_kernel, x=rand(128, 1))
+        np.testing.assert_array_equal(out[:, 0], np.arange(128) // 32)
