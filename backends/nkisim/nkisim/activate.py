@@ -4,6 +4,8 @@
 .pth files), so a kernel file run afterwards in the same process can `import nki`,
 `import nki.language as nl`, `from neuronxcc import nki`, `import neuronxcc.nki.isa as nisa`
 and so on. Calling it again is harmless. `deactivate()` removes exactly what it installed.
+The two namespaces hold the same functions under distinct module objects, so the simulator
+can apply the `nki` namespace's hardware rules (`hwrules`) to kernels that import `nki` only.
 """
 import sys
 import types
@@ -23,6 +25,16 @@ def _module(name, doc):
     return m
 
 
+def _alias(name, src):
+    """A module named `name` holding the same objects as module `src` (a namespace of its
+    own, so `hwrules` can tell which namespace a kernel file imported)."""
+    m = _module(name, src.__doc__)
+    for k, v in vars(src).items():
+        if not (k.startswith("__") and k.endswith("__")):
+            setattr(m, k, v)
+    return m
+
+
 def _build():
     typing = _module("nki.typing", "nki.typing (nkisim)")
     for n in ("tensor", "mutable_tensor", "scalar"):
@@ -38,6 +50,12 @@ def _build():
 
     collectives = _module("nki.collectives", "nki.collectives (nkisim: not supported)")
 
+    # nki.language.constants (`from nki.language.constants import sizeinbytes`)
+    lconst = _module("nki.language.constants", "nki.language.constants (nkisim)")
+    lconst.sizeinbytes = language.sizeinbytes
+    language.__path__ = []  # a package, for its `constants` submodule
+    language.constants = lconst
+
     top = _module("nki", "nki (nkisim CPU simulator)")
     for n in ("jit", "baremetal", "benchmark", "profile", "trace", "simulate_kernel",
               "simulate", "Kernel"):
@@ -51,9 +69,19 @@ def _build():
     top.__path__ = []
     top.__version__ = "0.0-nkisim"
 
+    # the legacy namespace: the same API under its own module objects (hwrules)
+    legacy_language = _alias("neuronxcc.nki.language", language)
+    legacy_language.__path__ = []
+    legacy_isa = _alias("neuronxcc.nki.isa", isa)
+    legacy = _alias("neuronxcc.nki", top)
+    legacy.__path__ = []
+    legacy.__version__ = top.__version__
+    legacy.language = legacy_language
+    legacy.isa = legacy_isa
+
     neuronxcc = _module("neuronxcc", "neuronxcc (nkisim stand-in)")
     neuronxcc.__path__ = []
-    neuronxcc.nki = top
+    neuronxcc.nki = legacy
     starfish = _module("neuronxcc.starfish", "")
     starfish.__path__ = []
     penguin = _module("neuronxcc.starfish.penguin", "")
@@ -63,8 +91,10 @@ def _build():
     return {
         "nki": top, "nki.language": language, "nki.isa": isa, "nki.typing": typing,
         "nki.compiler": compiler, "nki.collectives": collectives,
-        "neuronxcc": neuronxcc, "neuronxcc.nki": top, "neuronxcc.nki.language": language,
-        "neuronxcc.nki.isa": isa, "neuronxcc.nki.typing": typing,
+        "neuronxcc": neuronxcc, "neuronxcc.nki": legacy,
+        "neuronxcc.nki.language": legacy_language, "nki.language.constants": lconst,
+        "neuronxcc.nki.language.constants": lconst,
+        "neuronxcc.nki.isa": legacy_isa, "neuronxcc.nki.typing": typing,
         "neuronxcc.nki.compiler": compiler, "neuronxcc.starfish": starfish,
         "neuronxcc.starfish.penguin": penguin,
     }

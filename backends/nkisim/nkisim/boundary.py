@@ -51,6 +51,9 @@ ATTR_OBJECTS = {
     "MGrid": {"p", "x", "y", "z"},
     "Buffer": {"view"},
     "_AllocBuffer": {"alloc", "mod_alloc", "auto_alloc"},
+    "ModularTensor": {"T", "buffer", "reshape", "ap"},
+    "NkiTileGrid": {"data", "buffer"},
+    "NkiBlockGrid": {"data", "buffer"},
 }
 
 # operator-module functions (plus len/iter/next/int/float/index) a trace may apply.
@@ -77,7 +80,11 @@ def dynamic_object(v):
     t = type(v)
     if t in (Tensor, IExpr, MGrid, Buffer) or t in _ITER_TYPES:
         return True
+    if isinstance(v, Tensor):  # ModularTensor (mod_alloc)
+        return True
     if t is _alloc_buffer_type():
+        return True
+    if t.__name__ in ("NkiTileGrid", "NkiBlockGrid") and t.__module__ == "nkisim.grids":
         return True
     if isinstance(v, types.MethodType):
         owner = type(v.__self__).__name__
@@ -99,9 +106,11 @@ def attr_allowed(obj, name, value):
 # Objects the kernel receives as-is (pure Python, no simulator state): decorators, loop
 # helpers, tile-size and enum namespaces. Everything else public becomes a named API proxy.
 RAW_NAMES = {"affine_range", "sequential_range", "static_range", "dynamic_range", "fori_loop",
-             "while_loop", "no_reorder", "tile_size", "par_dim", "nc", "spmd_dim"}
+             "while_loop", "no_reorder", "tile_size", "par_dim", "nc", "spmd_dim",
+             "fp32", "finfo", "sizeinbytes"}  # dtype limits and sizes: pure functions of a dtype
 _API_MODULES = ("nki.language", "nki.isa", "nki.compiler")
-_REEXPORTS = {"nki.language": {"arange", "ds", "mgrid", "hbm", "private_hbm", "shared_hbm",
+_REEXPORTS = {"nki.language": {"tiles", "blocks", "alloc_tiles", "alloc_blocks",
+                               "arange", "ds", "mgrid", "hbm", "private_hbm", "shared_hbm",
                                "sbuf", "psum"}}
 _table = None
 

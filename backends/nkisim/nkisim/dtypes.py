@@ -28,6 +28,21 @@ class DTypeToken:
     def __hash__(self):
         return hash(self.name)
 
+    @property
+    def dtype(self):
+        """What `np.dtype(nl.bfloat16)` gives: a numpy type of the same item size (float16
+        for the 2-byte types, uint8 for fp8, float32 for the 4-byte ones), so `.itemsize`
+        arithmetic in kernels is right. Its values are not this type's: pass host arrays as
+        float32 with `input_dtypes` to get this type's rounding."""
+        return np.dtype(_STANDIN[self.name])
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+
+_STANDIN = {"bfloat16": np.float16, "tfloat32": np.float32, "float32r": np.float32,
+            "float8_e4m3": np.uint8, "float8_e5m2": np.uint8, "float8_e4m3fn": np.uint8}
 
 bfloat16 = DTypeToken("bfloat16")
 tfloat32 = DTypeToken("tfloat32")
@@ -181,3 +196,65 @@ def promote(a, b):
     if b is BOOL:
         return a
     return a if a.itemsize >= b.itemsize else b
+
+
+def sizeinbytes(dtype):
+    """Bytes per element of an NKI dtype (`nki.language.constants.sizeinbytes`)."""
+    d = lookup(dtype)
+    if d is None:
+        raise TypeError("sizeinbytes: unknown dtype %r" % (dtype,))
+    return d.itemsize
+
+
+class FInfo:
+    """Limits of a float dtype, like `numpy.finfo` (`nl.finfo(nl.bfloat16).min`)."""
+
+    def __init__(self, dt):
+        self.dtype = dt.public
+        self.bits = dt.itemsize * 8
+        if dt.mant_bits is None:  # float32, float16, float32r: numpy knows them
+            info = np.finfo(dt.np)
+            mx, eps, tiny = float(info.max), float(info.eps), float(info.tiny)
+        else:
+            exp_bits = self.bits - 1 - dt.mant_bits
+            if dt.name == "tfloat32":
+                exp_bits = 8
+            bias = (1 << (exp_bits - 1)) - 1
+            eps = 2.0 ** -dt.mant_bits
+            tiny = 2.0 ** (1 - bias)
+            mx = dt.max_value if dt.max_value is not None else \
+                float((2.0 - eps) * 2.0 ** bias)
+        self.max = mx
+        self.min = -mx
+        self.eps = eps
+        self.tiny = tiny
+        self.smallest_normal = tiny
+
+    def __repr__(self):
+        return "finfo(min=%g, max=%g, eps=%g, dtype=%s)" % (self.min, self.max, self.eps,
+                                                            lookup(self.dtype).name)
+
+
+def finfo(dtype):
+    """`nl.finfo(dtype)`: limits of a float dtype (bfloat16 and fp8 included)."""
+    d = lookup(dtype)
+    if d is None or not d.is_float:
+        raise TypeError("finfo: %r is not a float dtype" % (dtype,))
+    return FInfo(d)
+
+
+class _Limits(FInfo):
+    """`nl.fp32`: the float32 limits (`nl.fp32.min`), also usable as the float32 dtype."""
+
+    def __init__(self):
+        super().__init__(FLOAT32)
+
+    def __eq__(self, other):
+        return lookup(other) is FLOAT32
+
+    def __hash__(self):
+        return hash("float32")
+
+
+fp32 = _Limits()
+_LOOKUP[fp32] = FLOAT32

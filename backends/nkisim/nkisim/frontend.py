@@ -125,14 +125,22 @@ def _identity_decorator(func=None, *a, **k):
 
 
 class _AllocBuffer:
-    def __init__(self, kind):
+    """`ncc.sbuf` / `ncc.psum`. `mod_alloc(num_free_tiles=...)` (PSUM: `num_bank_tiles=`)
+    makes block dimensions modular (modalloc.py); addresses are not modelled."""
+
+    def __init__(self, kind, tiles=None):
         self.nkisim_kind = kind
+        self.nkisim_tiles = tiles
 
     def alloc(self, *a, **k):
         return self
 
-    def mod_alloc(self, *a, **k):
-        return self
+    def mod_alloc(self, *a, num_free_tiles=None, num_bank_tiles=None, **k):
+        tiles = num_bank_tiles if self.nkisim_kind == "psum" and num_bank_tiles else \
+            num_free_tiles
+        if not tiles:
+            return self
+        return _AllocBuffer(self.nkisim_kind, tuple(int(t) for t in tiles))
 
     def auto_alloc(self, *a, **k):
         return self

@@ -116,6 +116,9 @@ def _reject(fname, p, *names):
     an argument silently ignored."""
     for n in names:
         v = p.get(n)
+        if n == "mask" and (type(v) in (bool, np.bool_) and v or
+                            type(v) is np.ndarray and v.dtype == np.bool_ and v.all()):
+            continue  # a predicate that is true everywhere masks nothing
         if isinstance(v, (tuple, list)) or not any(v is d or (type(v) is type(d) and v == d)
                                                    for d in _DEFAULTS):
             raise compile_error("nisa.%s: %s=%r is not modelled by nkisim (the simulator would "
@@ -169,10 +172,45 @@ def nc_matmul(*args, **kw):
                                       "is_moving_onezero", "is_transpose", "accumulate",
                                       "tile_position", "tile_size", "perf_mode", "mask",
                                       "name", "dtype", "psum_accumulate_flag"], new)
-    _reject("nc_matmul", p, "is_transpose", "tile_position", "tile_size", "perf_mode", "mask",
+    _reject("nc_matmul", p, "tile_position", "tile_size", "perf_mode", "mask",
             "psum_accumulate_flag")
     dst = p.get("dst")
-    return matmul_core(dst, p["stationary"], p["moving"], p.get("accumulate"), "nisa.nc_matmul")
+    if p.get("is_transpose"):
+        return _matmul_transpose(p)
+    st, mv = p["stationary"], p["moving"]
+    if not _hw.strict():
+        # the legacy compiler placed a PSUM operand (an nc_transpose result) in SBUF first
+        st, mv = _psum_to_sbuf(st), _psum_to_sbuf(mv)
+    return matmul_core(dst, st, mv, p.get("accumulate"), "nisa.nc_matmul")
+
+
+def _psum_to_sbuf(t):
+    if not isinstance(t, Tensor) or t.st.kind != "psum":
+        return t
+    staged = core.tmp(t.shape, t.st.dt, sbuf)
+    copy_op(staged, t)
+    return staged
+
+
+def _matmul_transpose(p):
+    """nc_matmul(is_transpose=True): the PE array passes `stationary` through transposed (the
+    moving operand must be the [P, P] identity); the result keeps the stationary's values."""
+    st, mv, dst = p["stationary"], p["moving"], p.get("dst")
+    for t in (st, mv):
+        if not isinstance(t, Tensor):
+            raise compile_error("nisa.nc_matmul: stationary and moving must be tiles")
+        check_onchip(t, "nisa.nc_matmul")
+    if len(st.shape) != 2:
+        raise compile_error("nisa.nc_matmul(is_transpose=True) expects a 2-D stationary tile, "
+                            "got shape %s" % (list(st.shape),))
+    k = st.shape[0]
+    if tuple(mv.shape) != (k, k):
+        raise compile_error("nisa.nc_matmul(is_transpose=True): moving must be the [%d, %d] "
+                            "identity matrix, got shape %s" % (k, k, list(mv.shape)))
+    if p.get("accumulate"):
+        raise compile_error("nisa.nc_matmul(is_transpose=True) cannot accumulate")
+    out = transpose_core(st, dst=dst)
+    return None if dst is not None else out
 
 
 def nc_transpose(*args, **kw):
@@ -191,7 +229,13 @@ def _activation(fname, args, kw, force_reduce=False):
     new = _is_new(args, kw, 0)
     p = _bind(fname, args, kw, ["op", "data", "bias", "scale", "reduce_op", "reduce_res",
                                 "reduce_cmd", "mask", "dtype", "name", "acc_flags"], new)
-    _reject(fname, p, "reduce_cmd", "acc_flags")
+    _reject(fname, p, "acc_flags")
+    cmd = p.get("reduce_cmd")
+    if cmd is not None and not (type(cmd) is int and cmd == reduce_cmd.reset_reduce):
+        # reset_reduce is what a reduction into reduce_res does by itself; the accumulating
+        # forms (reduce, load_reduce) and the register-only ones are not modelled
+        raise compile_error("nisa.%s: reduce_cmd=%r is not modelled by nkisim (only "
+                            "reduce_cmd.reset_reduce)" % (fname, cmd))
     op = O.op_name(p["op"])
     data = p["data"]
     if op not in O.UNARY:
@@ -587,6 +631,11 @@ def affine_select(*args, **kw):
     t = p["on_true_tile"]
     fv = p["on_false_value"]
     check_onchip(t, "nisa.affine_select")
+    if t.st.kind == "psum":
+        # GpSimd cannot read PSUM: the compiler stages the tile through SBUF (VectorE copy)
+        staged = core.tmp(t.shape, t.st.dt, sbuf)
+        copy_op(staged, t)
+        t = staged
     dst, _ = _out(p, t.shape, t.st.dt)
     compute(GPSIMD, gpsimd_cost(free_size(t), t.st.dt.itemsize), [t], [dst],
             lambda: np.where(np.broadcast_to(pred, t.shape), _f32(t.read()), fv),
@@ -682,6 +731,8 @@ def dma_copy(*args, **kw):
         raise compile_error("nisa.dma_copy: oob_mode=%r is not modelled by nkisim (only "
                             "oob_mode.error)" % (p.get("oob_mode"),))
     dst, src = p["dst"], p["src"]
+    if isinstance(src, Tensor) and src.st.kind == "psum":
+        _hw.reject("nisa.dma_copy reading PSUM", "nisa.tensor_copy from PSUM to SBUF first")
     dge = p.get("dge_mode")
     if dge is not None and dge == dge_mode.hwdge and isinstance(src, Tensor) \
             and isinstance(dst, Tensor) and src.st.dt is not dst.st.dt:
@@ -748,3 +799,6 @@ vector_engine = engine.vector
 scalar_engine = engine.scalar
 gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
+
+
+from . import hwrules as _hw  # noqa: E402  (namespace rules)

@@ -40,6 +40,9 @@ uint16 = np.uint16
 uint32 = np.uint32
 uint64 = np.uint64
 bool_ = np.bool_
+fp32 = D.fp32            # float32, with its limits: `nl.fp32.min`
+finfo = D.finfo          # `nl.finfo(nl.bfloat16).max`
+sizeinbytes = D.sizeinbytes
 
 
 # ---- tile sizes ---------------------------------------------------------------------------
@@ -134,6 +137,13 @@ def static_range(*args, **kw):
 
 
 def dynamic_range(*args, **kw):
+    """A loop the compiler keeps as a runtime loop. NKI 0.7 (SDK 2.33) traces kernels as
+    Python and drops it: in the `nki` namespace it is an error pointing to nl.fori_loop /
+    nl.while_loop; the legacy namespace keeps it."""
+    if runtime.CUR is not None and _hw.strict():
+        raise compile_error("nl.dynamic_range is not available in NKI 0.7 (SDK 2.33), which "
+                            "traces kernels as Python; use nl.fori_loop (or nl.while_loop) "
+                            "for a runtime loop, or nl.affine_range / nl.sequential_range")
     return range(*args)
 
 
@@ -223,28 +233,35 @@ def ndarray(shape, dtype, buffer=None, name="", **kw):
             if type(s) is ParDim:
                 pdim = i
                 break
+    mod_tiles = getattr(buffer, "nkisim_tiles", None)
+    if mod_tiles and pdim > 0:
+        phys, nblocks, ptiles = _modalloc.physical_shape(_shape(shape), pdim, mod_tiles)
+        t = alloc(phys, dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
+        return _modalloc.ModularTensor.wrap(t, nblocks, ptiles)
     return alloc(_shape(shape), dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
 
 
 def _filled(shape, dtype, buffer, value, name=""):
+    """A tile filled with `value` (`lazy_initialization=` only lets the compiler choose when
+    the fill runs; the values are the same, so it is accepted and the fill issued here)."""
     t = ndarray(shape, dtype, buffer, name)
     core.memset_tile(t, value)
     return t
 
 
-def zeros(shape, dtype, buffer=None, name="", **kw):
+def zeros(shape, dtype, buffer=None, name="", lazy_initialization=False, **kw):
     if kw:
         _unmodelled("nl.zeros", kw)
     return _filled(shape, dtype, buffer, 0, name)
 
 
-def ones(shape, dtype, buffer=None, name="", **kw):
+def ones(shape, dtype, buffer=None, name="", lazy_initialization=False, **kw):
     if kw:
         _unmodelled("nl.ones", kw)
     return _filled(shape, dtype, buffer, 1, name)
 
 
-def full(shape, fill_value, dtype, buffer=None, name="", **kw):
+def full(shape, fill_value, dtype, buffer=None, name="", lazy_initialization=False, **kw):
     if kw:
         _unmodelled("nl.full", kw)
     return _filled(shape, dtype, buffer, fill_value, name)
@@ -324,6 +341,7 @@ def store(dst, value, mask=None, **kw):
         core.memset_tile(tmp, value)
         value = tmp
     elif value.st.kind == "psum":
+        _hw.reject("nl.store from PSUM", "nl.copy / nisa.tensor_copy to SBUF, then nl.store")
         tmp = alloc(value.shape, value.st.dt, sbuf)
         fuse_or_copy(tmp, value)
         value = tmp
@@ -358,8 +376,46 @@ def copy(src, mask=None, dtype=None, **kw):
     return out
 
 
+# id(tile) -> (tile, op name): results of nl.loop_reduce not yet assigned
+_LOOP_REDUCE = {}
+
+
+def loop_reduce(x, op, loop_indices, dtype=None, mask=None, name=None, **kw):
+    """`dst[...] = nl.loop_reduce(x, op, loop_indices)`: inside the loop over
+    `loop_indices`, the assignment accumulates: dst = op(dst, x) on every iteration (dst is
+    initialised before the loop). Returns the tile to assign (x, converted to `dtype`)."""
+    if kw:
+        _unmodelled("nl.loop_reduce", kw)
+    opname = O.op_name(op)
+    if opname not in ("add", "maximum", "minimum", "multiply"):
+        raise compile_error("nl.loop_reduce: unsupported op %r (np.add, np.maximum, "
+                            "np.minimum, np.multiply)" % (op,))
+    if not isinstance(x, Tensor):
+        raise compile_error("nl.loop_reduce expects a tile")
+    check_onchip(x, "loop_reduce")
+    if not isinstance(loop_indices, (list, tuple)) or not loop_indices:
+        raise compile_error("nl.loop_reduce: loop_indices must be a non-empty list of loop "
+                            "variables")
+    dt = dt_of(dtype) if dtype is not None else x.st.dt
+    if dt is x.st.dt and x.st.kind == "sbuf":
+        out = x
+    else:
+        out = core.tmp(x.shape, dt, sbuf)
+        core.copy_op(out, x, mask=mask)
+    if len(_LOOP_REDUCE) > 4096:
+        _LOOP_REDUCE.clear()  # results never assigned: nothing to accumulate
+    _LOOP_REDUCE[id(out)] = (out, opname, mask)
+    return out
+
+
 def assign(view, value):
     """`view[...] = value` for tensors."""
+    if _LOOP_REDUCE and isinstance(value, Tensor):
+        lr = _LOOP_REDUCE.pop(id(value), None)
+        if lr is not None and lr[0] is value:
+            res = binary(lr[1], view, value, dtype=view.st.dt, mask=lr[2])
+            fuse_or_copy(view, res)
+            return
     if isinstance(value, Tensor) and value.st is view.st and value.box == view.box \
             and value.shape == view.shape:
         return  # `t[k] += v` stores back the view `__iadd__` already updated
@@ -403,6 +459,89 @@ def broadcast_to(src, shape, **kw):
 
 
 Tensor.broadcast_to = lambda self, shape: broadcast_to(self, shape)
+_positional_reshape = Tensor.reshape
+
+
+def _reshape(self, *shape, **kw):
+    """`t.reshape((a, b))`, `t.reshape(a, b)` or `t.reshape(shape=(a, b))`."""
+    if kw:
+        if set(kw) != {"shape"} or shape:
+            raise compile_error("reshape takes the new shape, positionally or as shape=, "
+                                "got %s" % (", ".join(sorted(kw)) or "both forms"))
+        shape = (kw["shape"],)
+    return _positional_reshape(self, *shape)
+
+
+_reshape.__name__ = "reshape"
+Tensor.reshape = _reshape
+_plain_index = Tensor.__getitem__
+
+
+def _keep_free_axes(self, key):
+    """`tile[:, j]` on a 2-D on-chip tile: an on-chip tile keeps at least its partition axis
+    and one free axis, so an integer that would leave only the partition axis keeps its free
+    axis with size 1 (as NKI does: the result is [P, 1]). Otherwise integers drop their axis
+    (`t[:, i, :]` of a [P, n, 1] tile is [P, 1]); HBM tensors and keys with index
+    expressions follow their own rules."""
+    try:
+        r = _plain_index(self, key)
+    except _NkiRuntimeError as e:
+        r = _masked_slices(self, key, e)
+    if self.st.kind == "hbm" or self.vd is None or len(r.shape) != 1 or len(self.shape) < 2:
+        return r
+    keys = key if isinstance(key, tuple) else (key,)
+    vd = self.vd
+    pdim = self.st.pdim
+    last = None
+    i = 0
+    for n, k in enumerate(keys):
+        if k is None:
+            continue
+        if k is Ellipsis:
+            return r
+        if type(k) not in (int, slice, np.int64, np.int32):
+            return r
+        if i < len(vd) and vd[i] > pdim and type(k) is not slice:
+            last = (n, i)
+        i += 1
+    if last is None:
+        return r
+    n, i = last
+    j = int(keys[n])
+    if j < 0:
+        j += self.shape[i]
+    out = list(keys)
+    out[n] = slice(j, j + 1)
+    return _plain_index(self, tuple(out))
+
+
+def _masked_slices(t, key, err):
+    """`x[nl.ds(p, 128), ...]` reaching past the tensor's end: legal in NKI when the access
+    is masked (`nl.load(..., mask=...)`). The slices become index expressions on their own
+    axes, whose out-of-range elements are then checked against the access's mask."""
+    keys = key if isinstance(key, tuple) else (key,)
+    if not builtins.all(type(k) in (int, slice, np.int64, np.int32) for k in keys):
+        raise err
+    rest = builtins.max(0, len(t.shape) - len(keys))
+    nslices = len([k for k in keys if type(k) is slice]) + rest
+    out = []
+    ax = 0
+    for i, k in enumerate(list(keys) + [slice(None)] * rest):
+        if type(k) is slice:
+            if k.step not in (None, 1):
+                raise err
+            n = t.shape[i]
+            a = 0 if k.start is None else int(k.start)
+            b = n if k.stop is None else int(k.stop)
+            out.append(IExpr(a, 1, builtins.max(0, b - a), ax, nslices))
+            ax += 1
+        else:
+            out.append(k)
+    return _plain_index(t, tuple(out))
+
+
+_keep_free_axes.__name__ = "__getitem__"
+Tensor.__getitem__ = _keep_free_axes
 
 
 # ---- element-wise ------------------------------------------------------------------------
@@ -515,6 +654,8 @@ def binary(name, a, b, dtype=None, mask=None):
         shape = t.shape
     if name in O.COMPARISON and dtype is None:
         dt = dt if dt.is_float else D.UINT8
+    if name == "divide" and dtype is None and not dt.is_float:
+        dt = D.FLOAT32  # true division: integer tiles give float32 (nl.floor(a / b) idiom)
     if dtype is not None:
         dt = dt_of(dtype)
     if name in O.BITWISE and not dt.is_int:
@@ -551,10 +692,30 @@ def binary(name, a, b, dtype=None, mask=None):
     return out
 
 
+# `nki` namespace: binary ops the hardware rejects (hwrules); the value is the alternative
+_HW_BINARY = {"divide": "nl.multiply by nl.reciprocal, or nisa.tensor_tensor / "
+                        "nisa.tensor_scalar with np.divide",
+              "mod": "nisa.tensor_scalar / nisa.tensor_tensor with np.mod",
+              "fmod": "nisa.tensor_scalar / nisa.tensor_tensor with np.fmod"}
+
+
+def _hw_binary_check(name, x, y):
+    if name in _HW_BINARY:
+        _hw.reject("nl.%s" % name, _HW_BINARY[name])
+    elif name == "power" and not isinstance(y, Tensor):
+        _hw.reject("nl.power with a scalar exponent", "nisa.tensor_scalar with np.power, or "
+                   "nisa.activation")
+    elif isinstance(x, Tensor) and isinstance(y, Tensor) and x.shape != y.shape:
+        _hw.reject("nl.%s broadcasting %s with %s" % (name, list(x.shape), list(y.shape)),
+                   "operands of equal shape (nl.broadcast_to first) or nisa.tensor_scalar "
+                   "with a [P, 1] operand")
+
+
 def _make_binary(name):
     def fn(x, y, dtype=None, mask=None, **kw):
         if kw:
             _unmodelled("nl." + name, kw)
+        _hw_binary_check(name, x, y)
         return binary(name, x, y, dtype, mask)
     fn.__name__ = name
     fn.nkisim_op = name
@@ -743,6 +904,8 @@ def softmax(x, axis=-1, dtype=None, mask=None, **kw):
     """Softmax along a free axis (max, exp with bias, sum, reciprocal, multiply)."""
     if kw:
         _unmodelled("nl.softmax", kw)
+    _hw.reject("nl.softmax", "nl.max, nl.exp (or nisa.activation with a bias), nl.sum and "
+               "nl.reciprocal")
     m = reduce("max", x, axis, keepdims=True)
     e = exp(subtract(x, m))
     s = reduce("sum", e, axis, keepdims=True)
@@ -753,6 +916,7 @@ def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, **kw):
     """x * rsqrt(mean(x^2) + eps) * w along a free axis."""
     if kw:
         _unmodelled("nl.rms_norm", kw)
+    _hw.reject("nl.rms_norm", "nl.square, nl.mean, nl.rsqrt and nl.multiply")
     sq = square(x)
     ms = reduce("mean", sq, axis, keepdims=True)
     r = rsqrt(add(ms, float(epsilon)))
@@ -796,14 +960,32 @@ def _to_sbuf(t):
     return out
 
 
+def _same_precision(x, y):
+    """nl.matmul of an fp32 tile with a bf16/fp16/fp8 one: TensorE takes either two fp32-class
+    operands or two narrow ones, so the compiler converts; the narrow operand is widened to
+    fp32 (exact) by a VectorE copy."""
+    x32 = x.st.dt.name in core._FP32ISH
+    y32 = y.st.dt.name in core._FP32ISH
+    if x32 == y32:
+        return x, y
+    narrow = y if x32 else x
+    wide = core.tmp(narrow.shape, D.FLOAT32, sbuf)
+    core.copy_op(wide, narrow)
+    return (x, wide) if x32 else (wide, y)
+
+
 def matmul(x, y, transpose_x=False, mask=None, **kw):
     """x @ y (or x.T @ y with transpose_x) into a new PSUM fp32 tile."""
     if kw:
         _unmodelled("nl.matmul", kw)
+    if not transpose_x:
+        _hw.reject("nl.matmul without transpose_x=True", "nl.matmul(xT, y, transpose_x=True) "
+                   "with x already transposed (or nisa.nc_matmul)")
     check_onchip(x, "matmul")
     check_onchip(y, "matmul")
     x = _to_sbuf(x)
     y = _to_sbuf(y)
+    x, y = _same_precision(x, y)
     if not transpose_x:
         if len(x.shape) != 2:
             raise compile_error("nl.matmul expects 2-D tiles")
@@ -843,3 +1025,11 @@ def rand(shape, dtype=np.float32, **kw):
     compute(GPSIMD, engine_cost(GPSIMD, free_size(out), streams=1), [], [out],
             lambda: np.random.default_rng(0).random(out.shape), "rand")
     return out
+
+
+from . import hwrules as _hw  # noqa: E402  (namespace rules; kept out of the import block)
+from . import modalloc as _modalloc  # noqa: E402
+from .errors import NkiRuntimeError as _NkiRuntimeError  # noqa: E402
+import builtins  # noqa: E402  (this module's all/max/min/sum are nl reductions)
+from .grids import (NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks,  # noqa: E402,F401
+                    alloc_tiles, blocks, tiles)

@@ -592,7 +592,8 @@ class IndexingAndLaunchTest(unittest.TestCase):
         mod = sys.modules["nki"]
         nkisim.activate()
         self.assertIs(sys.modules["nki"], mod)
-        self.assertIs(sys.modules["nki.language"], sys.modules["neuronxcc.nki.language"])
+        # one API under two namespaces (distinct modules: hardware rules differ)
+        self.assertIs(sys.modules["nki.language"].exp, sys.modules["neuronxcc.nki.language"].exp)
         self.assertTrue(nkisim.is_active())
         try:
             nkisim.deactivate()
