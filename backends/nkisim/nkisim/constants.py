@@ -70,6 +70,14 @@ DMA_DESCRIPTOR_OVERHEAD_BYTES = 512
 # unroll and interleave them; sequential_range carries a dependency) [doc]; the window size
 # is a [model] choice (about two unrolled iterations of a typical 8-16 instruction loop body).
 SCHED_WINDOW = 32
+# DMA trigger window: a transfer holds one of the DMA_ENGINES queues from the moment its
+# inputs are ready (its trigger; a transfer waiting on compute is not in a queue yet) to its
+# end, and may start before transfers issued earlier in program order but not before the one
+# issued DMA_SCHED_WINDOW places earlier. nki.md §4.3 (16 queues, in-order within a queue;
+# a transfer starts with a trigger from an engine sequencer) and §4.2 (compiler-inserted
+# semaphores between in-order streams the compiler schedules) [doc]; the size, four
+# transfers per queue, is a [model] choice like SCHED_WINDOW.
+DMA_SCHED_WINDOW = 4 * DMA_ENGINES
 # Dynamic-address (indirect) copies cost ~600 cycles minimum. nki.md §4.2 [doc].
 DYNAMIC_COPY_MIN_CYCLES = 600
 

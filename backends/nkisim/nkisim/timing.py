@@ -240,8 +240,11 @@ class Scheduler:
                          C.GPSIMD_STARTUP_CYCLES * 1e9 / target.gpsimd_hz]
         self.active = [0.0, 0.0, 0.0, 0.0]
         self.count = [0, 0, 0, 0]
-        self.nq = 16
-        self.qfree = [0.0] * self.nq
+        self.nq = C.DMA_ENGINES
+        self.qfree = [0.0] * self.nq          # latest end per DMA queue
+        self.qbusy = [[] for _ in range(self.nq)]  # (start, end) per queue, by start
+        self.dma_recent = []                  # starts of the last DMA_SCHED_WINDOW transfers
+        self.dma_floor = 0.0                  # no transfer starts earlier
         self.bw = Timeline()
         self.dma_starts = []
         self.dma_ends = []
@@ -383,15 +386,18 @@ class Scheduler:
         """Schedule a DMA transfer on the earliest-free queue; returns its end time.
         `data_ns` is its share of the core's DMA bandwidth; `min_data_ns` the shortest time
         the engines it can use need for it (transfers over few partitions use few engines)."""
-        qf = self.qfree
-        best = min(qf)
-        q = qf.index(best)
-        self.bw.prune(best)
-        t = ready_time(best, reads, writes)
+        # A transfer holds a queue from its trigger (when its inputs are ready) to its end,
+        # so one waiting for compute does not block later independent transfers (the
+        # compiler reorders DMA triggers of independent iterations like other
+        # instructions), within a window of DMA_SCHED_WINDOW transfers.
+        t = ready_time(self.dma_floor, reads, writes)
+        est = fixed_ns + (data_ns if data_ns > min_data_ns else min_data_ns)
+        q, t = self._queue_slot(t, est)
+        self.bw.prune(self.dma_floor)
         end = self.bw.consume(t + fixed_ns, data_ns)
         if t + fixed_ns + min_data_ns > end:
             end = t + fixed_ns + min_data_ns
-        qf[q] = end
+        self._queue_take(q, t, end)
         if self.hot is not None:
             line = self.line_of()
             self._attribute(4, end - t, line)
@@ -403,6 +409,47 @@ class Scheduler:
         if end > self.makespan:
             self.makespan = end
         return end
+
+    def _queue_slot(self, t, est):
+        """The queue and start (>= t) where a transfer of about `est` ns fits earliest."""
+        best_q, best_t = 0, None
+        for q, iv in enumerate(self.qbusy):
+            s = t
+            i = bisect_right(iv, (s, float("inf")))
+            if i and iv[i - 1][1] > s:
+                s = iv[i - 1][1]
+            while i < len(iv) and iv[i][0] < s + est:
+                if iv[i][1] > s:
+                    s = iv[i][1]
+                i += 1
+            if best_t is None or s < best_t:
+                best_q, best_t = q, s
+                if s <= t:
+                    break
+        return best_q, best_t
+
+    def _queue_take(self, q, start, end):
+        iv = self.qbusy[q]
+        iv.insert(bisect_right(iv, (start, end)), (start, end))
+        if end > self.qfree[q]:
+            self.qfree[q] = end
+        rc = self.dma_recent
+        rc.append(start)
+        w = C.DMA_SCHED_WINDOW
+        if len(rc) >= w:
+            f = rc[-w]
+            if f > self.dma_floor:
+                self.dma_floor = f
+            if len(rc) > 4 * w:
+                del rc[:-w]
+                floor = self.dma_floor
+                for k in range(self.nq):
+                    b = self.qbusy[k]
+                    j = 0
+                    while j < len(b) and b[j][1] <= floor:
+                        j += 1
+                    if j:
+                        del b[:j]
 
     def dma_active_ns(self):
         """Length of the union of all DMA transfer intervals."""
