@@ -1,6 +1,7 @@
 """Ranking like hardware: DMA triggers of independent iterations are reordered like compute
 (a store waiting for compute does not hold back the next block's loads), trn1 DMA sustains
-the utilisation its perf guide shows, and the fully blocked matmul step is well ahead of the free-dimension blocked one."""
+the utilisation its perf guide shows, and the fully blocked matmul step is well ahead of the
+free-dimension blocked one."""
 import unittest
 
 import numpy as np
