@@ -70,6 +70,14 @@ DMA_DESCRIPTOR_OVERHEAD_BYTES = 512
 # unroll and interleave them; sequential_range carries a dependency) [doc]; the window size
 # is a [model] choice (about two unrolled iterations of a typical 8-16 instruction loop body).
 SCHED_WINDOW = 32
+# DMA trigger window: a transfer holds one of the DMA_ENGINES queues from the moment its
+# inputs are ready (its trigger; a transfer waiting on compute is not in a queue yet) to its
+# end, and may start before transfers issued earlier in program order but not before the one
+# issued DMA_SCHED_WINDOW places earlier. nki.md §4.3 (16 queues, in-order within a queue;
+# a transfer starts with a trigger from an engine sequencer) and §4.2 (compiler-inserted
+# semaphores between in-order streams the compiler schedules) [doc]; the size, four
+# transfers per queue, is a [model] choice like SCHED_WINDOW.
+DMA_SCHED_WINDOW = 4 * DMA_ENGINES
 # Dynamic-address (indirect) copies cost ~600 cycles minimum. nki.md §4.2 [doc].
 DYNAMIC_COPY_MIN_CYCLES = 600
 
@@ -100,6 +108,12 @@ TRN1 = Target(
     dma_bytes_per_ns=16 * 17.0,
     # HBM 820 GB/s per chip, ~410 GB/s per core. nki.md §4.1 [doc + 3rd PR #133].
     hbm_bytes_per_ns=410.0,
+    # Share of the DMA peak that transfers actually sustain, on top of the per-descriptor
+    # overhead: the trn1 perf guide shows "close to 70%" utilisation for large transfers
+    # (its example, a 128x1024 fp32 load: 4 KiB per partition row, 16 transfers x 32 KiB),
+    # where the descriptor overhead alone leaves 4096/(4096+512) = 89%; so 0.70/0.89 = 0.79.
+    # nki.md §4.3 [doc, derived]. Every HBM<->SBUF and on-chip transfer and spill pays it.
+    dma_efficiency=0.70 * (4096 + DMA_DESCRIPTOR_OVERHEAD_BYTES) / 4096,
     # Peak BF16 = 128*128*2*2.8e9 = 91.75 TFLOPS. nki.md §4.1 [derived].
     peak_flops_bf16=128 * 128 * 2 * 2.8e9,
     # VectorE perf mode exists only on trn2. nki.md §4.2 [doc].
@@ -134,6 +148,9 @@ TRN2 = Target(
     dma_bytes_per_ns=16 * 23.0,
     # HBM 2.9 TB/s per chip, ~362 GB/s per physical core. nki.md §4.1 [doc/derived].
     hbm_bytes_per_ns=362.0,
+    # No sustained-utilisation figure is documented for trn2 (the DMA bandwidth guide says
+    # >= 4 KiB per row saturates); only the descriptor overhead applies. nki.md §4.3 [doc].
+    dma_efficiency=1.0,
     # Peak BF16 = 128*128*2*2.4e9 = 78.6 TFLOPS. nki.md §4.1 [derived].
     peak_flops_bf16=128 * 128 * 2 * 2.4e9,
     # trn2 VectorE perf mode: tensor_copy/tensor_scalar 4x SBUF->SBUF 16-bit contiguous,

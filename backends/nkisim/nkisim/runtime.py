@@ -48,5 +48,6 @@ class Sim:
         self.ns_vector = 1e9 / target.vector_hz
         self.ns_scalar = 1e9 / target.scalar_hz
         self.ns_gpsimd = 1e9 / target.gpsimd_hz
-        self.dma_bw = min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns)
-        self.dma_bw_onchip = target.dma_bytes_per_ns
+        eff = getattr(target, "dma_efficiency", 1.0)
+        self.dma_bw = min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns) * eff
+        self.dma_bw_onchip = target.dma_bytes_per_ns * eff

@@ -240,8 +240,12 @@ class Scheduler:
                          C.GPSIMD_STARTUP_CYCLES * 1e9 / target.gpsimd_hz]
         self.active = [0.0, 0.0, 0.0, 0.0]
         self.count = [0, 0, 0, 0]
-        self.nq = 16
-        self.qfree = [0.0] * self.nq
+        self.nq = C.DMA_ENGINES
+        self.qfree = [0.0] * self.nq          # latest end per DMA queue
+        self.qgaps = [[] for _ in range(self.nq)]  # idle (start, end) windows per queue
+        self.ngaps = 0
+        self.dma_recent = []                  # starts of the last DMA_SCHED_WINDOW transfers
+        self.dma_floor = 0.0                  # no transfer starts earlier
         self.bw = Timeline()
         self.dma_starts = []
         self.dma_ends = []
@@ -383,15 +387,18 @@ class Scheduler:
         """Schedule a DMA transfer on the earliest-free queue; returns its end time.
         `data_ns` is its share of the core's DMA bandwidth; `min_data_ns` the shortest time
         the engines it can use need for it (transfers over few partitions use few engines)."""
-        qf = self.qfree
-        best = min(qf)
-        q = qf.index(best)
-        self.bw.prune(best)
-        t = ready_time(best, reads, writes)
+        # A transfer holds a queue from its trigger (when its inputs are ready) to its end,
+        # so one waiting for compute does not block later independent transfers (the
+        # compiler reorders DMA triggers of independent iterations like other
+        # instructions), within a window of DMA_SCHED_WINDOW transfers.
+        t = ready_time(self.dma_floor, reads, writes)
+        est = fixed_ns + (data_ns if data_ns > min_data_ns else min_data_ns)
+        q, t, gap = self._queue_slot(t, est)
+        self.bw.prune(self.dma_floor)
         end = self.bw.consume(t + fixed_ns, data_ns)
         if t + fixed_ns + min_data_ns > end:
             end = t + fixed_ns + min_data_ns
-        qf[q] = end
+        self._queue_take(q, t, end, gap)
         if self.hot is not None:
             line = self.line_of()
             self._attribute(4, end - t, line)
@@ -403,6 +410,60 @@ class Scheduler:
         if end > self.makespan:
             self.makespan = end
         return end
+
+    def _queue_slot(self, t, est):
+        """The queue and start (>= t) where a transfer of about `est` ns fits earliest: a
+        queue idle from t on, else an idle gap a transfer that waited for its inputs left in
+        a queue, else the queue that frees first. Returns (queue, start, gap index)."""
+        qf = self.qfree
+        lo = min(qf)
+        q = qf.index(lo)
+        if lo <= t:
+            return q, t, -1
+        best = (q, lo, -1)
+        if self.ngaps:
+            for k, gaps in enumerate(self.qgaps):
+                for j, (g0, g1) in enumerate(gaps):
+                    st = g0 if g0 > t else t
+                    if st + est <= g1 and st < best[1]:
+                        best = (k, st, j)
+        return best
+
+    def _queue_take(self, q, start, end, gap):
+        gaps = self.qgaps[q]
+        if gap >= 0:
+            g0, g1 = gaps.pop(gap)
+            self.ngaps -= 1
+            for a, b in ((g0, start), (end, g1)):
+                if b - a > 1.0:
+                    gaps.append((a, b))
+                    self.ngaps += 1
+        else:
+            if start - self.qfree[q] > 1.0:
+                gaps.append((self.qfree[q], start))
+                self.ngaps += 1
+                if len(gaps) > 8:  # keep the latest gaps
+                    del gaps[0]
+                    self.ngaps -= 1
+            if end > self.qfree[q]:
+                self.qfree[q] = end
+        rc = self.dma_recent
+        rc.append(start)
+        w = C.DMA_SCHED_WINDOW
+        if len(rc) >= w:
+            f = rc[-w]
+            if f > self.dma_floor:
+                self.dma_floor = f
+            if len(rc) > 4 * w:
+                del rc[:-w]
+                if self.ngaps:
+                    floor = self.dma_floor
+                    n = 0
+                    for k in range(self.nq):
+                        kept = [g for g in self.qgaps[k] if g[1] > floor]
+                        self.qgaps[k] = kept
+                        n += len(kept)
+                    self.ngaps = n
 
     def dma_active_ns(self):
         """Length of the union of all DMA transfer intervals."""
