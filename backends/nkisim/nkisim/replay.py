@@ -243,9 +243,10 @@ def check_trace(trace):
 
 
 def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=None,
-           kernel_path="<kernel>", hotspots=True):
+           kernel_path="<kernel>", hotspots=True, timing=True):
     """Re-execute `trace` with `inputs` (name -> numpy array / TensorSpec / scalar). Returns a
-    SimResult like `simulate`. Raises NkiCompileError / NkiRuntimeError from the simulator,
+    SimResult like `simulate`; with timing=False only its outputs mean anything (no
+    instruction is timed: latency and metrics are zero; for a trace already timed once). Raises NkiCompileError / NkiRuntimeError from the simulator,
     and NkiForbiddenAccess when the trace does not replay as recorded."""
     try:
         check_trace(trace)
@@ -260,9 +261,9 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
     table = B.api_table()
     lines = _Lines(kernel_path)
     rp = _Replayer(table, lines)
-    sim = runtime.Sim(tgt, numerics)
+    sim = runtime.Sim(tgt, numerics, timing)
     sim.grid = grid
-    if hotspots:
+    if hotspots and timing:
         sim.sched.start_attribution(E.current_kernel_line)
     E.set_kernel_files({kernel_path})
     originals = {}
