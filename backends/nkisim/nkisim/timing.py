@@ -155,13 +155,17 @@ def record(reads, writes, end):
 
 def touch(reads, writes):
     """Count an instruction for liveness (each storage's `last` sequence number) without
-    timing it (NullScheduler)."""
+    timing it (NullScheduler). A written storage keeps a write record (ending at time 0, so
+    it never delays anything): `wr` being non-empty is how a run knows a storage was
+    written (e.g. to copy an output parameter back to the caller's array)."""
     seq = _SEQ[0] + 1
     _SEQ[0] = seq
     for ds, _ in reads:
         ds.last = seq
     for ds, _ in writes:
         ds.last = seq
+        if not ds.wr:
+            ds.wr[None] = 0.0
 
 
 class Timeline:

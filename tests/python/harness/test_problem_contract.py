@@ -57,6 +57,20 @@ class OutputParameters(unittest.TestCase):
         self.assertEqual(out["problem"]["signature"], "alpha:float=2.5;x:float32[128,64]")
         self.assertEqual(out["benchmark"]["floor"]["hbm_bytes"], 2 * 128 * 64 * 4)
 
+    def test_bf16_output_parameter_on_every_seed(self):
+        # a bf16 output parameter lives in a rounded copy the simulator writes back to the
+        # harness's array after the run, on every seed (later seeds are replayed untimed)
+        problem = PROBLEM.replace("return (x * np.float32(alpha)).astype(np.float32)",
+                                  "return x * np.float32(alpha)")
+        with util.TempDir() as d:
+            out = autocomp_harness.run([
+                "evaluate", "--kernel", write(d, "k.py", KERNEL), "--problem",
+                write(d, "p.py", problem + '\nOUTPUTS = {"out": ((128, 64), "bfloat16")}\n'
+                + 'OUTPUT_DTYPES = ("bfloat16",)\n'),
+                "--seeds", "0,1,2", "--no-ref-cache"])
+        self.assertEqual(out["status"], "ok", out)
+        self.assertEqual(len(out["verify"]["seeds"]), 3)
+
     def test_output_shape_from_the_reference(self):
         for spec in ('("out",)', '{"out": None}'):
             with self.subTest(spec):
