@@ -24,6 +24,9 @@ DEFAULT_TOLERANCES = {
     "float8_e5m2": (2.5e-1, 1.2e-1),
 }
 EXACT = (0.0, 0.0)
+# Outputs are compared in flat chunks of this many elements, so a comparison never holds more
+# than a few chunk-sized float64 temporaries, whatever the output size.
+CHUNK = 1 << 20
 
 
 def dtype_name(arr):
@@ -46,9 +49,88 @@ def _pick(value, index):
 
 
 def _bf16_exact(values):
-    v = np.ascontiguousarray(values, dtype=np.float32)
-    finite = np.isfinite(v)
-    return not np.any(v.view(np.uint32)[finite] & np.uint32(0xFFFF))
+    v = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+    for lo in range(0, v.size, CHUNK):
+        c = v[lo:lo + CHUNK]
+        if np.any(c.view(np.uint32)[np.isfinite(c)] & np.uint32(0xFFFF)):
+            return False
+    return True
+
+
+class _OutputCheck:
+    """Error statistics of one output against its reference, gathered chunk by chunk."""
+
+    def __init__(self, out, ref, rtol, atol):
+        self.out = np.ascontiguousarray(out).reshape(-1)
+        self.ref = np.ascontiguousarray(ref).reshape(-1)
+        self.shape = tuple(ref.shape)
+        self.rtol = rtol
+        self.atol = atol
+        self.finite = 0           # finite reference values
+        self.stray = 0            # non-finite outputs where the reference is finite
+        self.stray_nan = 0
+        self.first_stray = None   # flat index
+        self.nonfinite_differ = False
+        self.max_abs = 0.0
+        self.diff_sq = 0.0
+        self.ref_sq = 0.0
+        self.over = 0
+        self.first_over = None    # flat index
+
+    def run(self):
+        exact = self.rtol == 0.0 and self.atol == 0.0 and self.out.dtype == self.ref.dtype
+        for lo in range(0, self.ref.size, CHUNK):
+            hi = min(lo + CHUNK, self.ref.size)
+            if exact and np.array_equal(self.out[lo:hi], self.ref[lo:hi]):
+                # equal and NaN-free: no error, only the reference's norm counts
+                r = self.ref[lo:hi].astype(np.float64)
+                fin = np.isfinite(r)
+                r = r if fin.all() else r[fin]
+                self.finite += r.size
+                self.ref_sq += float(np.dot(r, r))
+                continue
+            self._chunk(lo, hi)
+        return self
+
+    def _chunk(self, lo, hi):
+        o = self.out[lo:hi].astype(np.float64)
+        r = self.ref[lo:hi].astype(np.float64)
+        bad_out = ~np.isfinite(o)
+        bad_ref = ~np.isfinite(r)
+        stray = bad_out & ~bad_ref
+        if stray.any():
+            if self.first_stray is None:
+                self.first_stray = lo + int(np.argmax(stray))
+            self.stray += int(stray.sum())
+            self.stray_nan += int(np.isnan(o[stray]).sum())
+            return
+        if self.stray:
+            return
+        self.finite += (hi - lo) - int(np.count_nonzero(bad_ref))
+        both = bad_out & bad_ref
+        if both.any() and not np.array_equal(o[both], r[both], equal_nan=True):
+            self.nonfinite_differ = True
+        if bad_ref.any():
+            fin = ~bad_ref
+            idx = np.flatnonzero(fin)
+            o, r = o[fin], r[fin]
+        else:
+            idx = None
+        d = np.abs(o - r)
+        if d.size:
+            self.max_abs = max(self.max_abs, float(d.max()))
+            self.diff_sq += float(np.dot(d, d))
+            self.ref_sq += float(np.dot(r, r))
+        over = d > self.atol + self.rtol * np.abs(r)
+        n = int(np.count_nonzero(over))
+        if n:
+            if self.first_over is None:
+                k = int(np.argmax(over))
+                self.first_over = lo + (int(idx[k]) if idx is not None else k)
+            self.over += n
+
+    def index(self, flat):
+        return tuple(int(x) for x in np.unravel_index(flat, self.shape)) if self.shape else ()
 
 
 def compare_outputs(outputs, references, out_names=None, expected_names=None, rtol=None, atol=None):
@@ -75,6 +157,8 @@ def compare_outputs(outputs, references, out_names=None, expected_names=None, rt
                 out = np.asarray(out)
             except Exception:
                 return False, None, None, "output %d is not an array (%s)" % (i, type(out).__name__)
+        if not isinstance(ref, np.ndarray):
+            ref = np.asarray(ref)
         got_name = (out_names[i] if out_names and i < len(out_names) and out_names[i]
                     else dtype_name(out))
         want_name = (expected_names[i] if expected_names and i < len(expected_names)
@@ -91,40 +175,29 @@ def compare_outputs(outputs, references, out_names=None, expected_names=None, rt
                 problems.append("output %d has dtype float32 values that are not bfloat16 values "
                                 "(expected dtype bfloat16)" % i)
                 continue
-        o = out.astype(np.float64)
-        r = ref.astype(np.float64)
-        bad_out = ~np.isfinite(o)
-        bad_ref = ~np.isfinite(r)
-        stray = bad_out & ~bad_ref
-        if stray.any():
-            n_nan = int(np.isnan(o[stray]).sum())
-            problems.append("output %d has %d non-finite value(s) (%d NaN; first at index %s)%s"
-                            % (i, int(stray.sum()), n_nan,
-                               tuple(int(x) for x in np.argwhere(stray)[0]),
-                               "; NaN marks memory the kernel never wrote" if n_nan else ""))
-            continue
-        both = bad_out & bad_ref
-        if both.any() and not np.array_equal(o[both], r[both], equal_nan=True):
-            problems.append("output %d: non-finite values differ from the reference" % i)
-            continue
-        fin = ~bad_ref
-        d = np.abs(o[fin] - r[fin])
-        if d.size:
-            max_abs = max(max_abs, float(d.max()))
-        diff_sq += float(np.dot(d, d)) if d.size else 0.0
-        ref_sq += float(np.dot(r[fin], r[fin])) if d.size else 0.0
         rt, at = default_tolerance(want_name)
         if _pick(rtol, i) is not None:
             rt = _pick(rtol, i)
         if _pick(atol, i) is not None:
             at = _pick(atol, i)
-        over = d > at + rt * np.abs(r[fin])
-        if over.any():
-            idx = np.argwhere(fin)[np.argmax(over)]
+        c = _OutputCheck(out, ref, rt, at).run()
+        if c.stray:
+            problems.append("output %d has %d non-finite value(s) (%d NaN; first at index %s)%s"
+                            % (i, c.stray, c.stray_nan, c.index(c.first_stray),
+                               "; NaN marks memory the kernel never wrote" if c.stray_nan else ""))
+            continue
+        if c.nonfinite_differ:
+            problems.append("output %d: non-finite values differ from the reference" % i)
+            continue
+        max_abs = max(max_abs, c.max_abs)
+        diff_sq += c.diff_sq
+        ref_sq += c.ref_sq
+        if c.over:
+            flat = c.first_over
             problems.append("output %d: %d of %d values outside rtol=%g atol=%g (max abs err %.3g "
                             "at %s: got %r, want %r)"
-                            % (i, int(over.sum()), int(over.size), rt, at, float(d.max()),
-                               tuple(int(x) for x in idx), float(o[tuple(idx)]), float(r[tuple(idx)])))
+                            % (i, c.over, c.finite, rt, at,
+                               c.max_abs, c.index(flat), float(c.out[flat]), float(c.ref[flat])))
     rel_l2 = (diff_sq ** 0.5) / (ref_sq ** 0.5) if ref_sq > 0 else (diff_sq ** 0.5)
     if problems:
         return False, max_abs, rel_l2, "; ".join(problems)

@@ -14,6 +14,12 @@ from .errors import NkiCompileError, NkiError, NkiRuntimeError
 from .boundary import NkiForbiddenAccess
 from .simulator import SimResult, TensorSpec, simulate
 from .dtypes import to_bf16
+from . import buffers as _buffers, language as _language
+
+# Tensors' Python operators call the language front end; buffers.py sits below it and does
+# not import it (the package's imports run storage -> instructions -> front end).
+_buffers.install_front_end(**{name: getattr(_language, name)
+                              for name in _buffers.FRONT_END_OPS})
 
 __version__ = "0.2.0"
 

@@ -235,69 +235,110 @@ def encode(v, ref, depth=0):
     return ref(v)
 
 
+_SCALARS = (bool, int, float, str)
+
+
 def decode(e, deref, depth=0):
     """Inverse of `encode`; `deref(dict)` resolves references ({'$r': id} / {'$s': name})."""
     if depth > MAX_DEPTH:
         raise Divergence("value nested too deeply")
-    if e is None or type(e) in (bool, int, float, str):
+    t = type(e)
+    if e is None or t in _SCALARS:
         return e
-    if type(e) is list:
+    if t is list:
         return [decode(x, deref, depth + 1) for x in e]
-    if type(e) is not dict or len(e) != 1:
+    if t is not dict or len(e) != 1:
         raise Divergence("malformed value %r" % (str(e)[:80],))
     (k, x), = e.items()
-    if k == "$t":
-        return tuple(decode(y, deref, depth + 1) for y in _list(x))
-    if k == "$d":
-        if type(x) is not dict:
-            raise Divergence("malformed dict")
-        return {str(a): decode(b, deref, depth + 1) for a, b in x.items()}
-    if k == "$sl":
-        a = _list(x)
-        if len(a) != 3:
-            raise Divergence("malformed slice")
-        return slice(*(decode(y, deref, depth + 1) for y in a))
-    if k == "$el":
-        return Ellipsis
-    if k == "$f":
-        if x not in ("nan", "inf", "-inf"):
-            raise Divergence("malformed float")
-        return float(x)
-    if k == "$pd":
-        return ParDim(_int(x))
-    if k == "$rg":
-        a = _list(x)
-        if len(a) != 3:
-            raise Divergence("malformed range")
-        return range(*(_int(y) for y in a))
-    if k == "$c":
-        a = _list(x)
-        return complex(float(a[0]), float(a[1]))
-    if k == "$tok":
-        tok = getattr(D, str(x), None)
-        if type(tok) is not D.DTypeToken:
-            raise Divergence("unknown dtype %r" % (x,))
-        return tok
-    if k == "$nd":
-        return _from_npy(str(x))
-    if k == "$ng":
-        a = _from_npy(str(x))
-        if a.ndim != 0:
-            raise Divergence("malformed scalar")
-        return a[()]
-    if k in ("$dt", "$ty"):
+    if k == "$r" or k == "$s":
+        return deref(e)
+    f = _DECODERS.get(k)
+    if f is None:
+        raise Divergence("unknown value tag %r" % (k,))
+    return f(x, deref, depth)
+
+
+def _decode_tuple(x, deref, depth):
+    return tuple(decode(y, deref, depth + 1) for y in _list(x))
+
+
+def _decode_dict(x, deref, depth):
+    if type(x) is not dict:
+        raise Divergence("malformed dict")
+    return {str(a): decode(b, deref, depth + 1) for a, b in x.items()}
+
+
+def _decode_slice(x, deref, depth):
+    a = _list(x)
+    if len(a) != 3:
+        raise Divergence("malformed slice")
+    return slice(*(decode(y, deref, depth + 1) for y in a))
+
+
+def _decode_float(x, deref, depth):
+    if x not in ("nan", "inf", "-inf"):
+        raise Divergence("malformed float")
+    return float(x)
+
+
+def _decode_range(x, deref, depth):
+    a = _list(x)
+    if len(a) != 3:
+        raise Divergence("malformed range")
+    return range(*(_int(y) for y in a))
+
+
+def _decode_complex(x, deref, depth):
+    a = _list(x)
+    return complex(float(a[0]), float(a[1]))
+
+
+def _decode_token(x, deref, depth):
+    tok = getattr(D, str(x), None)
+    if type(tok) is not D.DTypeToken:
+        raise Divergence("unknown dtype %r" % (x,))
+    return tok
+
+
+def _decode_scalar(x, deref, depth):
+    a = _from_npy(str(x))
+    if a.ndim != 0:
+        raise Divergence("malformed scalar")
+    return a[()]
+
+
+def _decode_dtype(as_type):
+    def f(x, deref, depth):
         dt = np.dtype(str(x))
         if dt.kind not in "biufc":
             raise Divergence("unsupported dtype %r" % (x,))
-        return dt if k == "$dt" else dt.type
-    if k == "$uf":
-        f = getattr(np, str(x), None)
-        if type(f) is not np.ufunc:
-            raise Divergence("unknown ufunc %r" % (x,))
-        return f
-    if k in ("$r", "$s"):
-        return deref(e)
-    raise Divergence("unknown value tag %r" % (k,))
+        return dt.type if as_type else dt
+    return f
+
+
+def _decode_ufunc(x, deref, depth):
+    f = getattr(np, str(x), None)
+    if type(f) is not np.ufunc:
+        raise Divergence("unknown ufunc %r" % (x,))
+    return f
+
+
+_DECODERS = {
+    "$t": _decode_tuple,
+    "$d": _decode_dict,
+    "$sl": _decode_slice,
+    "$el": lambda x, deref, depth: Ellipsis,
+    "$f": _decode_float,
+    "$pd": lambda x, deref, depth: ParDim(_int(x)),
+    "$rg": _decode_range,
+    "$c": _decode_complex,
+    "$tok": _decode_token,
+    "$nd": lambda x, deref, depth: _from_npy(str(x)),
+    "$ng": _decode_scalar,
+    "$dt": _decode_dtype(False),
+    "$ty": _decode_dtype(True),
+    "$uf": _decode_ufunc,
+}
 
 
 def _list(x):

@@ -33,6 +33,30 @@ class ParDim(int):
     """An int marking the partition dimension of a shape (old API `nl.par_dim`)."""
 
 
+# The language front end (language.py) sits above this module: it builds on storages and
+# tensors, and tensors offer some of its operations as Python operators (`a + b`, `t[i] = v`,
+# `t.T`). This module never imports it; the package installs those operations here when it
+# loads (nkisim/__init__.py), so imports run one way: storage -> instructions -> front end.
+FRONT_END_OPS = ("ndarray", "assign", "transpose", "binary", "negative", "abs", "inplace")
+_front_end = {}
+
+
+def install_front_end(**ops):
+    """Register the front-end operations tensors call (names in FRONT_END_OPS)."""
+    unknown = set(ops) - set(FRONT_END_OPS)
+    if unknown:
+        raise ValueError("unknown front-end operations: %s" % ", ".join(sorted(unknown)))
+    _front_end.update(ops)
+
+
+def front_end(name):
+    """The registered front-end operation `name`."""
+    op = _front_end.get(name)
+    if op is None:
+        raise RuntimeError("nkisim: the language front end is not installed (import nkisim)")
+    return op
+
+
 class Buffer:
     """A memory kind: `kind` is 'hbm', 'sbuf' or 'psum'."""
 
@@ -44,8 +68,7 @@ class Buffer:
         return "nl." + self.name
 
     def view(self, dtype, shape, **kw):
-        from .language import ndarray
-        return ndarray(shape, dtype, buffer=self)
+        return front_end("ndarray")(shape, dtype, buffer=self)
 
 
 shared_hbm = Buffer("shared_hbm", "hbm")
@@ -402,8 +425,7 @@ class Tensor:
         return index(self, key)
 
     def __setitem__(self, key, value):
-        from .language import assign
-        assign(index(self, key), value)
+        front_end("assign")(index(self, key), value)
 
     # -- reshape / views ------------------------------------------------------------------
     def reshape(self, *shape):
@@ -437,8 +459,7 @@ class Tensor:
 
     @property
     def T(self):
-        from .language import transpose
-        return transpose(self)
+        return front_end("transpose")(self)
 
     def ap(self, pattern=None, offset=0, **kw):
         """Physical access pattern: [[stride, count], ...] in elements from `offset`."""
@@ -464,8 +485,8 @@ class Tensor:
 
     # -- arithmetic (old-style operators create new tiles) -------------------------------
     def _bin(self, other, op, rev=False):
-        from . import language as L
-        return L.binary(op, other, self) if rev else L.binary(op, self, other)
+        binary = front_end("binary")
+        return binary(op, other, self) if rev else binary(op, self, other)
 
     def __add__(self, o): return self._bin(o, "add")
     def __radd__(self, o): return self._bin(o, "add", True)
@@ -490,28 +511,22 @@ class Tensor:
     def __ne__(self, o): return self._bin(o, "not_equal")
 
     def __neg__(self):
-        from . import language as L
-        return L.negative(self)
+        return front_end("negative")(self)
 
     def __abs__(self):
-        from . import language as L
-        return L.abs(self)
+        return front_end("abs")(self)
 
     def __iadd__(self, o):
-        from . import language as L
-        return L.inplace(self, o, "add")
+        return front_end("inplace")(self, o, "add")
 
     def __isub__(self, o):
-        from . import language as L
-        return L.inplace(self, o, "subtract")
+        return front_end("inplace")(self, o, "subtract")
 
     def __imul__(self, o):
-        from . import language as L
-        return L.inplace(self, o, "multiply")
+        return front_end("inplace")(self, o, "multiply")
 
     def __itruediv__(self, o):
-        from . import language as L
-        return L.inplace(self, o, "divide")
+        return front_end("inplace")(self, o, "divide")
 
 
 def fit_shape(v, shape):

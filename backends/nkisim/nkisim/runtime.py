@@ -4,7 +4,7 @@
 to find the scheduler, the target constants, the numerics switch and the statistics.
 """
 from . import constants as C
-from .timing import Scheduler
+from .timing import NullScheduler, Scheduler
 
 CUR = None
 
@@ -12,10 +12,11 @@ CUR = None
 class Sim:
     """Everything one `simulate` call accumulates."""
 
-    def __init__(self, target, numerics=True):
+    def __init__(self, target, numerics=True, timing=True):
         self.target = target
         self.numerics = numerics
-        self.sched = Scheduler(target)
+        self.timing = timing
+        self.sched = Scheduler(target) if timing else NullScheduler(target)
         self.sbuf_cap = target.sbuf_bytes_per_partition
         self.psum_cap = C.PSUM_BYTES_PER_PARTITION
         self.sbuf_peak = 0

@@ -90,6 +90,100 @@ class Compare(unittest.TestCase):
         self.assertFalse(compare.compare_outputs([ints + 1], [ints])[0])
 
 
+def whole_array_compare(out, ref, rt, at):
+    """The comparison rule on whole arrays at once (float64), as an oracle for the chunked
+    implementation: (ok, max_abs, diff_sq, ref_sq, kind of problem or None, first index)."""
+    o = out.astype(np.float64)
+    r = ref.astype(np.float64)
+    stray = ~np.isfinite(o) & np.isfinite(r)
+    if stray.any():
+        return False, None, None, None, "stray", tuple(np.argwhere(stray)[0])
+    both = ~np.isfinite(o) & ~np.isfinite(r)
+    if both.any() and not np.array_equal(o[both], r[both], equal_nan=True):
+        return False, None, None, None, "nonfinite", None
+    fin = np.isfinite(r)
+    d = np.abs(o[fin] - r[fin])
+    over = d > at + rt * np.abs(r[fin])
+    first = tuple(np.argwhere(fin)[np.argmax(over)]) if over.any() else None
+    return (not over.any(), float(d.max()) if d.size else 0.0, float(np.dot(d, d)),
+            float(np.dot(r[fin], r[fin])), "over" if over.any() else None, first)
+
+
+class ChunkedCompare(unittest.TestCase):
+    """compare_outputs works through outputs in chunks (no whole-array float64 copies); with
+    a tiny chunk size every case crosses chunk borders and must agree with the whole-array
+    rule."""
+
+    def setUp(self):
+        self.saved = compare.CHUNK
+        compare.CHUNK = 7
+
+    def tearDown(self):
+        compare.CHUNK = self.saved
+
+    def check(self, out, ref, rt, at):
+        ok, mx, rel, msg = compare.compare_outputs([out], [ref], rtol=rt, atol=at)
+        w_ok, w_mx, w_dsq, w_rsq, kind, first = whole_array_compare(out, ref, rt, at)
+        self.assertEqual(ok, w_ok, msg)
+        if kind == "stray":
+            self.assertIn("non-finite value(s)", msg)
+            self.assertIn("first at index %s" % (tuple(int(x) for x in first),), msg)
+            return
+        if kind == "nonfinite":
+            self.assertIn("non-finite values differ", msg)
+            return
+        self.assertAlmostEqual(mx, w_mx, places=12)
+        want_rel = (w_dsq ** 0.5) / (w_rsq ** 0.5) if w_rsq > 0 else w_dsq ** 0.5
+        self.assertAlmostEqual(rel, want_rel, places=9)
+        if kind == "over":
+            self.assertIn("at %s:" % (tuple(int(x) for x in first),), msg)
+            n_fin = int(np.isfinite(ref).sum())
+            self.assertIn(" of %d values outside" % n_fin, msg)
+
+    def test_agrees_with_whole_array_rule(self):
+        rng = np.random.default_rng(3)
+        for trial in range(60):
+            shape = [(5, 9), (3, 4, 5), (50,), (1,), (0, 3)][trial % 5]
+            ref = rng.standard_normal(shape).astype(np.float32)
+            out = ref.copy()
+            if trial % 3:
+                out = out + rng.standard_normal(shape).astype(np.float32) * np.float32(
+                    [1e-6, 1e-3, 1e-1][trial % 3])
+            if ref.size and trial % 4 == 1:
+                ref.reshape(-1)[rng.integers(ref.size)] = np.inf
+                out.reshape(-1)[rng.integers(out.size)] = np.inf
+            if ref.size and trial % 7 == 2:
+                out.reshape(-1)[rng.integers(out.size, size=3)] = np.nan
+            rt, at = [(0.0, 0.0), (1e-4, 1e-5), (2e-2, 1e-2)][trial % 3]
+            with self.subTest(trial=trial):
+                self.check(out, ref, rt, at)
+
+    def test_exact_problems_keep_equal_chunks_cheap_and_right(self):
+        ref = np.arange(40, dtype=np.float32).reshape(5, 8)
+        out = ref.copy()
+        ok, mx, rel, msg = compare.compare_outputs([out], [ref], rtol=0.0, atol=0.0)
+        self.assertEqual((ok, mx, rel, msg), (True, 0.0, 0.0, ""))
+        out[4, 6] = 0.5
+        ok, mx, rel, msg = compare.compare_outputs([out], [ref], rtol=0.0, atol=0.0)
+        self.assertFalse(ok)
+        self.assertIn("1 of 40 values outside", msg)
+        self.assertIn("at (4, 6): got 0.5, want 38.0", msg)
+        self.assertAlmostEqual(mx, 37.5)
+        self.assertAlmostEqual(rel, 37.5 / float(np.linalg.norm(ref.astype(np.float64))))
+
+    def test_bf16_check_crosses_chunks(self):
+        ref = bf16(np.linspace(-3, 3, 50, dtype=np.float32))
+        out = ref.copy()
+        ok, *_ = compare.compare_outputs([out], [ref], out_names=["float32"],
+                                         expected_names=["bfloat16"])
+        self.assertTrue(ok)
+        out[45] = np.float32(1.0000001)
+        ok, _, _, msg = compare.compare_outputs([out], [ref], out_names=["float32"],
+                                                expected_names=["bfloat16"])
+        self.assertFalse(ok)
+        self.assertIn("not bfloat16 values", msg)
+
+
 class Stats(unittest.TestCase):
     def test_summarize(self):
         s = stats.summarize([3.0, 1.0, 2.0, 10.0])

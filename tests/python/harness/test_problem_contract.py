@@ -57,6 +57,20 @@ class OutputParameters(unittest.TestCase):
         self.assertEqual(out["problem"]["signature"], "alpha:float=2.5;x:float32[128,64]")
         self.assertEqual(out["benchmark"]["floor"]["hbm_bytes"], 2 * 128 * 64 * 4)
 
+    def test_bf16_output_parameter_on_every_seed(self):
+        # a bf16 output parameter lives in a rounded copy the simulator writes back to the
+        # harness's array after the run, on every seed (later seeds are replayed untimed)
+        problem = PROBLEM.replace("return (x * np.float32(alpha)).astype(np.float32)",
+                                  "return x * np.float32(alpha)")
+        with util.TempDir() as d:
+            out = autocomp_harness.run([
+                "evaluate", "--kernel", write(d, "k.py", KERNEL), "--problem",
+                write(d, "p.py", problem + '\nOUTPUTS = {"out": ((128, 64), "bfloat16")}\n'
+                + 'OUTPUT_DTYPES = ("bfloat16",)\n'),
+                "--seeds", "0,1,2", "--no-ref-cache"])
+        self.assertEqual(out["status"], "ok", out)
+        self.assertEqual(len(out["verify"]["seeds"]), 3)
+
     def test_output_shape_from_the_reference(self):
         for spec in ('("out",)', '{"out": None}'):
             with self.subTest(spec):
@@ -99,6 +113,52 @@ class OutputParameters(unittest.TestCase):
                                                            '"alpha": [2.5]'))
         self.assertEqual(out["failure"]["kind"], "problem_error")
         self.assertIn("'alpha'", out["failure"]["message"])
+
+
+IDENTITY_KERNEL = """
+import neuronxcc.nki as nki
+
+
+@nki.jit
+def same_kernel(x):
+    return x
+"""
+
+IN_PLACE_REFERENCE = """
+import numpy as np
+
+def inputs(seed):
+    return {"x": np.random.default_rng(seed).standard_normal((128, 64), dtype=np.float32)}
+
+def reference(x):
+    x *= 2
+    return x
+"""
+
+
+@unittest.skipUnless(util.sim_available(), "nkisim not importable")
+class ReferenceInputs(unittest.TestCase):
+    """The harness lets the reference read the inputs in place when nothing uses them again,
+    but never when a kernel output shares their memory: a reference that writes into its
+    inputs must not rewrite the kernel's answer."""
+
+    def test_reference_writing_its_inputs_cannot_change_the_kernels_output(self):
+        with util.TempDir() as d:
+            out = autocomp_harness.run(["evaluate", "--kernel", write(d, "k.py", IDENTITY_KERNEL),
+                                        "--problem", write(d, "p.py", IN_PLACE_REFERENCE),
+                                        "--seeds", "0,1", "--no-ref-cache"])
+        self.assertEqual(out["status"], "failed", out)
+        self.assertEqual(out["failure"]["kind"], "mismatch", out["failure"])
+
+    def test_reference_writing_its_inputs_is_fine_otherwise(self):
+        kernel = RETURNING_KERNEL.replace("nl.multiply(t, alpha)", "nl.multiply(t, 2.0)") \
+            .replace("def scale_kernel(x, alpha)", "def scale_kernel(x)")
+        with util.TempDir() as d:
+            out = autocomp_harness.run(["evaluate", "--kernel", write(d, "k.py", kernel),
+                                        "--problem", write(d, "p.py", IN_PLACE_REFERENCE),
+                                        "--seeds", "0,1,2", "--no-ref-cache"])
+        self.assertEqual(out["status"], "ok", out)
+        self.assertTrue(out["verify"]["correct"])
 
 
 if __name__ == "__main__":

@@ -94,6 +94,21 @@ class Sandbox(unittest.TestCase):
         finally:
             nkisim.deactivate()
 
+    def test_replay_without_timing_gives_the_same_values(self):
+        # a harness times a trace once and replays later seeds for their values only
+        path, trace = self.honest()
+        for seed in (1, 2):
+            timed = self.replay(path, trace, seed)
+            inp = _inputs(seed)
+            untimed = replay.replay(trace, inp, target="trn2", kernel_path=path, timing=False)
+            np.testing.assert_array_equal(untimed.outputs[0], timed.outputs[0])
+            np.testing.assert_array_equal(untimed.outputs[0], inp["a"] + inp["b"])
+            self.assertGreater(timed.latency_us, 0.0)
+            self.assertEqual(untimed.latency_us, 0.0)
+            self.assertEqual(untimed.hotspots, [])
+            self.assertEqual(untimed.metrics["peak_sbuf_bytes_per_partition"],
+                             timed.metrics["peak_sbuf_bytes_per_partition"])
+
     def test_sequential_range_keeps_its_ordering_in_the_replay(self):
         text = """
         import nki
