@@ -31,9 +31,9 @@ GENERIC_SCENARIOS=(
   server-sse-multiple-streams
   server-session-lifecycle
 )
-# The same for the stateless revision (its requirement set has no session, ping or log level).
+# The same for the stateless revision (its requirement set has no session, ping or log level;
+# server-stateless needs fixture tools, so it runs with the fixtures only).
 GENERIC_SCENARIOS_MODERN=(
-  server-stateless
   tools-list
   caching
   dns-rebinding-protection
