@@ -334,6 +334,214 @@ void add_resources(ResourceRegistry& resources) {
   resources.add_template(std::move(data_template));
 }
 
+// --- 2026-07-28: input gathered through retried requests (MRTR) ------------------------------
+
+nlohmann::json elicitation(const std::string& message, const std::string& field,
+                           const std::string& type) {
+  return {
+      {"message", message},
+      {"requestedSchema",
+       {{"type", "object"}, {"properties", {{field, {{"type", type}}}}}, {"required", {field}}}}};
+}
+
+nlohmann::json sampling(const std::string& text, int max_tokens) {
+  return {{"messages", {{{"role", "user"}, {"content", text_block(text)}}}},
+          {"maxTokens", max_tokens}};
+}
+
+// The text of a sampling answer (CreateMessageResult content, a block or a list of blocks).
+std::string sampled_text(const nlohmann::json& answer) {
+  const auto content = answer.value("content", nlohmann::json::object());
+  if (content.is_object()) {
+    return content.value("text", std::string());
+  }
+  if (content.is_array() && !content.empty() && content[0].is_object()) {
+    return content[0].value("text", std::string());
+  }
+  return {};
+}
+
+std::string elicited(const nlohmann::json& answer, const std::string& field) {
+  const auto content = answer.value("content", nlohmann::json::object());
+  if (!content.is_object() || !content.contains(field)) {
+    return "(declined)";
+  }
+  return content[field].is_string() ? content[field].get<std::string>() : content[field].dump();
+}
+
+// Returned while inputs are missing; the protocol layer replaces it with input_required.
+ToolResult waiting() {
+  return content_only({text_block("waiting for the client's input")});
+}
+
+void add_input_tools(ToolRegistry& tools) {
+  tools.add(simple_tool(
+      "test_input_required_result_elicitation",
+      "Asks for the user's name with an elicitation, then greets them (conformance fixture).",
+      [](const nlohmann::json&, ToolContext& context) {
+        auto answer = context.request_input("user_name", "elicitation/create",
+                                            elicitation("What is your name?", "name", "string"));
+        if (!answer.ok()) {
+          return waiting();
+        }
+        return content_only({text_block("Hello, " + elicited(answer.value(), "name") + "!")});
+      }));
+  tools.add(simple_tool(
+      "test_input_required_result_sampling",
+      "Asks the client's model a question, then reports its answer (conformance fixture).",
+      [](const nlohmann::json&, ToolContext& context) {
+        auto answer = context.request_input("capital_question", "sampling/createMessage",
+                                            sampling("What is the capital of France?", 100));
+        if (!answer.ok()) {
+          return waiting();
+        }
+        return content_only({text_block("The model answered: " + sampled_text(answer.value()))});
+      }));
+  tools.add(simple_tool(
+      "test_input_required_result_list_roots",
+      "Asks for the client's roots, then lists them (conformance fixture).",
+      [](const nlohmann::json&, ToolContext& context) {
+        auto answer = context.request_input("client_roots", "roots/list", nlohmann::json::object());
+        if (!answer.ok()) {
+          return waiting();
+        }
+        std::string uris;
+        for (const auto& root : answer.value().value("roots", nlohmann::json::array())) {
+          if (root.is_object()) {
+            uris += (uris.empty() ? "" : ", ") + root.value("uri", std::string("?"));
+          }
+        }
+        return content_only({text_block("Client roots: " + (uris.empty() ? "(none)" : uris))});
+      }));
+  for (const char* name :
+       {"test_input_required_result_request_state", "test_input_required_result_tampered_state"}) {
+    tools.add(simple_tool(
+        name,
+        "Asks for a confirmation; the answer comes back with an integrity-checked requestState "
+        "(conformance fixture).",
+        [](const nlohmann::json&, ToolContext& context) {
+          auto answer = context.request_input("confirm", "elicitation/create",
+                                              elicitation("Please confirm", "ok", "boolean"));
+          if (!answer.ok()) {
+            return waiting();
+          }
+          return content_only(
+              {text_block("state-ok: confirmation " + elicited(answer.value(), "ok"))});
+        }));
+  }
+  tools.add(simple_tool(
+      "test_input_required_result_multiple_inputs",
+      "Asks for a name, a generated greeting and the roots in one round (conformance fixture).",
+      [](const nlohmann::json&, ToolContext& context) {
+        auto name = context.request_input("user_name", "elicitation/create",
+                                          elicitation("What is your name?", "name", "string"));
+        auto greeting = context.request_input("greeting", "sampling/createMessage",
+                                              sampling("Generate a greeting", 50));
+        auto roots = context.request_input("client_roots", "roots/list", nlohmann::json::object());
+        if (!name.ok() || !greeting.ok() || !roots.ok()) {
+          return waiting();
+        }
+        return content_only({text_block(
+            "Name " + elicited(name.value(), "name") + ", greeting '" +
+            sampled_text(greeting.value()) + "', " +
+            std::to_string(roots.value().value("roots", nlohmann::json::array()).size()) +
+            " root(s)")});
+      }));
+  tools.add(simple_tool(
+      "test_input_required_result_multi_round",
+      "Asks for a name, then (next round) a favourite colour (conformance fixture).",
+      [](const nlohmann::json&, ToolContext& context) {
+        auto name =
+            context.request_input("step1", "elicitation/create",
+                                  elicitation("Step 1: What is your name?", "name", "string"));
+        if (!name.ok()) {
+          return waiting();
+        }
+        auto color = context.request_input(
+            "step2", "elicitation/create",
+            elicitation("Step 2: What is your favorite color?", "color", "string"));
+        if (!color.ok()) {
+          return waiting();
+        }
+        return content_only({text_block(elicited(name.value(), "name") + " likes " +
+                                        elicited(color.value(), "color"))});
+      }));
+  tools.add(simple_tool(
+      "test_input_required_result_capabilities",
+      "Asks only for the inputs the client declared it can give (conformance fixture).",
+      [](const nlohmann::json&, ToolContext& context) {
+        const auto& capabilities = context.client_capabilities;
+        bool complete = true;
+        std::string text = "Inputs:";
+        if (capabilities.contains("sampling")) {
+          auto answer = context.request_input("question", "sampling/createMessage",
+                                              sampling("Say hello", 20));
+          complete = complete && answer.ok();
+          text += answer.ok() ? " sampled '" + sampled_text(answer.value()) + "'" : "";
+        }
+        if (capabilities.contains("elicitation")) {
+          auto answer = context.request_input("user_name", "elicitation/create",
+                                              elicitation("What is your name?", "name", "string"));
+          complete = complete && answer.ok();
+          text += answer.ok() ? " name " + elicited(answer.value(), "name") : "";
+        }
+        if (capabilities.contains("roots")) {
+          auto answer =
+              context.request_input("client_roots", "roots/list", nlohmann::json::object());
+          complete = complete && answer.ok();
+        }
+        return complete ? content_only({text_block(text)}) : waiting();
+      }));
+  tools.add(simple_tool(
+      "test_missing_capability",
+      "Needs the client's sampling capability; a client without it gets "
+      "MissingRequiredClientCapability (conformance fixture).",
+      [](const nlohmann::json&, ToolContext& context) {
+        auto answer = context.request("sampling/createMessage", sampling("Say hello", 20));
+        if (!answer.ok()) {
+          return tool_error("Sampling failed: " + answer.failure().message);
+        }
+        return content_only({text_block("The model answered: " + sampled_text(answer.value()))});
+      }));
+  tools.add(simple_tool(
+      "test_streaming_elicitation",
+      "Reports progress, then asks for a confirmation (conformance fixture).",
+      [](const nlohmann::json&, ToolContext& context) {
+        context.progress(0, 1, "asking for a confirmation");
+        auto answer = context.request_input("confirm", "elicitation/create",
+                                            elicitation("Please confirm", "ok", "boolean"));
+        if (!answer.ok()) {
+          return waiting();
+        }
+        return content_only({text_block("Confirmed: " + elicited(answer.value(), "ok"))});
+      }));
+  {
+    ToolDef tool;
+    tool.name = "test_custom_header";
+    tool.description =
+        "Echoes its region, which 2026-07-28 HTTP clients mirror in an Mcp-Param-Region header "
+        "(conformance fixture).";
+    tool.input_schema = {
+        {"type", "object"},
+        {"properties",
+         {{"region",
+           {{"type", "string"}, {"x-mcp-header", "Region"}, {"description", "A region"}}}}},
+        {"required", {"region"}}};
+    tool.handler = [](const nlohmann::json& args, ToolContext&) {
+      return content_only({text_block("Region: " + args.value("region", std::string()))});
+    };
+    tools.add(std::move(tool));
+  }
+  tools.add(simple_tool(
+      "test_logging_tool", "Logs three messages at info level, then answers (conformance fixture).",
+      [](const nlohmann::json&, ToolContext& context) {
+        for (int i = 1; i <= 3; ++i) {
+          context.log(LogLevel::info, "conformance", "log message " + std::to_string(i));
+        }
+        return content_only({text_block("Logged three messages")});
+      }));
+}
+
 nlohmann::json user_message(nlohmann::json content) {
   return {{"role", "user"}, {"content", std::move(content)}};
 }
@@ -397,12 +605,33 @@ void add_prompts(PromptRegistry& prompts) {
                user_message(text_block("Please analyze the image above."))}}};
        },
        nullptr});
+  PromptDef input_prompt{
+      "test_input_required_result_prompt",
+      "Prompt that needs input",
+      "Asks the user for the context to use, then builds the prompt (conformance fixture)",
+      {},
+      [](const std::map<std::string, std::string>&) -> core::Result<nlohmann::json> {
+        return nlohmann::json{
+            {"messages", {user_message(text_block("Use the context of this conversation."))}}};
+      },
+      nullptr};
+  input_prompt.get_with_context = [](const std::map<std::string, std::string>&,
+                                     ToolContext& context) -> core::Result<nlohmann::json> {
+    auto answer = context.request_input(
+        "user_context", "elicitation/create",
+        elicitation("What context should the prompt use?", "context", "string"));
+    const std::string text = answer.ok() ? elicited(answer.value(), "context")
+                                         : std::string("the context of this conversation");
+    return nlohmann::json{{"messages", {user_message(text_block("Use this context: " + text))}}};
+  };
+  prompts.add(std::move(input_prompt));
 }
 
 }  // namespace
 
 void register_conformance_fixtures(Registries& registries) {
   add_tools(registries.tools);
+  add_input_tools(registries.tools);
   add_resources(registries.resources);
   add_prompts(registries.prompts);
 }

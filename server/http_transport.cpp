@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -47,6 +48,53 @@ std::string random_hex(std::size_t bytes) {
     out.push_back(k_digits[b & 0xF]);
   }
   return out;
+}
+
+std::string trim(std::string text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) {
+    return {};
+  }
+  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+
+// A header value of SEP-2243: "=?base64?...?=" carries Base64 (for values that are not plain
+// ASCII); anything else is literal. nullopt: a malformed Base64 value.
+std::optional<std::string> header_text(const std::string& raw) {
+  const std::string value = trim(raw);
+  constexpr std::string_view k_open = "=?base64?";
+  constexpr std::string_view k_close = "?=";
+  if (value.size() < k_open.size() + k_close.size() ||
+      value.compare(0, k_open.size(), k_open) != 0 ||
+      value.compare(value.size() - k_close.size(), k_close.size(), k_close) != 0) {
+    return value;
+  }
+  const std::string data =
+      value.substr(k_open.size(), value.size() - k_open.size() - k_close.size());
+  if (data.size() % 4 != 0 ||
+      data.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
+          std::string::npos) {
+    return std::nullopt;
+  }
+  const auto padding = data.find('=');
+  if (padding != std::string::npos &&
+      (data.size() - padding > 2 || data.find_first_not_of('=', padding) != std::string::npos)) {
+    return std::nullopt;
+  }
+  std::string out(3 * (data.size() / 4) + 1, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(data.data()),
+                                static_cast<int>(data.size()));
+  if (n < 0) {
+    return std::nullopt;
+  }
+  out.resize(static_cast<std::size_t>(n) - (data.size() - std::min(data.size(), padding)));
+  return out;
+}
+
+// The text a body value is mirrored as in an Mcp-Param header.
+std::string header_form(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : jsonrpc::serialize(value);
 }
 
 std::string lower(std::string text) {
@@ -119,6 +167,14 @@ class EventStream : public Outbox {
   bool finished() const {
     std::lock_guard lock(m_mutex);
     return m_finished;
+  }
+
+  // SSE mode: waits for the first message; true when it is the response (nothing came before
+  // it), so that the request can be answered as plain JSON with a status that fits it.
+  bool wait_first_is_response() {
+    std::unique_lock lock(m_mutex);
+    m_changed.wait(lock, [this] { return !m_events.empty() || m_finished || m_shutdown; });
+    return m_finished && m_events.size() <= 1;
   }
 
   // A connection's reading position; `first` marks that the priming event is still due.
@@ -677,6 +733,16 @@ struct HttpTransport::Impl {
   mutable std::mutex sessions_mutex;
   std::map<std::string, std::shared_ptr<HttpSession>> sessions;
   std::chrono::steady_clock::time_point last_sweep = std::chrono::steady_clock::now();
+  std::mutex modern_mutex;
+  std::vector<std::weak_ptr<EventStream>> modern_streams;  // open 2026-07-28 response streams
+
+  void track_modern(const std::shared_ptr<EventStream>& stream) {
+    std::lock_guard lock(modern_mutex);
+    modern_streams.erase(std::remove_if(modern_streams.begin(), modern_streams.end(),
+                                        [](const auto& weak) { return weak.expired(); }),
+                         modern_streams.end());
+    modern_streams.push_back(stream);
+  }
 
   std::shared_ptr<HttpSession> find_session(const std::string& id,
                                             std::chrono::seconds idle_timeout) {
@@ -793,6 +859,15 @@ struct HttpTransport::Impl {
     {
       std::lock_guard lock(sessions_mutex);
       all.swap(sessions);
+    }
+    {
+      std::lock_guard lock(modern_mutex);
+      for (auto& weak : modern_streams) {
+        if (auto stream = weak.lock()) {
+          stream->shutdown();
+        }
+      }
+      modern_streams.clear();
     }
     for (auto& [id, session] : all) {
       end_session(*session);
@@ -943,9 +1018,167 @@ core::Status HttpTransport::bind() {
     set_json(response, 500, error_body(jsonrpc::k_internal_error, "Internal error: " + message));
   });
 
+  // --- 2026-07-28: one request served statelessly ----------------------------------------------
+  auto serve_modern = [this](const httplib::Request& request, httplib::Response& response,
+                             jsonrpc::Message message) {
+    auto* rpc_request = std::get_if<jsonrpc::Request>(&message);
+    if (rpc_request == nullptr) {
+      response.status = 202;  // notifications and responses carry nothing a stateless server keeps
+      return;
+    }
+    const jsonrpc::Request& rpc = *rpc_request;
+    auto reject = [&](int status, int code, const std::string& text,
+                      const nlohmann::json& data = nullptr) {
+      set_json(response, status, jsonrpc::make_error(rpc.id, code, text, data));
+    };
+    if (auto rejection = check_modern_shape(rpc)) {
+      reject(rejection->code == jsonrpc::k_method_not_found ? 404 : 400, rejection->code,
+             rejection->message, rejection->data);
+      return;
+    }
+    // The routing headers (SEP-2243) must agree with the body.
+    const auto& params = rpc.params;
+    const auto meta_version = params.at("_meta").at(k_meta_protocol_version).get<std::string>();
+    if (!request.has_header("MCP-Protocol-Version")) {
+      reject(400, jsonrpc::k_header_mismatch,
+             "Header mismatch: missing MCP-Protocol-Version header");
+      return;
+    }
+    if (const std::string header = trim(request.get_header_value("MCP-Protocol-Version"));
+        header != meta_version) {
+      reject(400, jsonrpc::k_header_mismatch,
+             "Header mismatch: MCP-Protocol-Version '" + header + "' differs from _meta " +
+                 k_meta_protocol_version + " '" + meta_version + "'");
+      return;
+    }
+    if (!request.has_header("Mcp-Method")) {
+      reject(400, jsonrpc::k_header_mismatch, "Header mismatch: missing Mcp-Method header");
+      return;
+    }
+    if (const auto method = header_text(request.get_header_value("Mcp-Method"));
+        !method || *method != rpc.method) {
+      reject(400, jsonrpc::k_header_mismatch,
+             "Header mismatch: Mcp-Method does not match the body method '" + rpc.method + "'");
+      return;
+    }
+    const char* name_field = rpc.method == "tools/call" || rpc.method == "prompts/get" ? "name"
+                             : rpc.method == "resources/read"                          ? "uri"
+                             : rpc.method.rfind("tasks/", 0) == 0                      ? "taskId"
+                                                                                       : nullptr;
+    if (name_field != nullptr && params.contains(name_field) && params[name_field].is_string()) {
+      const std::string expected = params[name_field].get<std::string>();
+      if (!request.has_header("Mcp-Name")) {
+        reject(400, jsonrpc::k_header_mismatch,
+               "Header mismatch: missing Mcp-Name header (it mirrors params." +
+                   std::string(name_field) + ")");
+        return;
+      }
+      const auto name = header_text(request.get_header_value("Mcp-Name"));
+      if (!name || *name != expected) {
+        reject(400, jsonrpc::k_header_mismatch,
+               name ? "Header mismatch: Mcp-Name does not match params." + std::string(name_field)
+                    : std::string("Header mismatch: Mcp-Name carries malformed Base64"));
+        return;
+      }
+    }
+    if (rpc.method == "tools/call") {
+      // Arguments a tool marks with x-mcp-header are mirrored in Mcp-Param-<Name> headers.
+      const ToolDef* tool = m_server.registries().tools.find(params.value("name", std::string()));
+      const nlohmann::json arguments = params.value("arguments", nlohmann::json::object());
+      if (tool != nullptr && tool->input_schema.contains("properties") && arguments.is_object()) {
+        for (const auto& [property, schema] : tool->input_schema["properties"].items()) {
+          if (!schema.is_object() || !schema.contains("x-mcp-header") ||
+              !schema["x-mcp-header"].is_string()) {
+            continue;
+          }
+          const std::string header = "Mcp-Param-" + schema["x-mcp-header"].get<std::string>();
+          const bool in_body = arguments.contains(property) && !arguments[property].is_null();
+          if (!request.has_header(header)) {
+            if (in_body) {
+              reject(400, jsonrpc::k_header_mismatch,
+                     "Header mismatch: missing " + header + " (it mirrors arguments." + property +
+                         ")");
+              return;
+            }
+            continue;
+          }
+          const auto value = header_text(request.get_header_value(header));
+          if (!value || !in_body || *value != header_form(arguments[property])) {
+            reject(400, jsonrpc::k_header_mismatch,
+                   !value ? "Header mismatch: " + header + " carries malformed Base64"
+                          : "Header mismatch: " + header + " does not match arguments." + property);
+            return;
+          }
+        }
+      }
+    }
+    if (auto rejection = check_modern_version(rpc)) {
+      reject(400, rejection->code, rejection->message, rejection->data);
+      return;
+    }
+    const bool listen = rpc.method == "subscriptions/listen";
+    const bool sse = (rpc.method == "tools/call" || listen) && wants_sse(request);
+    if (listen && !sse) {
+      reject(406, jsonrpc::k_invalid_request,
+             "Not Acceptable: subscriptions/listen answers with an event stream; send Accept: "
+             "text/event-stream");
+      return;
+    }
+    auto session = m_server.create_session(nullptr, SessionTransport::http);
+    auto stream = std::make_shared<EventStream>(random_hex(6), sse, false);
+    session->handle_modern(std::move(*rpc_request), stream);
+    auto answer_json = [&](const nlohmann::json& answer) {
+      int status = 200;
+      if (auto error = answer.find("error"); error != answer.end() && error->is_object()) {
+        status = modern_http_status(error->value("code", 0));
+      }
+      set_json(response, status, answer);
+    };
+    if (!sse) {
+      auto answer = stream->wait_response();
+      if (!answer) {
+        response.status = 202;
+        return;
+      }
+      answer_json(*answer);
+      return;
+    }
+    if (!listen && stream->wait_first_is_response()) {
+      auto answer = stream->wait_response();
+      if (!answer) {
+        response.status = 202;
+        return;
+      }
+      answer_json(*answer);
+      return;
+    }
+    Impl& impl = *m_impl;
+    impl.track_modern(stream);
+    ++impl.open_streams;
+    response.status = 200;
+    response.set_header("Cache-Control", "no-cache");
+    response.set_header("X-Accel-Buffering", "no");
+    auto cursor = std::make_shared<EventStream::Cursor>(stream->open_cursor(std::nullopt));
+    cursor->primed = true;  // 2026-07-28 streams are not resumed: no priming event
+    const auto keepalive = m_options.keepalive;
+    response.set_chunked_content_provider(
+        "text/event-stream",
+        [stream, cursor, keepalive](std::size_t, httplib::DataSink& sink) {
+          return stream->pump(*cursor, sink, keepalive);
+        },
+        [stream, session, impl = m_impl.get()](bool) {
+          --impl->open_streams;
+          if (!stream->finished()) {
+            session->close();  // closing a request's stream cancels it
+          }
+          stream->shutdown();
+        });
+  };
+
   // --- POST: client messages -----------------------------------------------------------------
-  http.Post("/mcp", [this, limit](const httplib::Request& request, httplib::Response& response,
-                                  const httplib::ContentReader& reader) {
+  http.Post("/mcp", [this, limit, serve_modern](const httplib::Request& request,
+                                                httplib::Response& response,
+                                                const httplib::ContentReader& reader) {
     Impl& impl = *m_impl;
     // The body, read with the message limit enforced as it arrives (chunked bodies included).
     std::string body;
@@ -980,21 +1213,31 @@ core::Status HttpTransport::bind() {
         return;
       }
     }
-    if (request.has_header("MCP-Protocol-Version") &&
-        !is_supported_protocol_version(request.get_header_value("MCP-Protocol-Version"))) {
-      set_json(response, 400,
-               error_body(jsonrpc::k_invalid_request,
-                          "Bad Request: unsupported MCP-Protocol-Version '" +
-                              request.get_header_value("MCP-Protocol-Version") +
-                              "' (supported: 2025-11-25, 2025-06-18, 2025-03-26)"));
-      return;
-    }
     jsonrpc::Message message = jsonrpc::parse(body, m_server.options().limits);
     if (auto* invalid = std::get_if<jsonrpc::Invalid>(&message)) {
       set_json(response, 400, invalid->error_response);
       return;
     }
     auto* rpc_request = std::get_if<jsonrpc::Request>(&message);
+    // Era: a request outside any session that names a version other than a legacy one (header) or
+    // carries 2026-07-28 _meta is served statelessly; initialize starts a legacy session.
+    const bool has_version_header = request.has_header("MCP-Protocol-Version");
+    const std::string version_header = trim(request.get_header_value("MCP-Protocol-Version"));
+    if (!request.has_header("Mcp-Session-Id") &&
+        ((has_version_header && !is_supported_protocol_version(version_header)) ||
+         (rpc_request != nullptr && has_modern_meta(rpc_request->params)))) {
+      serve_modern(request, response, std::move(message));
+      return;
+    }
+    if (has_version_header && !is_supported_protocol_version(version_header)) {
+      set_json(response, 400,
+               error_body(jsonrpc::k_invalid_request,
+                          "Bad Request: unsupported MCP-Protocol-Version '" + version_header +
+                              "' in a 2025-11-25 session (supported: 2025-11-25, 2025-06-18, "
+                              "2025-03-26)",
+                          rpc_request != nullptr ? rpc_request->id : nlohmann::json()));
+      return;
+    }
 
     if (rpc_request != nullptr && rpc_request->method == "initialize") {
       auto http_session = std::make_shared<HttpSession>();

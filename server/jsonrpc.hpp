@@ -18,6 +18,10 @@ inline constexpr int k_invalid_params = -32602;
 inline constexpr int k_internal_error = -32603;
 inline constexpr int k_resource_not_found = -32002;
 inline constexpr int k_session_not_found = -32001;
+// 2026-07-28 (answered with HTTP 400 over Streamable HTTP).
+inline constexpr int k_header_mismatch = -32020;
+inline constexpr int k_missing_client_capability = -32021;
+inline constexpr int k_unsupported_protocol_version = -32022;
 
 struct Limits {
   std::size_t max_message_bytes = 4 * 1024 * 1024;

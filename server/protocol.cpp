@@ -1,8 +1,14 @@
 #include "server/protocol.hpp"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -113,7 +119,274 @@ core::Failure rpc_failure(const std::string& method, const nlohmann::json& error
   return core::make_failure(core::FailureKind::transport_error, "client-request", message);
 }
 
+std::string base64_encode(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()),
+                                static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(std::max(n, 0)));
+  return out;
+}
+
+std::optional<std::string> base64_decode(std::string_view text) {
+  if (text.size() % 4 != 0 ||
+      text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
+          std::string_view::npos) {
+    return std::nullopt;
+  }
+  std::string out(3 * (text.size() / 4) + 1, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()),
+                                static_cast<int>(text.size()));
+  if (n < 0) {
+    return std::nullopt;
+  }
+  std::size_t size = static_cast<std::size_t>(n);
+  for (std::size_t i = text.size(); i > 0 && text[i - 1] == '='; --i) {
+    --size;  // EVP_DecodeBlock counts the padding as zero bytes
+  }
+  out.resize(size);
+  return out;
+}
+
+std::string hex(const unsigned char* data, std::size_t size) {
+  static const char* k_digits = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < size; ++i) {
+    out.push_back(k_digits[data[i] >> 4]);
+    out.push_back(k_digits[data[i] & 15]);
+  }
+  return out;
+}
+
+std::string hmac_hex(const std::string& key, std::string_view text) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int size = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest.data(), &size);
+  return hex(digest.data(), size);
+}
+
+// The client capability a server→client request needs (nullptr: none).
+const char* capability_for(const std::string& method) {
+  if (method == "sampling/createMessage") {
+    return "sampling";
+  }
+  if (method == "elicitation/create") {
+    return "elicitation";
+  }
+  if (method == "roots/list") {
+    return "roots";
+  }
+  return nullptr;
+}
+
+// Cache hints of a modern list/read result.
+nlohmann::json cacheable(nlohmann::json result, std::int64_t ttl_ms, const char* scope) {
+  result["resultType"] = "complete";
+  result["ttlMs"] = ttl_ms;
+  result["cacheScope"] = scope;
+  return result;
+}
+
+// Static lists (tools, prompts, templates, the server's description) do not change while the
+// process runs; resources (jobs, results) do, so they are not cached.
+constexpr std::int64_t k_static_ttl_ms = 5 * 60 * 1000;
+
+// One input of a modern call: the answer when the client gave it, else it is recorded as missing
+// (or as a capability the client did not declare) and the failure says the call waits for it.
+core::Result<nlohmann::json> modern_input(Session::ModernCall& call, const std::string& key,
+                                          const std::string& method, const nlohmann::json& params) {
+  std::lock_guard lock(call.mutex);
+  if (auto it = call.answers.find(key); it != call.answers.end() && it->is_object()) {
+    return *it;
+  }
+  if (const char* capability = capability_for(method);
+      capability != nullptr && !call.capabilities.contains(capability)) {
+    call.missing_capabilities[capability] = nlohmann::json::object();
+    return core::make_failure(core::FailureKind::unavailable, "client-request",
+                              std::string("the client did not declare the ") + capability +
+                                  " capability, which " + method + " needs");
+  }
+  call.pending[key] = {{"method", method}, {"params", params}};
+  return core::make_failure(
+      core::FailureKind::unavailable, "client-request",
+      "waiting for the client's answer to " + method + " (it comes with the retried request)");
+}
+
+// Reads inputResponses and requestState of a modern tools/call or prompts/get into `call`.
+void load_inputs(const nlohmann::json& params, Session::ModernCall& call, const Server& server) {
+  const auto& object = object_or_empty(params);
+  if (auto state = object.find("requestState"); state != object.end()) {
+    if (!state->is_string()) {
+      throw RpcError{jsonrpc::k_invalid_params,
+                     "Invalid params: \"requestState\" must be a string"};
+    }
+    auto payload = server.open_state(state->get<std::string>());
+    if (!payload || payload->value("for", std::string()) != call.bound_to) {
+      throw RpcError{jsonrpc::k_invalid_params,
+                     "Invalid params: requestState failed its integrity check (altered, expired, "
+                     "made for another request or by another server process); send the request "
+                     "again without requestState and inputResponses"};
+    }
+    call.answers = payload->value("answers", nlohmann::json::object());
+  }
+  if (auto responses = object.find("inputResponses"); responses != object.end()) {
+    if (!responses->is_object()) {
+      throw RpcError{jsonrpc::k_invalid_params,
+                     "Invalid params: \"inputResponses\" must be an object of answers by key"};
+    }
+    for (const auto& [key, value] : responses->items()) {
+      if (!value.is_object()) {
+        throw RpcError{jsonrpc::k_invalid_params, "Invalid params: inputResponses[\"" + key +
+                                                      "\"] must be an object (the "
+                                                      "result of the request it answers)"};
+      }
+      call.answers[key] = value;
+    }
+  }
+}
+
+// The final result of a modern call: -32021 when it needed undeclared capabilities, an
+// input_required result while inputs are missing, else `result` marked complete.
+nlohmann::json modern_outcome(const Server& server, Session::ModernCall& call,
+                              nlohmann::json result) {
+  std::lock_guard lock(call.mutex);
+  if (!call.missing_capabilities.empty()) {
+    std::string names;
+    for (const auto& [name, value] : call.missing_capabilities.items()) {
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    throw RpcError{jsonrpc::k_missing_client_capability,
+                   "Missing required client capability: " + names +
+                       " (declare it in io.modelcontextprotocol/clientCapabilities)",
+                   {{"requiredCapabilities", call.missing_capabilities}}};
+  }
+  if (!call.pending.empty()) {
+    const auto expires = std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count() +
+                         3600;
+    return {{"resultType", "input_required"},
+            {"inputRequests", call.pending},
+            {"requestState",
+             server.seal_state(
+                 {{"for", call.bound_to}, {"answers", call.answers}, {"expires", expires}})}};
+  }
+  if (!result.is_object()) {
+    result = nlohmann::json::object();
+  }
+  result["resultType"] = "complete";
+  return result;
+}
+
+std::atomic<std::uint64_t> g_next_listener{1};
+
 }  // namespace
+
+const std::vector<std::string>& modern_protocol_versions() {
+  static const std::vector<std::string> k_versions = {std::string(k_modern_protocol_version)};
+  return k_versions;
+}
+
+bool is_modern_protocol_version(std::string_view version) {
+  const auto& versions = modern_protocol_versions();
+  return std::find(versions.begin(), versions.end(), version) != versions.end();
+}
+
+const std::vector<std::string>& all_protocol_versions() {
+  static const std::vector<std::string> k_versions = [] {
+    std::vector<std::string> versions = modern_protocol_versions();
+    const auto& legacy = supported_protocol_versions();
+    versions.insert(versions.end(), legacy.begin(), legacy.end());
+    return versions;
+  }();
+  return k_versions;
+}
+
+bool has_modern_meta(const nlohmann::json& params) {
+  if (!params.is_object()) {
+    return false;
+  }
+  auto meta = params.find("_meta");
+  return meta != params.end() && meta->is_object() && meta->contains(k_meta_protocol_version);
+}
+
+int modern_http_status(int code) {
+  switch (code) {
+    case jsonrpc::k_method_not_found:
+      return 404;
+    case jsonrpc::k_header_mismatch:
+    case jsonrpc::k_missing_client_capability:
+    case jsonrpc::k_unsupported_protocol_version:
+      return 400;
+    default:
+      return 200;
+  }
+}
+
+bool is_modern_method(std::string_view method) {
+  static const std::set<std::string, std::less<>> k_methods = {
+      "server/discover",     "tools/list",          "tools/call",  "resources/list",
+      "resources/read",      "prompts/list",        "prompts/get", "resources/templates/list",
+      "completion/complete", "subscriptions/listen"};
+  return k_methods.count(method) != 0;
+}
+
+std::optional<ModernRejection> check_modern_shape(const jsonrpc::Request& request) {
+  if (!is_modern_method(request.method)) {
+    if (request.method == "initialize" || request.method == "ping" ||
+        request.method == "logging/setLevel" || request.method == "resources/subscribe" ||
+        request.method == "resources/unsubscribe") {
+      return ModernRejection{jsonrpc::k_method_not_found,
+                             "Method not found: " + request.method +
+                                 " is not part of MCP 2026-07-28 (for 2025-11-25, send initialize "
+                                 "without 2026-07-28 _meta)"};
+    }
+    return ModernRejection{jsonrpc::k_method_not_found, "Method not found: " + request.method};
+  }
+  const auto& params = object_or_empty(request.params);
+  auto meta = params.find("_meta");
+  const std::string needs =
+      " (a 2026-07-28 request carries params._meta with io.modelcontextprotocol/protocolVersion "
+      "and io.modelcontextprotocol/clientCapabilities)";
+  if (meta == params.end() || !meta->is_object()) {
+    return ModernRejection{jsonrpc::k_invalid_params, "Invalid params: missing _meta" + needs};
+  }
+  auto version = meta->find(k_meta_protocol_version);
+  if (version == meta->end() || !version->is_string()) {
+    return ModernRejection{jsonrpc::k_invalid_params, std::string("Invalid params: _meta lacks ") +
+                                                          k_meta_protocol_version + needs};
+  }
+  auto capabilities = meta->find(k_meta_client_capabilities);
+  if (capabilities == meta->end() || !capabilities->is_object()) {
+    return ModernRejection{jsonrpc::k_invalid_params, std::string("Invalid params: _meta lacks ") +
+                                                          k_meta_client_capabilities + needs};
+  }
+  if (auto level = meta->find(k_meta_log_level); level != meta->end()) {
+    if (!level->is_string() || !log_level_from_string(level->get<std::string>())) {
+      return ModernRejection{jsonrpc::k_invalid_params,
+                             std::string("Invalid params: ") + k_meta_log_level +
+                                 " must be one of debug, info, notice, warning, error, critical, "
+                                 "alert, emergency"};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ModernRejection> check_modern_version(const jsonrpc::Request& request) {
+  const auto& meta = object_or_empty(request.params).value("_meta", nlohmann::json::object());
+  const std::string version = meta.value(k_meta_protocol_version, std::string());
+  if (is_modern_protocol_version(version)) {
+    return std::nullopt;
+  }
+  return ModernRejection{
+      jsonrpc::k_unsupported_protocol_version,
+      "Unsupported protocol version '" + version +
+          "' for a request without initialize: this server serves 2026-07-28 that way, and "
+          "2025-11-25, 2025-06-18 and 2025-03-26 after an initialize handshake",
+      {{"supported", modern_protocol_versions()}, {"requested", version}}};
+}
 
 const std::vector<std::string>& supported_protocol_versions() {
   static const std::vector<std::string> k_versions = {"2025-11-25", "2025-06-18", "2025-03-26"};
@@ -359,6 +632,10 @@ void Session::handle_request(jsonrpc::Request request, const std::shared_ptr<Out
         jsonrpc::make_error(request.id, jsonrpc::k_internal_error, "The session is closed"));
     return;
   }
+  if (has_modern_meta(request.params)) {
+    handle_modern(std::move(request), outbox);
+    return;
+  }
   if (request.method == "tools/call" && m_initialized) {
     start_tool_call(std::move(request), outbox);
     return;
@@ -372,6 +649,132 @@ void Session::handle_request(jsonrpc::Request request, const std::shared_ptr<Out
     outbox->finish(jsonrpc::make_error(request.id, jsonrpc::k_internal_error,
                                        std::string("Internal error: ") + error.what()));
   }
+}
+
+void Session::handle_modern(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox) {
+  if (!outbox) {
+    return;
+  }
+  try {
+    if (auto rejection = check_modern_shape(request)) {
+      throw RpcError{rejection->code, rejection->message, rejection->data};
+    }
+    if (auto rejection = check_modern_version(request)) {
+      throw RpcError{rejection->code, rejection->message, rejection->data};
+    }
+    const auto& meta = request.params.at("_meta");
+    auto call = std::make_shared<ModernCall>();
+    call->version = meta.at(k_meta_protocol_version).get<std::string>();
+    call->capabilities = meta.at(k_meta_client_capabilities);
+    if (auto level = meta.find(k_meta_log_level); level != meta.end()) {
+      call->log_level = log_level_from_string(level->get<std::string>());
+    }
+    if (request.method == "tools/call" || request.method == "prompts/get") {
+      call->bound_to =
+          request.method + " " + object_or_empty(request.params).value("name", std::string());
+      load_inputs(request.params, *call, m_server);
+    }
+    if (request.method == "tools/call") {
+      start_tool_call(std::move(request), outbox, std::move(call));
+      return;
+    }
+    if (request.method == "subscriptions/listen") {
+      listen(request, outbox);
+      return;
+    }
+    outbox->finish(jsonrpc::make_result(request.id, dispatch_modern(request, call)));
+  } catch (const RpcError& error) {
+    outbox->finish(jsonrpc::make_error(request.id, error.code, error.message, error.data));
+  } catch (const std::exception& error) {
+    spdlog::error("{} failed: {}", request.method, error.what());
+    outbox->finish(jsonrpc::make_error(request.id, jsonrpc::k_internal_error,
+                                       std::string("Internal error: ") + error.what()));
+  }
+}
+
+nlohmann::json Session::dispatch_modern(const jsonrpc::Request& request,
+                                        const std::shared_ptr<ModernCall>& call) {
+  const std::string& method = request.method;
+  const nlohmann::json& params = request.params;
+  if (method == "server/discover") {
+    const auto& options = m_server.options();
+    nlohmann::json server_info = {{"name", options.name}, {"version", options.version}};
+    put_if_not_empty(server_info, "title", options.title);
+    nlohmann::json result = {{"supportedVersions", all_protocol_versions()},
+                             {"capabilities", m_server.capabilities(true)},
+                             {"_meta", {{k_meta_server_info, std::move(server_info)}}}};
+    put_if_not_empty(result, "instructions", options.instructions);
+    return cacheable(std::move(result), k_static_ttl_ms, "public");
+  }
+  if (method == "tools/list") {
+    return cacheable(list_tools(params), k_static_ttl_ms, "public");
+  }
+  if (method == "prompts/list") {
+    return cacheable(list_prompts(params), k_static_ttl_ms, "public");
+  }
+  if (method == "resources/templates/list") {
+    return cacheable(list_resource_templates(params), k_static_ttl_ms, "public");
+  }
+  if (method == "resources/list") {
+    return cacheable(list_resources(params), 0, "private");
+  }
+  if (method == "resources/read") {
+    try {
+      return cacheable(read_resource(params), 0, "private");
+    } catch (RpcError& error) {
+      if (error.code == jsonrpc::k_resource_not_found) {
+        error.code = jsonrpc::k_invalid_params;  // 2026-07-28 (SEP-2164)
+      }
+      throw;
+    }
+  }
+  if (method == "prompts/get") {
+    return get_prompt(params, call);
+  }
+  if (method == "completion/complete") {
+    nlohmann::json result = complete(params);
+    result["resultType"] = "complete";
+    return result;
+  }
+  throw RpcError{jsonrpc::k_method_not_found, "Method not found: " + method};
+}
+
+void Session::listen(const jsonrpc::Request& request, const std::shared_ptr<Outbox>& outbox) {
+  const auto& params = object_or_empty(request.params);
+  auto filter = params.find("notifications");
+  if (filter == params.end() || !filter->is_object()) {
+    throw RpcError{jsonrpc::k_invalid_params,
+                   "Invalid params: subscriptions/listen needs a \"notifications\" object "
+                   "(toolsListChanged, promptsListChanged, resourcesListChanged, "
+                   "resourceSubscriptions)"};
+  }
+  std::set<std::string> uris;
+  nlohmann::json honoured = nlohmann::json::object();
+  if (auto list = filter->find("resourceSubscriptions"); list != filter->end()) {
+    if (!list->is_array()) {
+      throw RpcError{jsonrpc::k_invalid_params,
+                     "Invalid params: \"resourceSubscriptions\" must be an array of URIs"};
+    }
+    for (const auto& uri : *list) {
+      if (!uri.is_string()) {
+        throw RpcError{jsonrpc::k_invalid_params,
+                       "Invalid params: \"resourceSubscriptions\" must be an array of URIs"};
+      }
+      uris.insert(uri.get<std::string>());
+    }
+    honoured["resourceSubscriptions"] = *list;
+  }
+  // The tool, prompt and resource lists never change while the server runs, so the list-changed
+  // kinds are not part of the acknowledged filter.
+  const std::string listener = std::to_string(g_next_listener++) + ":" + id_key(request.id);
+  {
+    std::lock_guard lock(m_mutex);
+    m_listens[id_key(request.id)] = outbox;
+  }
+  outbox->send(jsonrpc::make_notification(
+      "notifications/subscriptions/acknowledged",
+      {{"notifications", std::move(honoured)}, {"_meta", {{k_meta_subscription_id, request.id}}}}));
+  m_server.add_listener(listener, outbox, std::move(uris), request.id);
 }
 
 nlohmann::json Session::dispatch(const jsonrpc::Request& request) {
@@ -466,12 +869,7 @@ nlohmann::json Session::initialize(const nlohmann::json& params) {
   nlohmann::json server_info = {{"name", options.name}, {"version", options.version}};
   put_if_not_empty(server_info, "title", options.title);
   nlohmann::json result = {{"protocolVersion", negotiated},
-                           {"capabilities",
-                            {{"tools", {{"listChanged", false}}},
-                             {"resources", {{"subscribe", true}, {"listChanged", false}}},
-                             {"prompts", {{"listChanged", false}}},
-                             {"logging", nlohmann::json::object()},
-                             {"completions", nlohmann::json::object()}}},
+                           {"capabilities", m_server.capabilities(false)},
                            {"serverInfo", std::move(server_info)}};
   put_if_not_empty(result, "instructions", options.instructions);
   auto info_text = [this](const char* key) {
@@ -575,7 +973,8 @@ nlohmann::json Session::list_prompts(const nlohmann::json& params) const {
       });
 }
 
-nlohmann::json Session::get_prompt(const nlohmann::json& params) const {
+nlohmann::json Session::get_prompt(const nlohmann::json& params,
+                                   const std::shared_ptr<ModernCall>& modern) const {
   const std::string name = required_string(params, "name");
   const PromptDef* prompt = m_server.registries().prompts.find(name);
   if (prompt == nullptr) {
@@ -600,7 +999,40 @@ nlohmann::json Session::get_prompt(const nlohmann::json& params) const {
                                                     "' needs the argument '" + argument.name + "'"};
     }
   }
-  auto result = prompt->get(arguments);
+  core::Result<nlohmann::json> result = nlohmann::json();
+  if (prompt->get_with_context) {
+    ToolContext context;
+    if (modern) {
+      context.client_capabilities = modern->capabilities;
+      context.client_supports_sampling = modern->capabilities.contains("sampling");
+      context.client_supports_elicitation = modern->capabilities.contains("elicitation");
+      context.input_sink = [modern](const std::string& key, const std::string& method,
+                                    const nlohmann::json& request_params) {
+        return modern_input(*modern, key, method, request_params);
+      };
+    } else {
+      // prompts/get is answered on the reader thread: no request can be sent and waited for.
+      context.input_sink = [](const std::string&, const std::string& method,
+                              const nlohmann::json&) -> core::Result<nlohmann::json> {
+        return core::make_failure(
+            core::FailureKind::unavailable, "client-request",
+            "prompts/get cannot ask the client for input (" + method + ") in a 2025-11-25 session");
+      };
+    }
+    result = prompt->get_with_context(arguments, context);
+  } else {
+    result = prompt->get(arguments);
+  }
+  if (modern) {
+    bool waiting = false;
+    {
+      std::lock_guard lock(modern->mutex);
+      waiting = !modern->pending.empty() || !modern->missing_capabilities.empty();
+    }
+    if (waiting) {
+      return modern_outcome(m_server, *modern, nlohmann::json::object());
+    }
+  }
   if (!result.ok()) {
     const auto& failure = result.failure();
     throw RpcError{failure.kind == core::FailureKind::invalid_argument ? jsonrpc::k_invalid_params
@@ -614,7 +1046,7 @@ nlohmann::json Session::get_prompt(const nlohmann::json& params) const {
   if (!out.contains("description") && !prompt->description.empty()) {
     out["description"] = prompt->description;
   }
-  return out;
+  return modern ? modern_outcome(m_server, *modern, std::move(out)) : out;
 }
 
 nlohmann::json Session::complete(const nlohmann::json& params) const {
@@ -699,11 +1131,21 @@ void Session::handle_notification(const jsonrpc::Notification& notification) {
     if (id == params.end()) {
       return;
     }
-    std::lock_guard lock(m_mutex);
-    if (auto it = m_in_flight.find(id_key(*id)); it != m_in_flight.end()) {
-      spdlog::info("request {} cancelled by the client", id_key(*id));
-      it->second.cancelled = true;
-      it->second.cancel.cancel();
+    std::shared_ptr<Outbox> listen;
+    {
+      std::lock_guard lock(m_mutex);
+      if (auto it = m_in_flight.find(id_key(*id)); it != m_in_flight.end()) {
+        spdlog::info("request {} cancelled by the client", id_key(*id));
+        it->second.cancelled = true;
+        it->second.cancel.cancel();
+      }
+      if (auto it = m_listens.find(id_key(*id)); it != m_listens.end()) {
+        listen = it->second;
+        m_listens.erase(it);
+      }
+    }
+    if (listen) {
+      listen->finish(std::nullopt);  // the listener goes when its stream is released
     }
   } else if (method == "notifications/roots/list_changed") {
     std::lock_guard lock(m_mutex);
@@ -854,15 +1296,20 @@ std::string Session::working_dir(const std::shared_ptr<Outbox>& outbox) {
 
 ToolContext Session::make_context(const jsonrpc::Request& request,
                                   const std::shared_ptr<Outbox>& outbox,
-                                  const core::CancelToken& cancel) {
+                                  const core::CancelToken& cancel,
+                                  const std::shared_ptr<ModernCall>& modern) {
   ToolContext context;
   context.cancel = cancel;
-  {
+  if (modern) {
+    context.client_capabilities = modern->capabilities;
+  } else {
     std::lock_guard lock(m_mutex);
     context.client_capabilities = m_client_capabilities;
   }
-  context.client_supports_sampling = context.client_capabilities.contains("sampling");
-  context.client_supports_elicitation = context.client_capabilities.contains("elicitation");
+  context.client_supports_sampling =
+      context.client_capabilities.is_object() && context.client_capabilities.contains("sampling");
+  context.client_supports_elicitation = context.client_capabilities.is_object() &&
+                                        context.client_capabilities.contains("elicitation");
   context.remote_endpoints_allowed =
       m_transport != SessionTransport::http || m_server.options().allow_remote_endpoints;
   std::weak_ptr<Session> weak = weak_from_this();
@@ -932,10 +1379,56 @@ ToolContext Session::make_context(const jsonrpc::Request& request,
   context.close_stream_sink = [outbox](std::chrono::milliseconds retry) {
     outbox->close_connection(retry);
   };
+  if (modern) {
+    // 2026-07-28: the server sends no requests; what it needs from the client comes back with
+    // the retried call. request() (used by code written for sessions) stops the call at its first
+    // unanswered request; request_input gathers every input the handler asks for in one round.
+    context.log_sink = [modern, outbox](LogLevel level, const std::string& logger,
+                                        const nlohmann::json& data) {
+      if (!modern->log_level || level < *modern->log_level) {
+        return;  // no notifications/message without io.modelcontextprotocol/logLevel
+      }
+      nlohmann::json message = {{"level", std::string(to_string(level))}, {"data", data}};
+      if (!logger.empty()) {
+        message["logger"] = logger;
+      }
+      outbox->send(jsonrpc::make_notification("notifications/message", std::move(message)));
+    };
+    context.request_sink = [modern, cancel](const std::string& method,
+                                            const nlohmann::json& params_,
+                                            std::chrono::milliseconds, const core::CancelToken&) {
+      std::string key;
+      {
+        std::lock_guard lock(modern->mutex);
+        const std::string kind = method.substr(0, method.find('/'));
+        key = kind + "-" + std::to_string(++modern->requests);
+      }
+      auto answer = modern_input(*modern, key, method, params_);
+      if (!answer.ok()) {
+        cancel.cancel();  // the call runs again once the client has answered
+      }
+      return answer;
+    };
+    context.input_sink = [modern](const std::string& key, const std::string& method,
+                                  const nlohmann::json& params_) {
+      return modern_input(*modern, key, method, params_);
+    };
+    context.session_request_sink = [](const std::string& method, const nlohmann::json&,
+                                      std::chrono::milliseconds,
+                                      const core::CancelToken&) -> core::Result<nlohmann::json> {
+      return core::make_failure(core::FailureKind::unavailable, "client-request",
+                                "a 2026-07-28 client takes no requests outside a call, so " +
+                                    method + " cannot reach it");
+    };
+    // Roots would cost every call a round trip: relative paths resolve against the server's
+    // working folder.
+    context.working_dir_sink = []() { return std::string(); };
+  }
   return context;
 }
 
-void Session::start_tool_call(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox) {
+void Session::start_tool_call(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox,
+                              std::shared_ptr<ModernCall> modern) {
   const auto& params = object_or_empty(request.params);
   auto name = params.find("name");
   if (name == params.end() || !name->is_string()) {
@@ -969,10 +1462,13 @@ void Session::start_tool_call(jsonrpc::Request request, const std::shared_ptr<Ou
     m_in_flight[key] = InFlight{cancel, false};
   }
   auto self = shared_from_this();
-  auto job = [self, tool, request, outbox, cancel, key]() {
+  auto job = [self, tool, request, outbox, cancel, key, modern]() {
     nlohmann::json response;
     try {
-      response = jsonrpc::make_result(request.id, self->run_tool(*tool, request, outbox, cancel));
+      response =
+          jsonrpc::make_result(request.id, self->run_tool(*tool, request, outbox, cancel, modern));
+    } catch (const RpcError& error) {
+      response = jsonrpc::make_error(request.id, error.code, error.message, error.data);
     } catch (const std::exception& error) {
       response = jsonrpc::make_error(request.id, jsonrpc::k_internal_error,
                                      std::string("Internal error: ") + error.what());
@@ -1004,8 +1500,9 @@ void Session::start_tool_call(jsonrpc::Request request, const std::shared_ptr<Ou
 
 nlohmann::json Session::run_tool(const ToolDef& tool, const jsonrpc::Request& request,
                                  const std::shared_ptr<Outbox>& outbox,
-                                 const core::CancelToken& cancel) {
-  ToolContext context = make_context(request, outbox, cancel);
+                                 const core::CancelToken& cancel,
+                                 const std::shared_ptr<ModernCall>& modern) {
+  ToolContext context = make_context(request, outbox, cancel, modern);
   const auto& params = object_or_empty(request.params);
   const nlohmann::json arguments = params.value("arguments", nlohmann::json::object());
   const auto started = std::chrono::steady_clock::now();
@@ -1021,6 +1518,9 @@ nlohmann::json Session::run_tool(const ToolDef& tool, const jsonrpc::Request& re
     }
   }
   nlohmann::json result = invoke_tool(tool, arguments, context);
+  if (modern) {
+    result = modern_outcome(m_server, *modern, std::move(result));
+  }
   spdlog::debug("tool {} finished in {} ms{}", tool.name,
                 std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::steady_clock::now() - started)
@@ -1036,6 +1536,11 @@ Server::Server(Registries& registries, ServerOptions options)
     : m_registries(registries),
       m_options(std::move(options)),
       m_pool(m_options.worker_threads, m_options.max_queued_calls) {
+  std::array<unsigned char, 32> key{};
+  if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) {
+    throw std::runtime_error("no random bytes for the request-state key");
+  }
+  m_state_key.assign(reinterpret_cast<const char*>(key.data()), key.size());
   m_registries.resources.set_update_listener(
       [this](const std::string& uri) { broadcast_resource_updated(uri); });
 }
@@ -1071,10 +1576,78 @@ void Server::close_all_sessions() {
   }
 }
 
+nlohmann::json Server::capabilities(bool /*modern*/) const {
+  return {{"tools", {{"listChanged", false}}},
+          {"resources", {{"subscribe", true}, {"listChanged", false}}},
+          {"prompts", {{"listChanged", false}}},
+          {"logging", nlohmann::json::object()},
+          {"completions", nlohmann::json::object()}};
+}
+
+std::string Server::seal_state(const nlohmann::json& payload) const {
+  std::string body = base64_encode(jsonrpc::serialize(payload));
+  return body + "." + hmac_hex(m_state_key, body);
+}
+
+std::optional<nlohmann::json> Server::open_state(const std::string& state) const {
+  const auto dot = state.rfind('.');
+  if (dot == std::string::npos) {
+    return std::nullopt;
+  }
+  const std::string body = state.substr(0, dot);
+  const std::string tag = state.substr(dot + 1);
+  const std::string expected = hmac_hex(m_state_key, body);
+  if (tag.size() != expected.size() ||
+      CRYPTO_memcmp(tag.data(), expected.data(), expected.size()) != 0) {
+    return std::nullopt;
+  }
+  auto text = base64_decode(body);
+  if (!text) {
+    return std::nullopt;
+  }
+  auto payload = nlohmann::json::parse(*text, nullptr, false);
+  if (!payload.is_object()) {
+    return std::nullopt;
+  }
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  if (payload.value("expires", std::int64_t{0}) < now) {
+    return std::nullopt;
+  }
+  return payload;
+}
+
+void Server::add_listener(const std::string& id, std::weak_ptr<Outbox> outbox,
+                          std::set<std::string> uris, nlohmann::json subscription_id) {
+  std::lock_guard lock(m_sessions_mutex);
+  for (auto it = m_listeners.begin(); it != m_listeners.end();) {
+    it = it->second.outbox.expired() ? m_listeners.erase(it) : std::next(it);
+  }
+  m_listeners[id] = Listener{std::move(outbox), std::move(uris), std::move(subscription_id)};
+}
+
+void Server::remove_listener(const std::string& id) {
+  std::lock_guard lock(m_sessions_mutex);
+  m_listeners.erase(id);
+}
+
 void Server::broadcast_resource_updated(const std::string& uri) {
   std::vector<std::shared_ptr<Session>> sessions;
+  std::vector<std::pair<std::shared_ptr<Outbox>, nlohmann::json>> listeners;
   {
     std::lock_guard lock(m_sessions_mutex);
+    for (auto it = m_listeners.begin(); it != m_listeners.end();) {
+      auto outbox = it->second.outbox.lock();
+      if (!outbox || !outbox->connected()) {
+        it = m_listeners.erase(it);
+        continue;
+      }
+      if (it->second.uris.count(uri) != 0) {
+        listeners.emplace_back(std::move(outbox), it->second.subscription_id);
+      }
+      ++it;
+    }
     for (auto& weak : m_sessions) {
       if (auto session = weak.lock()) {
         sessions.push_back(std::move(session));
@@ -1083,6 +1656,11 @@ void Server::broadcast_resource_updated(const std::string& uri) {
   }
   for (auto& session : sessions) {
     session->resource_updated(uri);
+  }
+  for (auto& [outbox, subscription_id] : listeners) {
+    outbox->send(jsonrpc::make_notification(
+        "notifications/resources/updated",
+        {{"uri", uri}, {"_meta", {{k_meta_subscription_id, subscription_id}}}}));
   }
 }
 

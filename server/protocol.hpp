@@ -1,8 +1,13 @@
 #pragma once
 
-// The MCP protocol layer (2025-11-25, also serving 2025-06-18 and 2025-03-26 clients): lifecycle,
-// dispatch of requests to the registries, progress, cancellation, logging, subscriptions and
-// server→client requests. Transports (stdio, HTTP) feed it messages and deliver what it sends.
+// The MCP protocol layer, dual-era. Legacy (2025-11-25, also serving 2025-06-18 and 2025-03-26
+// clients): an initialize handshake selects session semantics (lifecycle, progress, cancellation,
+// logging, subscriptions, server→client requests). Modern (2026-07-28): a request whose
+// params._meta carries io.modelcontextprotocol/protocolVersion is served statelessly: it names its
+// own version, client capabilities and log level; server/discover describes the server; input the
+// server needs from the client comes back through a retry of the call (input_required results,
+// MRTR) instead of server→client requests; subscriptions/listen streams change notifications.
+// Transports (stdio, HTTP) feed it messages and deliver what it sends.
 
 #include <atomic>
 #include <chrono>
@@ -30,6 +35,39 @@ const std::vector<std::string>& supported_protocol_versions();
 bool is_supported_protocol_version(std::string_view version);
 // The version to answer an initialize with: the requested one when supported, else our latest.
 std::string negotiate_protocol_version(const nlohmann::json& requested);
+
+// The stateless revision (no initialize; every request carries its own _meta).
+inline constexpr std::string_view k_modern_protocol_version = "2026-07-28";
+const std::vector<std::string>& modern_protocol_versions();
+bool is_modern_protocol_version(std::string_view version);
+// Every version served, newest first (server/discover `supportedVersions`).
+const std::vector<std::string>& all_protocol_versions();
+// Keys of a modern request's params._meta.
+inline constexpr const char* k_meta_protocol_version = "io.modelcontextprotocol/protocolVersion";
+inline constexpr const char* k_meta_client_capabilities =
+    "io.modelcontextprotocol/clientCapabilities";
+inline constexpr const char* k_meta_client_info = "io.modelcontextprotocol/clientInfo";
+inline constexpr const char* k_meta_log_level = "io.modelcontextprotocol/logLevel";
+inline constexpr const char* k_meta_server_info = "io.modelcontextprotocol/serverInfo";
+inline constexpr const char* k_meta_subscription_id = "io.modelcontextprotocol/subscriptionId";
+// Whether a request is modern: its params._meta names a protocol version.
+bool has_modern_meta(const nlohmann::json& params);
+// The HTTP status that goes with a modern JSON-RPC error code (404 for -32601, 400 for the
+// request-shape codes, 200 otherwise).
+int modern_http_status(int code);
+// The methods a modern request may name (others: -32601, HTTP 404).
+bool is_modern_method(std::string_view method);
+// A modern request refused before dispatch.
+struct ModernRejection {
+  int code;
+  std::string message;
+  nlohmann::json data = nullptr;
+};
+// Method and _meta checks of a modern request: -32601 for a method 2026-07-28 does not have (or
+// this server does not serve), -32602 for missing or malformed _meta fields.
+std::optional<ModernRejection> check_modern_shape(const jsonrpc::Request& request);
+// The version check: -32022 with data {supported, requested} for a version not served statelessly.
+std::optional<ModernRejection> check_modern_version(const jsonrpc::Request& request);
 
 struct ServerOptions {
   std::string name = "autocomp-mcp";
@@ -89,6 +127,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // need no answer; an invalid message is answered through it.
   void handle_raw(std::string_view raw, const std::shared_ptr<Outbox>& outbox);
   void handle(jsonrpc::Message message, const std::shared_ptr<Outbox>& outbox);
+  // Serves one request statelessly (2026-07-28), whatever the session's state: validates its
+  // _meta, dispatches, answers through `outbox`. A request carrying modern _meta that reaches
+  // handle() comes here too.
+  void handle_modern(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox);
 
   bool initialized() const { return m_initialized.load(); }
   std::string protocol_version() const;
@@ -124,15 +166,37 @@ class Session : public std::enable_shared_from_this<Session> {
     bool failed = false;
   };
 
+ public:
+  // One modern request's own state: what its _meta declared, and the inputs exchanged with the
+  // client (answers from inputResponses and the verified requestState; inputs still missing).
+  struct ModernCall {
+    std::string version;
+    nlohmann::json capabilities = nlohmann::json::object();
+    std::optional<LogLevel> log_level;
+    std::string bound_to;  // "method name": what its requestState may be reused for
+    std::mutex mutex;
+    nlohmann::json answers = nlohmann::json::object();
+    nlohmann::json pending = nlohmann::json::object();
+    nlohmann::json missing_capabilities = nlohmann::json::object();
+    std::size_t requests = 0;  // request() calls so far (their keys)
+  };
+
+ private:
   void handle_request(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox);
   void handle_notification(const jsonrpc::Notification& notification);
   void handle_response(const jsonrpc::Response& response);
   nlohmann::json dispatch(const jsonrpc::Request& request);  // inline methods; throws RpcError
-  void start_tool_call(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox);
+  nlohmann::json dispatch_modern(const jsonrpc::Request& request,
+                                 const std::shared_ptr<ModernCall>& call);  // throws RpcError
+  void start_tool_call(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox,
+                       std::shared_ptr<ModernCall> modern = nullptr);
   nlohmann::json run_tool(const ToolDef& tool, const jsonrpc::Request& request,
-                          const std::shared_ptr<Outbox>& outbox, const core::CancelToken& cancel);
+                          const std::shared_ptr<Outbox>& outbox, const core::CancelToken& cancel,
+                          const std::shared_ptr<ModernCall>& modern);
   ToolContext make_context(const jsonrpc::Request& request, const std::shared_ptr<Outbox>& outbox,
-                           const core::CancelToken& cancel);
+                           const core::CancelToken& cancel,
+                           const std::shared_ptr<ModernCall>& modern = nullptr);
+  void listen(const jsonrpc::Request& request, const std::shared_ptr<Outbox>& outbox);
   core::Result<nlohmann::json> client_request(const std::string& method,
                                               const nlohmann::json& params,
                                               const std::shared_ptr<Outbox>& outbox,
@@ -147,7 +211,8 @@ class Session : public std::enable_shared_from_this<Session> {
   nlohmann::json list_resource_templates(const nlohmann::json& params) const;
   nlohmann::json read_resource(const nlohmann::json& params) const;
   nlohmann::json list_prompts(const nlohmann::json& params) const;
-  nlohmann::json get_prompt(const nlohmann::json& params) const;
+  nlohmann::json get_prompt(const nlohmann::json& params,
+                            const std::shared_ptr<ModernCall>& modern = nullptr) const;
   nlohmann::json complete(const nlohmann::json& params) const;
   nlohmann::json set_log_level(const nlohmann::json& params);
   nlohmann::json subscribe(const nlohmann::json& params, bool on);
@@ -163,6 +228,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<LogLevel> m_log_level;
   std::set<std::string> m_subscriptions;
   std::map<std::string, InFlight> m_in_flight;                       // by serialized request id
+  std::map<std::string, std::shared_ptr<Outbox>> m_listens;          // open subscriptions/listen
   std::map<std::string, std::shared_ptr<PendingRequest>> m_pending;  // by serialized id
   std::uint64_t m_next_request_id = 1;
   std::shared_ptr<Outbox> m_standalone;
@@ -188,6 +254,19 @@ class Server {
   // Closes every session (running calls see their cancel token set).
   void close_all_sessions();
 
+  // The capabilities object of initialize (legacy) and server/discover (modern).
+  nlohmann::json capabilities(bool modern) const;
+  // requestState of an input_required result: `payload` with an integrity tag (HMAC-SHA256 under
+  // a key made at start); open_state gives the payload back, nullopt when it was altered or made
+  // by another server process.
+  std::string seal_state(const nlohmann::json& payload) const;
+  std::optional<nlohmann::json> open_state(const std::string& state) const;
+  // A subscriptions/listen stream: gets notifications/resources/updated for `uris` until it is
+  // no longer connected or removed.
+  void add_listener(const std::string& id, std::weak_ptr<Outbox> outbox, std::set<std::string> uris,
+                    nlohmann::json subscription_id);
+  void remove_listener(const std::string& id);
+
   // One tool call outside any session (the `call` subcommand): validation included. Returns the
   // MCP CallToolResult; nullopt when the tool does not exist.
   std::optional<nlohmann::json> call_tool(const std::string& name, const nlohmann::json& arguments,
@@ -197,10 +276,18 @@ class Server {
   friend class Session;
   void broadcast_resource_updated(const std::string& uri);
 
+  struct Listener {
+    std::weak_ptr<Outbox> outbox;
+    std::set<std::string> uris;
+    nlohmann::json subscription_id;
+  };
+
   Registries& m_registries;
   ServerOptions m_options;
+  std::string m_state_key;  // random, for seal_state
   std::mutex m_sessions_mutex;
   std::vector<std::weak_ptr<Session>> m_sessions;
+  std::map<std::string, Listener> m_listeners;  // guarded by m_sessions_mutex
   ThreadPool m_pool;
 };
 

@@ -98,6 +98,15 @@ core::Result<nlohmann::json> ToolContext::elicit(const nlohmann::json& params) c
   return request("elicitation/create", params);
 }
 
+core::Result<nlohmann::json> ToolContext::request_input(const std::string& key,
+                                                        const std::string& method,
+                                                        const nlohmann::json& params) const {
+  if (input_sink) {
+    return input_sink(key, method, params);
+  }
+  return request(method, params);
+}
+
 ClientChannel ToolContext::session_channel() const {
   return ClientChannel(session_request_sink, client_capabilities);
 }

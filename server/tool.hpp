@@ -108,6 +108,13 @@ struct ToolContext {
   // elicitation/create through request(); unavailable when the client did not declare
   // elicitation.
   core::Result<nlohmann::json> elicit(const nlohmann::json& params) const;
+  // One input from the client named `key` (an elicitation, a sampling message, the roots list).
+  // A 2025-11-25 session sends `method` as a request and waits (request()). A 2026-07-28 client
+  // answers by retrying the call (an input_required result naming every input still missing);
+  // the handler runs again and finds its answers here. Failure unavailable: not answered yet (the
+  // handler may ask for more inputs, then should return; its result is replaced).
+  core::Result<nlohmann::json> request_input(const std::string& key, const std::string& method,
+                                             const nlohmann::json& params) const;
 
   // A channel to this call's client that stays usable after the handler returns, for as long as
   // the session lives (see ClientChannel). Unconnected when the call runs outside a session.
@@ -126,6 +133,10 @@ struct ToolContext {
   std::function<core::Result<nlohmann::json>(const std::string&, const nlohmann::json&,
                                              std::chrono::milliseconds, const core::CancelToken&)>
       request_sink;
+  // 2026-07-28 calls: answers request_input (nullptr: request() is used).
+  std::function<core::Result<nlohmann::json>(const std::string&, const std::string&,
+                                             const nlohmann::json&)>
+      input_sink;
   ClientChannel::Sink session_request_sink;  // requests on the session's standalone stream
 
   // For `progress` monotonicity; shared between copies of one context.
@@ -264,6 +275,11 @@ struct PromptDef {
   std::vector<PromptArgument> arguments;
   PromptGetter get;
   Completer complete;  // optional: completion of argument values
+  // Optional: used instead of `get` when set; the context carries request_input (2026-07-28
+  // clients answer by retrying prompts/get) and nothing else.
+  std::function<core::Result<nlohmann::json>(const std::map<std::string, std::string>&,
+                                             ToolContext&)>
+      get_with_context = nullptr;
 };
 
 class PromptRegistry {

@@ -47,6 +47,58 @@ TEST(ServerStdio, LifecycleAndVersionNegotiation) {
   EXPECT_TRUE(server.stray_lines().empty());
 }
 
+// A dual-era client (Claude Code with MCP_PROTOCOL_NEGOTIATION=auto) probes with a modern
+// server/discover; the answer takes it to the stateless wire. A legacy client in the same process
+// still gets its session.
+TEST(ServerStdio, ModernRequestsAreServedStatelesslyNextToASession) {
+  Child server({"--conformance-fixtures"});
+  const nlohmann::json meta = {
+      {"io.modelcontextprotocol/protocolVersion", "2026-07-28"},
+      {"io.modelcontextprotocol/clientCapabilities", {{"elicitation", nlohmann::json::object()}}},
+      {"io.modelcontextprotocol/clientInfo", {{"name", "t"}, {"version", "1"}}}};
+  auto discover = server.request("server-discover-probe-1", "server/discover", {{"_meta", meta}});
+  ASSERT_TRUE(discover.contains("result")) << discover.dump();
+  EXPECT_EQ(discover["result"]["supportedVersions"][0], "2026-07-28");
+  EXPECT_FALSE(discover["result"]["instructions"].get<std::string>().empty());
+
+  server.send(nlohmann::json{
+      {"jsonrpc", "2.0"},
+      {"id", "listen"},
+      {"method", "subscriptions/listen"},
+      {"params", {{"_meta", meta}, {"notifications", {{"toolsListChanged", true}}}}}});
+  nlohmann::json progress_meta = meta;
+  progress_meta["progressToken"] = 9;
+  auto call = server.request(2, "tools/call",
+                             {{"name", "test_tool_with_progress"}, {"_meta", progress_meta}});
+  ASSERT_TRUE(call.contains("result")) << call.dump();
+  EXPECT_EQ(call["result"]["resultType"], "complete");
+  bool acknowledged = false;
+  int progress = 0;
+  for (const auto& message : server.other_messages()) {
+    acknowledged =
+        acknowledged || message.value("method", "") == "notifications/subscriptions/acknowledged";
+    progress += message.value("method", "") == "notifications/progress" ? 1 : 0;
+  }
+  EXPECT_TRUE(acknowledged);
+  EXPECT_EQ(progress, 3);
+  auto input = server.request(
+      3, "tools/call", {{"name", "test_input_required_result_elicitation"}, {"_meta", meta}});
+  EXPECT_EQ(input["result"]["resultType"], "input_required") << input.dump();
+
+  EXPECT_EQ(error_code(server.request(4, "tools/list")), -32600) << "no session was started";
+  server.initialize();
+  auto tools = server.request(5, "tools/list");
+  ASSERT_TRUE(tools.contains("result"));
+  EXPECT_FALSE(tools["result"].contains("resultType"));
+  server.send(nlohmann::json{{"jsonrpc", "2.0"},
+                             {"method", "notifications/cancelled"},
+                             {"params", {{"requestId", "listen"}}}});
+  expect_still_serving(server, 6);
+  server.close_stdin();
+  EXPECT_EQ(server.wait_exit(), 0);
+  EXPECT_TRUE(server.stray_lines().empty());
+}
+
 TEST(ServerStdio, UnsupportedVersionIsAnsweredWithOurs) {
   Child server({});
   auto init = server.request(1, "initialize",
