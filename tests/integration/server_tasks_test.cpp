@@ -5,12 +5,16 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
 
 #include "integration/server_test_support.hpp"
+#include "support/add_workload.hpp"
 
 namespace autocomp::test {
 namespace {
@@ -335,6 +339,116 @@ TEST_F(HttpTasks, ListShowsOnlyTheSessionsTasks) {
   new_session(json::object());
   EXPECT_NE(m_session, first_session);
   EXPECT_TRUE(exchange("tasks/list", json::object())["result"]["tasks"].empty());
+}
+
+// The add kernel with one declared knob (the slice width), so a search needs no model.
+constexpr const char* k_tunable_add_kernel = R"(import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    # autocomp: knob W = [8, 128, 512]
+    W = 8
+    for j in nl.sequential_range(512 // W):
+        x = nl.load(a[:, j * W:(j + 1) * W])
+        y = nl.load(b[:, j * W:(j + 1) * W])
+        nl.store(out[:, j * W:(j + 1) * W], value=nl.add(x, y))
+    return out
+)";
+
+// run_beam_search as a task: the task and the search job are one piece of work, seen through the
+// task methods and through the search tools.
+class SearchTask : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("AUTOCOMP_SMALL", "1", 1);
+    ::unsetenv("OPENAI_API_KEY");
+    ::unsetenv("ANTHROPIC_API_KEY");
+    m_dir = std::filesystem::temp_directory_path() /
+            ("search_task_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(m_dir);
+    std::ofstream(m_dir / "kernel.py") << k_tunable_add_kernel;
+    std::ofstream(m_dir / "problem.py") << testing::k_add_problem;
+    m_server = std::make_unique<Child>(std::vector<std::string>{
+        "--db", (m_dir / "store.db").string(), "--backend", "sim", "--log-level", "warn"});
+    m_server->initialize();
+  }
+  void TearDown() override {
+    m_server.reset();
+    std::error_code ignored;
+    std::filesystem::remove_all(m_dir, ignored);
+  }
+  json exchange(const std::string& method, const json& params, std::chrono::seconds wait = 30s) {
+    m_server->send(
+        json{{"jsonrpc", "2.0"}, {"id", ++m_id}, {"method", method}, {"params", params}});
+    return m_server->read_response(wait).value_or(json());
+  }
+  json search_arguments(int iterations) const {
+    return {{"kernel", (m_dir / "kernel.py").string()},
+            {"problem", (m_dir / "problem.py").string()},
+            {"beam", 1},
+            {"iterations", iterations}};
+  }
+
+  std::filesystem::path m_dir;
+  std::unique_ptr<Child> m_server;
+  int m_id = 0;
+};
+
+TEST_F(SearchTask, TheTaskIsTheSearchJob) {
+  const json created = exchange(
+      "tools/call",
+      {{"name", "run_beam_search"}, {"arguments", search_arguments(1)}, {"task", json::object()}});
+  const std::string id = created["result"]["task"].value("taskId", "");
+  ASSERT_FALSE(id.empty()) << created.dump();
+  EXPECT_EQ(created["result"]["task"]["pollInterval"], 5000);
+
+  const json result = exchange("tasks/result", {{"taskId", id}}, 300s);
+  ASSERT_TRUE(result.contains("result")) << result.dump();
+  const json& run = result["result"]["structuredContent"];
+  ASSERT_TRUE(run.contains("run_id")) << result.dump();
+  EXPECT_EQ(run["status"], "completed") << run.dump();
+  const json task = exchange("tasks/get", {{"taskId", id}});
+  EXPECT_EQ(task["result"]["status"], "completed");
+  EXPECT_NE(task["result"].value("statusMessage", "").find(run["run_id"].get<std::string>()),
+            std::string::npos)
+      << task.dump();
+
+  // The same run through the search tools.
+  const json status = exchange(
+      "tools/call", {{"name", "get_search_status"}, {"arguments", {{"run_id", run["run_id"]}}}});
+  EXPECT_EQ(status["result"]["structuredContent"]["status"], "completed") << status.dump();
+  EXPECT_EQ(status["result"]["structuredContent"]["best_candidate"], run["best_candidate"]);
+}
+
+TEST_F(SearchTask, CancellingTheTaskStopsTheSearch) {
+  const json created = exchange(
+      "tools/call",
+      {{"name", "run_beam_search"}, {"arguments", search_arguments(50)}, {"task", json::object()}});
+  const std::string id = created["result"]["task"].value("taskId", "");
+  ASSERT_FALSE(id.empty()) << created.dump();
+  // Wait until the search job exists (its run id is in the status line).
+  std::string message;
+  for (int i = 0; i < 200 && message.find("run ") == std::string::npos; ++i) {
+    message = exchange("tasks/get", {{"taskId", id}})["result"].value("statusMessage", "");
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_NE(message.find("run "), std::string::npos) << message;
+  const std::string run_id = message.substr(4, message.find(':') - 4);
+  EXPECT_EQ(exchange("tasks/cancel", {{"taskId", id}})["result"]["status"], "cancelled");
+
+  json status;
+  for (int i = 0; i < 100; ++i) {
+    status = exchange("tools/call", {{"name", "get_search_status"},
+                                     {"arguments", {{"run_id", run_id}, {"wait_s", 1}}}});
+    if (!status["result"]["structuredContent"].value("running_here", true)) {
+      break;
+    }
+  }
+  EXPECT_FALSE(status["result"]["structuredContent"].value("running_here", true)) << status.dump();
+  EXPECT_EQ(status["result"]["structuredContent"]["status"], "cancelled") << status.dump();
 }
 
 }  // namespace
