@@ -1,7 +1,10 @@
 #include "server/conformance_fixtures.hpp"
 
 #include <chrono>
+#include <stdexcept>
 #include <thread>
+
+#include "server/tasks.hpp"
 
 namespace autocomp::server {
 
@@ -48,7 +51,77 @@ ToolDef simple_tool(std::string name, std::string description, ToolHandler handl
   return tool;
 }
 
+// A job source whose start fails at the protocol level (not a tool error): the task ends failed.
+class BrokenJobSource : public JobSource {
+ public:
+  Started start(ToolContext& /*context*/, const TaskCall& /*call*/) override {
+    throw std::runtime_error("the job could not be started (conformance fixture)");
+  }
+  JobStatus status(const std::string& /*job*/) override { return {}; }
+  void cancel(const std::string& /*job*/) override {}
+};
+
+// Tools for the tasks scenarios (2025-11-25 task augmentation and the tasks extension).
+void add_task_tools(ToolRegistry& tools) {
+  auto with_schema = [](ToolDef tool, nlohmann::json properties, TaskSupport support) {
+    tool.input_schema = {{"type", "object"}, {"properties", std::move(properties)}};
+    tool.task_support = support;
+    return tool;
+  };
+  tools.add(with_schema(
+      simple_tool("greet", "Says hello at once; never a task (conformance fixture).",
+                  [](const nlohmann::json& args, ToolContext&) {
+                    return content_only(
+                        {text_block("Hello, " + args.value("name", std::string("World")) + "!")});
+                  }),
+      {{"name", {{"type", "string"}}}}, TaskSupport::forbidden));
+  tools.add(with_schema(
+      simple_tool("slow_compute",
+                  "Sleeps `seconds` (cancellable), then reports; may run as a task "
+                  "(conformance fixture).",
+                  [](const nlohmann::json& args, ToolContext& context) {
+                    const double seconds = args.value("seconds", 1.0);
+                    sleep_unless_cancelled(
+                        context, std::chrono::milliseconds(static_cast<long>(seconds * 1000)));
+                    return content_only(
+                        {text_block("computed " + args.value("label", std::string("result")) +
+                                    " after " + std::to_string(seconds) + " s")});
+                  }),
+      {{"seconds", {{"type", "number"}, {"minimum", 0}, {"maximum", 600}}},
+       {"label", {{"type", "string"}}}},
+      TaskSupport::optional));
+  tools.add(with_schema(simple_tool("failing_job",
+                                    "Runs only as a task and ends in a tool error after about a "
+                                    "second (conformance fixture).",
+                                    [](const nlohmann::json&, ToolContext& context) {
+                                      sleep_unless_cancelled(context, std::chrono::seconds(1));
+                                      return tool_error("failing_job failed on purpose");
+                                    }),
+                        nlohmann::json::object(), TaskSupport::required));
+  {
+    ToolDef tool = with_schema(
+        simple_tool("protocol_error_job",
+                    "Runs only as a task whose job cannot start, a "
+                    "protocol-level failure (conformance fixture).",
+                    [](const nlohmann::json&, ToolContext&) { return tool_error("not reached"); }),
+        nlohmann::json::object(), TaskSupport::optional);
+    tool.jobs = std::make_shared<BrokenJobSource>();
+    tools.add(std::move(tool));
+  }
+  tools.add(with_schema(
+      simple_tool("test_tool_with_task",
+                  "Runs only as a task: waits about a second, then greets `user_name` "
+                  "(conformance fixture).",
+                  [](const nlohmann::json& args, ToolContext& context) {
+                    sleep_unless_cancelled(context, std::chrono::seconds(1));
+                    return content_only({text_block(
+                        "Task finished for " + args.value("user_name", std::string("anonymous")))});
+                  }),
+      {{"user_name", {{"type", "string"}}}}, TaskSupport::required));
+}
+
 void add_tools(ToolRegistry& tools) {
+  add_task_tools(tools);
   tools.add(simple_tool("test_simple_text", "Returns a fixed text (conformance fixture).",
                         [](const nlohmann::json&, ToolContext&) {
                           return content_only(

@@ -640,6 +640,10 @@ void Session::handle_request(jsonrpc::Request request, const std::shared_ptr<Out
     start_tool_call(std::move(request), outbox);
     return;
   }
+  if (request.method.rfind("tasks/", 0) == 0 && m_initialized) {
+    handle_task_request(request, outbox);  // server/tasks.cpp
+    return;
+  }
   try {
     outbox->finish(jsonrpc::make_result(request.id, dispatch(request)));
   } catch (const RpcError& error) {
@@ -871,6 +875,7 @@ nlohmann::json Session::initialize(const nlohmann::json& params) {
   nlohmann::json result = {{"protocolVersion", negotiated},
                            {"capabilities", m_server.capabilities(false)},
                            {"serverInfo", std::move(server_info)}};
+  add_task_capabilities(result["capabilities"], params.value("capabilities", nlohmann::json()));
   put_if_not_empty(result, "instructions", options.instructions);
   auto info_text = [this](const char* key) {
     auto it = m_client_info.find(key);
@@ -897,6 +902,7 @@ nlohmann::json Session::list_tools(const nlohmann::json& params) const {
                     if (!tool.meta.is_null()) {
                       entry["_meta"] = tool.meta;
                     }
+                    add_task_execution(entry, tool);
                     return entry;
                   });
 }
@@ -1449,6 +1455,9 @@ void Session::start_tool_call(jsonrpc::Request request, const std::shared_ptr<Ou
                                        "Invalid params: \"arguments\" must be an object"));
     return;
   }
+  if (start_task(*tool, request, outbox)) {  // server/tasks.cpp
+    return;
+  }
   const std::string key = id_key(request.id);
   core::CancelToken cancel;
   {
@@ -1541,6 +1550,7 @@ Server::Server(Registries& registries, ServerOptions options)
     throw std::runtime_error("no random bytes for the request-state key");
   }
   m_state_key.assign(reinterpret_cast<const char*>(key.data()), key.size());
+  m_tasks = std::make_unique<TaskStore>(m_pool);
   m_registries.resources.set_update_listener(
       [this](const std::string& uri) { broadcast_resource_updated(uri); });
 }
@@ -1548,6 +1558,7 @@ Server::Server(Registries& registries, ServerOptions options)
 Server::~Server() {
   m_registries.resources.set_update_listener(nullptr);
   close_all_sessions();
+  m_tasks->stop_all();
 }
 
 std::shared_ptr<Session> Server::create_session(std::shared_ptr<Outbox> standalone,

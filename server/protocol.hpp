@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "server/jsonrpc.hpp"
+#include "server/tasks.hpp"
 #include "server/thread_pool.hpp"
 #include "server/tool.hpp"
 
@@ -204,6 +205,12 @@ class Session : public std::enable_shared_from_this<Session> {
                                               const core::CancelToken& cancel);
   std::string working_dir(const std::shared_ptr<Outbox>& outbox);
   bool log_enabled(LogLevel level) const;
+  // Protocol tasks (defined in server/tasks.cpp): true when the call was answered here (a task
+  // was created, or the request was refused); false: run it as a plain call.
+  bool start_task(const ToolDef& tool, const jsonrpc::Request& request,
+                  const std::shared_ptr<Outbox>& outbox);
+  void handle_task_request(const jsonrpc::Request& request, const std::shared_ptr<Outbox>& outbox);
+  std::string task_owner();
 
   nlohmann::json initialize(const nlohmann::json& params);
   nlohmann::json list_tools(const nlohmann::json& params) const;
@@ -233,6 +240,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::uint64_t m_next_request_id = 1;
   std::shared_ptr<Outbox> m_standalone;
   std::optional<std::string> m_roots_dir;  // cached answer of roots/list
+  std::string m_task_owner;                // this session's key in the task store
 };
 
 // The shared part: options, registries, worker pool, sessions (for broadcasts).
@@ -248,6 +256,7 @@ class Server {
   const ServerOptions& options() const { return m_options; }
   Registries& registries() { return m_registries; }
   ThreadPool& pool() { return m_pool; }
+  TaskStore& tasks() { return *m_tasks; }
 
   // Waits until no tool call runs, up to `timeout`; true when idle.
   bool wait_idle(std::chrono::milliseconds timeout) { return m_pool.wait_idle(timeout); }
@@ -288,8 +297,15 @@ class Server {
   std::mutex m_sessions_mutex;
   std::vector<std::weak_ptr<Session>> m_sessions;
   std::map<std::string, Listener> m_listeners;  // guarded by m_sessions_mutex
+  std::unique_ptr<TaskStore> m_tasks;  // destroyed after the pool whose jobs use it
   ThreadPool m_pool;
 };
+
+// The task capabilities of an initialize result: 2025-11-25 `tasks` and, when the client declared
+// it, the io.modelcontextprotocol/tasks extension (server/tasks.cpp).
+void add_task_capabilities(nlohmann::json& capabilities, const nlohmann::json& client_capabilities);
+// A tools/list entry's `execution.taskSupport`, for tools that may run as tasks.
+void add_task_execution(nlohmann::json& entry, const ToolDef& tool);
 
 // The CallToolResult for a handler's value (content with text mirror, structuredContent, isError).
 nlohmann::json to_call_tool_result(const ToolResult& result);

@@ -164,6 +164,12 @@ ToolResult tool_failure(const core::Failure& failure);
 
 using ToolHandler = std::function<ToolResult(const nlohmann::json& args, ToolContext& context)>;
 
+// Whether a client may run a call of the tool as a protocol task (tools/list
+// `execution.taskSupport`; server/tasks.hpp).
+enum class TaskSupport { forbidden, optional, required };
+std::string_view to_string(TaskSupport support);
+class JobSource;  // server/tasks.hpp
+
 struct ToolDef {
   std::string name;         // [A-Za-z0-9_.-]{1,128}, unique; snake_case preferred
   std::string title;        // short human title (may be empty)
@@ -173,6 +179,10 @@ struct ToolDef {
   nlohmann::json annotations;  // null, or {readOnlyHint, destructiveHint, idempotentHint, ...}
   ToolHandler handler;
   nlohmann::json meta;  // null, or the tool's `_meta` in tools/list
+  // optional/required: a client that asks for a task (or negotiated the tasks extension) gets
+  // one; the call then runs as the task, or, with `jobs`, the tool's own job is the task.
+  TaskSupport task_support = TaskSupport::forbidden;
+  std::shared_ptr<JobSource> jobs;
 };
 
 // Completion of one argument (prompt argument or URI-template variable): given the argument name,

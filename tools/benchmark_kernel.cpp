@@ -118,6 +118,7 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
     tool_result.structured = std::move(out);
     return tool_result;
   };
+  tool.task_support = server::TaskSupport::optional;  // long runs may be protocol tasks
   return tool;
 }
 

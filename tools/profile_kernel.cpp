@@ -153,6 +153,7 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
     tool_result.structured = std::move(out);
     return tool_result;
   };
+  tool.task_support = server::TaskSupport::optional;  // long runs may be protocol tasks
   return tool;
 }
 

@@ -152,4 +152,42 @@ bool SearchJobs::cancel(const std::string& run_id) {
   return true;
 }
 
+server::JobSource::Started SearchTaskSource::start(server::ToolContext& context,
+                                                   const server::TaskCall& call) {
+  nlohmann::json result = call(context);
+  const auto structured = result.value("structuredContent", nlohmann::json::object());
+  if (result.value("isError", false) || !structured.contains("run_id") ||
+      !structured.at("run_id").is_string()) {
+    return {"", std::move(result)};
+  }
+  return {structured.at("run_id").get<std::string>(), nullptr};
+}
+
+server::JobStatus SearchTaskSource::status(const std::string& run_id) {
+  server::JobStatus status;
+  auto snapshot = m_jobs.snapshot(run_id);
+  if (!snapshot) {
+    status.state = server::TaskState::failed;
+    status.error = {{"code", -32603}, {"message", "search run " + run_id + " is not running here"}};
+    return status;
+  }
+  if (!snapshot->finished) {
+    const auto& progress = snapshot->progress;
+    status.message =
+        "run " + run_id + ": " + (progress.phase.empty() ? "starting" : progress.phase);
+    if (progress.iterations > 0) {
+      status.message += ", iteration " + std::to_string(progress.iteration) + "/" +
+                        std::to_string(progress.iterations);
+    }
+    status.message += ", " + std::to_string(progress.candidates_evaluated) + " candidates";
+    return status;
+  }
+  const std::string outcome = snapshot->outcome ? snapshot->outcome->status : "completed";
+  status.state =
+      outcome == "cancelled" ? server::TaskState::cancelled : server::TaskState::completed;
+  status.message = "run " + run_id + " " + outcome;
+  status.result = m_final_result(run_id);
+  return status;
+}
+
 }  // namespace autocomp::tools

@@ -14,6 +14,7 @@
 #include "core/result.hpp"
 #include "search/engine/beam_search.hpp"
 #include "search/engine/store_run_log.hpp"
+#include "server/tasks.hpp"
 #include "tools/sampling_provider.hpp"
 
 namespace autocomp::tools {
@@ -74,6 +75,24 @@ class SearchJobs {
   std::map<std::string, std::shared_ptr<Job>> m_jobs;
   std::vector<std::shared_ptr<Job>> m_all;
   int m_max_running;
+};
+
+// run_beam_search as a protocol task: the task is a view of the search job it started (the run
+// id is in its status line and result, so get_search_status and cancel_search see the same
+// work). `final_result` turns a finished run into the task's CallToolResult.
+class SearchTaskSource : public server::JobSource {
+ public:
+  using FinalResult = std::function<nlohmann::json(const std::string& run_id)>;
+  SearchTaskSource(SearchJobs& jobs, FinalResult final_result)
+      : m_jobs(jobs), m_final_result(std::move(final_result)) {}
+
+  Started start(server::ToolContext& context, const server::TaskCall& call) override;
+  server::JobStatus status(const std::string& run_id) override;
+  void cancel(const std::string& run_id) override { m_jobs.cancel(run_id); }
+
+ private:
+  SearchJobs& m_jobs;
+  FinalResult m_final_result;
 };
 
 }  // namespace autocomp::tools

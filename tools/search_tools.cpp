@@ -9,6 +9,7 @@
 #include "search/engine/beam_search.hpp"
 #include "search/engine/store_run_log.hpp"
 #include "search/llm/provider.hpp"
+#include "server/protocol.hpp"
 #include "tools/kernel_files.hpp"
 #include "tools/sampling_provider.hpp"
 
@@ -426,6 +427,19 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
     }
     return server::ToolResult{out, "", false, json::array()};
   };
+  // As a protocol task the call is the search job itself; the task ends with the run and its
+  // result is the finished run's status (what get_search_status reports).
+  tool.task_support = server::TaskSupport::optional;
+  tool.jobs = std::make_shared<SearchTaskSource>(env->jobs(), [env](const std::string& run_id) {
+    server::ToolContext quiet;
+    auto status = run_status(*env, run_id, 0, quiet);
+    if (!status.ok()) {
+      return server::to_call_tool_result(server::tool_failure(status.failure()));
+    }
+    const bool failed = status.value().value("status", std::string()) == "failed";
+    return server::to_call_tool_result(server::ToolResult{
+        status.value(), failed ? status.value().dump() : "", failed, json::array()});
+  });
   return tool;
 }
 
