@@ -3,6 +3,7 @@
 // generated facts, relevant menu items, merged and scoped lessons, intact reflexions.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -269,6 +270,38 @@ TEST(PromptFacts, ReflexionKeepsCodeAndMath) {
             "use `nisa.activation(op=nl.copy, bias=-mean*rstd, scale=rstd)` in one pass");
   EXPECT_EQ(record.avoid, "x**2 via nl.power");
   EXPECT_EQ(record.try_next, "*fuse* the two loads");
+}
+
+// Not a check: prints the plan and implementation prompts for the LayerNorm seed, to read them.
+//   unit_search --gtest_also_run_disabled_tests --gtest_filter='*PrintLayernormPrompts'
+TEST(PromptFacts, DISABLED_PrintLayernormPrompts) {
+  auto eval = measured(500);
+  eval.bottleneck = "memory-bound";
+  PlanPromptInput plan;
+  plan.target = "trn1";
+  plan.kernel_source = read_file("seeds/layernorm/naive.py");
+  plan.evaluation = &eval;
+  plan.problem_source = read_file("seeds/layernorm/problem.py");
+  plan.baseline_latency_us = 1000;
+  plan.tried_plans = {"[1.30x faster (1000 us -> 769 us)] hoist the gamma and beta loads"};
+  plan.iteration = 2;
+  plan.iterations = 3;
+  plan.seed = 1;
+  auto planning = shipped()->planning(plan);
+  ASSERT_TRUE(planning.ok()) << planning.failure().describe();
+  std::printf("===== plan prompt (user message) =====\n%s\n\n", user_text(*planning).c_str());
+  ImplementPromptInput implement;
+  implement.target = "trn1";
+  implement.kernel_source = plan.kernel_source;
+  implement.plan =
+      "Replace the two nl.mean reductions by nisa.bn_stats on 512-column chunks and one "
+      "nisa.bn_aggr, then normalize with one nisa.tensor_scalar (subtract mean, multiply by rstd).";
+  implement.problem_source = plan.problem_source;
+  implement.input_signature = k_layernorm_signature;
+  auto implementation = shipped()->implementation(implement);
+  ASSERT_TRUE(implementation.ok()) << implementation.failure().describe();
+  std::printf("===== implementation prompt (user message) =====\n%s\n",
+              user_text(*implementation).c_str());
 }
 
 }  // namespace
