@@ -143,6 +143,7 @@ TEST(PromptFacts, MatmulFreeKernelGetsNoMatmulMenuItemsAndTriedPlansAreShown) {
   const auto text = user_text(*request);
   EXPECT_EQ(text.find("[psum_accumulate_k]"), std::string::npos);
   EXPECT_EQ(text.find("[moving_free_512]"), std::string::npos);
+  EXPECT_EQ(text.find("[block_k]"), std::string::npos);
   EXPECT_EQ(text.find("[double_buffer]"), std::string::npos);  // tried already
   EXPECT_NE(text.find("[fuse_passes]"), std::string::npos);
   EXPECT_NE(text.find("[1.2x faster] double buffer the row loads"), std::string::npos);
