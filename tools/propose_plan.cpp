@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/hash.hpp"
+#include "search/engine/prompts.hpp"
 #include "search/llm/provider.hpp"
 #include "search/prompts/code_extract.hpp"
 #include "search/prompts/menu.hpp"
@@ -143,27 +144,28 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
     }
     const auto& result = outcome->result;
 
-    prompts::PlanPromptInput input;
-    input.target = outcome->target;
-    input.kernel.source = outcome->kernel.text;
-    if (result.latency && !result.failure) {
-      input.kernel.latency_us = result.latency->median_us;
-    }
-    input.kernel.metrics = result.metrics;
-    input.kernel.roofline = result.roofline;
-    input.kernel.bottleneck = result.bottleneck;
+    // The engine's planning input, so that this tool and the search ask in the same words.
+    search::engine::PlanPromptInput request;
+    request.target = outcome->target;
+    request.kernel_source = outcome->kernel.text;
+    request.evaluation = &result;
+    request.problem_source = outcome->problem.text;
     if (result.failure) {
-      input.recent_failures.push_back("the current kernel fails: " + result.failure->describe());
+      request.recent_failures.push_back("the current kernel fails: " + result.failure->describe());
     }
     if (auto lessons = db.value()->lessons(outcome->target, 16); lessons.ok()) {
       for (const auto& lesson : lessons.value()) {
-        input.lessons.push_back(lesson.text);
+        request.lessons.push_back(lesson.text);
       }
     }
-    input.reflexions = reflexion_lines(*db.value(), outcome->kernel.path, 3);
-    input.iteration = 1;
-    input.total_iterations = 1;
-    input.dropout = arguments.value("dropout", 0.7);  // LLM plans sample the menu
+    request.reflexions = reflexion_lines(*db.value(), outcome->kernel.path, 3);
+    request.iteration = 1;
+    request.iterations = 1;
+    request.dropout = arguments.value("dropout", 0.7);  // LLM plans sample the menu
+    auto input = search::engine::plan_builder_input(request);
+    if (result.failure) {
+      input.kernel.latency_us.reset();
+    }
     const std::uint64_t seed = arguments.value("seed", std::uint64_t{0});
     const int count = arguments.value("count", 3);
 

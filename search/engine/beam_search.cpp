@@ -321,6 +321,7 @@ void SearchRun::summarize_lessons(int iteration, const std::vector<Candidate>& b
   }
   SummarizePromptInput input;
   input.target = m_config.target;
+  input.problem_source = m_config.problem_source;
   input.existing_lessons = lessons;
   double best_speedup = 0;
   double worst_speedup = 0;
@@ -340,7 +341,7 @@ void SearchRun::summarize_lessons(int iteration, const std::vector<Candidate>& b
         attempt.outcome = "slower";
         worst_speedup = worst_speedup == 0 ? speedup : std::min(worst_speedup, speedup);
       } else {
-        continue;
+        attempt.outcome = "no measurable change";  // neutral results teach too
       }
       attempt.latency_us = child.latency_us();
     } else if (!child.correct()) {
@@ -354,14 +355,18 @@ void SearchRun::summarize_lessons(int iteration, const std::vector<Candidate>& b
     return;
   }
   auto request = m_prompts->summarize(input);
+  if (!request) {
+    spdlog::warn("lesson prompt of iteration {}: {}", iteration, request.failure().describe());
+    return;
+  }
   const std::string call_id = "i" + std::to_string(iteration) + "/summarize";
-  auto answer = m_llm->complete(request, call_id, static_cast<std::size_t>(iteration));
+  auto answer = m_llm->complete(*request, call_id, static_cast<std::size_t>(iteration));
   if (!answer) {
     spdlog::warn("lesson summary of iteration {} failed: {}", iteration,
                  answer.failure().describe());
     return;
   }
-  auto parsed = m_prompts->parse_lessons(answer->text);
+  auto parsed = m_prompts->parse_lessons(answer->text, input);
   if (parsed.empty()) {
     spdlog::warn("lesson summary of iteration {} held no lessons", iteration);
     return;
@@ -369,7 +374,9 @@ void SearchRun::summarize_lessons(int iteration, const std::vector<Candidate>& b
   // One reply mixes lessons from wins and losses when the iteration had both: then no kind.
   const bool had_loss = std::any_of(input.attempts.begin(), input.attempts.end(),
                                     [](const LessonAttempt& a) { return a.outcome != "faster"; });
-  const std::string kind = best_speedup > 0 ? (had_loss ? "" : "improvement") : "regression";
+  const std::string kind = best_speedup > 0    ? (had_loss ? "" : "improvement")
+                           : worst_speedup > 0 ? "regression"
+                                               : "";
   const double evidence = best_speedup > 0 ? (had_loss ? 0 : best_speedup) : worst_speedup;
   for (const auto& text : parsed) {
     if (auto status =
@@ -445,8 +452,10 @@ void SearchRun::reflect_on(int iteration, const std::vector<Candidate>& beam,
     input.outcome = outcome_text(*child, parent.latency_us());
     const std::string call_id =
         "i" + std::to_string(iteration) + "/reflect/" + child->origin.label();
-    auto answer =
-        m_llm->complete(m_prompts->reflect(input), call_id, static_cast<std::size_t>(where.second));
+    auto request = m_prompts->reflect(input);
+    auto answer = request
+                      ? m_llm->complete(*request, call_id, static_cast<std::size_t>(where.second))
+                      : core::Result<llm::Completion>(request.failure());
     prompts::ReflexionRecord record;
     if (answer) {
       record = m_prompts->parse_reflexion(answer->text);
@@ -710,6 +719,8 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
       ctx.lessons = m_services.run_log->load_lessons(m_config.target, m_config.lesson_limit);
     }
     ctx.reflexions = reflexions_for_prompts();
+    ctx.history = prompt_history(m_services.run_log->load_candidates(m_run_id), m_outcome.baseline,
+                                 iteration);
     std::vector<Parent> parents;
     for (std::size_t i = 0; i < beam.size(); ++i) {
       parents.push_back(Parent{static_cast<int>(i), &beam[i]});

@@ -1,7 +1,10 @@
-#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <regex>
 
+#include "core/text.hpp"
 #include "search/engine/prompts.hpp"
 #include "search/prompts/code_extract.hpp"
+#include "search/prompts/problem_notes.hpp"
 #include "search/prompts/prompt_builder.hpp"
 
 namespace autocomp::search::engine {
@@ -22,49 +25,41 @@ prompts::KernelSnapshot snapshot(const std::string& source, const backends::Eval
   return kernel;
 }
 
-// The editable templates and menus under prompts/. A template that cannot be rendered (a user's
-// edit broke it) falls back to the basic wording for that request, with a warning, so that a run
-// is never lost to a typo.
+// The editable templates, menus, notes and facts under prompts/, read at call time so that an
+// edit takes effect during a run; a broken edit is a failure naming the file.
 class TemplatePromptFactory : public PromptFactory {
  public:
-  explicit TemplatePromptFactory(prompts::PromptBuilder builder)
-      : m_builder(std::move(builder)), m_basic(make_basic_prompt_factory()) {}
+  explicit TemplatePromptFactory(core::Result<prompts::PromptBuilder> builder)
+      : m_builder(std::move(builder)) {}
 
-  llm::CompletionRequest planning(const PlanPromptInput& input) const override {
-    prompts::PlanPromptInput in;
-    in.target = input.target;
-    in.kernel = snapshot(input.kernel_source, input.evaluation);
-    in.recent_failures = input.recent_failures;
-    in.lessons = input.lessons;
-    in.reflexions = input.reflexions;
-    in.iteration = input.iteration;
-    in.total_iterations = input.iterations;
-    in.dropout = input.dropout;
-    in.seed = input.seed;
-    auto prompt = m_builder.plan(in);
+  core::Result<llm::CompletionRequest> planning(const PlanPromptInput& input) const override {
+    if (!m_builder) {
+      return m_builder.failure();
+    }
+    auto prompt = m_builder->plan(plan_builder_input(input));
     if (!prompt) {
-      spdlog::warn("planning template failed ({}); using the basic prompt",
-                   prompt.failure().describe());
-      return m_basic->planning(input);
+      return prompt.failure();
     }
     return prompt->request;
   }
 
-  llm::CompletionRequest implementation(const ImplementPromptInput& input) const override {
+  core::Result<llm::CompletionRequest> implementation(
+      const ImplementPromptInput& input) const override {
+    if (!m_builder) {
+      return m_builder.failure();
+    }
     prompts::ImplementPromptInput in;
     in.target = input.target;
     in.kernel = snapshot(input.kernel_source, nullptr);
     in.plan = input.plan;
-    auto request = m_builder.implement(in);
-    if (!request) {
-      spdlog::warn("implementation template failed ({}); using the basic prompt",
-                   request.failure().describe());
-      return m_basic->implementation(input);
-    }
-    return request.value();
+    in.problem_notes = prompts::describe_problem(input.problem_source, input.input_signature);
+    return m_builder->implement(in);
   }
 
-  llm::CompletionRequest repair(const RepairPromptInput& input) const override {
+  core::Result<llm::CompletionRequest> repair(const RepairPromptInput& input) const override {
+    if (!m_builder) {
+      return m_builder.failure();
+    }
     prompts::RepairPromptInput in;
     in.target = input.target;
     in.source = input.failed_source;
@@ -72,48 +67,54 @@ class TemplatePromptFactory : public PromptFactory {
     in.failure = input.failure;
     in.attempt = input.attempt;
     in.max_attempts = input.max_attempts;
-    auto request = m_builder.repair(in);
-    if (!request) {
-      spdlog::warn("repair template failed ({}); using the basic prompt",
-                   request.failure().describe());
-      return m_basic->repair(input);
-    }
-    return request.value();
+    return m_builder->repair(in);
   }
 
-  llm::CompletionRequest summarize(const SummarizePromptInput& input) const override {
+  core::Result<llm::CompletionRequest> summarize(const SummarizePromptInput& input) const override {
+    if (!m_builder) {
+      return m_builder.failure();
+    }
     prompts::SummarizeLessonsInput in;
     in.target = input.target;
-    in.existing_lessons = input.existing_lessons;
+    in.existing_lessons =
+        prompts::lessons_for(input.existing_lessons, workload_of(input.problem_source));
     for (const auto& attempt : input.attempts) {
       in.attempts.push_back(prompts::AttemptRecord{attempt.plan, attempt.parent_latency_us,
                                                    attempt.latency_us, attempt.outcome});
     }
-    auto request = m_builder.summarize_lessons(in);
-    if (!request) {
-      spdlog::warn("lesson template failed ({}); using the basic prompt",
-                   request.failure().describe());
-      return PromptFactory::summarize(input);
-    }
-    request->purpose = "summarize";
-    return request.value();
+    return m_builder->summarize_lessons(in);
   }
 
-  llm::CompletionRequest reflect(const ReflectPromptInput& input) const override {
+  std::vector<std::string> parse_lessons(const std::string& response,
+                                         const SummarizePromptInput& input) const override {
+    const auto workload = workload_of(input.problem_source);
+    // Compare like with like: the existing lessons as stored (scoped), the new ones scoped too.
+    std::vector<std::string> scoped;
+    for (const auto& lesson : prompts::parse_lessons(response)) {
+      scoped.push_back(prompts::scope_lesson(lesson, workload));
+    }
+    std::string reply;
+    for (const auto& lesson : scoped) {
+      reply += "- " + lesson + "\n";
+    }
+    return prompts::new_lessons(reply, input.existing_lessons);
+  }
+
+  core::Result<llm::CompletionRequest> reflect(const ReflectPromptInput& input) const override {
+    if (!m_builder) {
+      return m_builder.failure();
+    }
     prompts::ReflectInput in;
     in.target = input.target;
     in.plan = input.plan;
     in.parent = snapshot(input.parent_source, input.parent_evaluation);
     in.child = snapshot(input.child_source, input.child_evaluation);
     in.outcome = input.outcome;
-    auto request = m_builder.reflect(in);
-    if (!request) {
-      spdlog::warn("reflection template failed ({}); using the basic prompt",
-                   request.failure().describe());
-      return PromptFactory::reflect(input);
-    }
-    request->purpose = "reflect";
-    return request.value();
+    return m_builder->reflect(in);
+  }
+
+  prompts::ReflexionRecord parse_reflexion(const std::string& response) const override {
+    return prompts::parse_reflexion(response);
   }
 
   std::string extract_plan(const std::string& response) const override {
@@ -129,20 +130,120 @@ class TemplatePromptFactory : public PromptFactory {
   }
 
  private:
-  prompts::PromptBuilder m_builder;
-  std::unique_ptr<PromptFactory> m_basic;
+  core::Result<prompts::PromptBuilder> m_builder;
 };
+
+// One attempt's outcome against its parent, in a few words.
+std::string outcome_words(const Candidate& child, std::optional<double> parent_us) {
+  if (child.duplicate) {
+    return "same kernel as an earlier attempt";
+  }
+  if (!child.correct()) {
+    const std::string why =
+        child.eval.failure ? child.eval.failure->describe() : std::string("wrong results");
+    return "failed: " + core::utf8_prefix(why, 160);
+  }
+  if (!parent_us || *parent_us <= 0 || child.latency_us() <= 0) {
+    return "correct";
+  }
+  return core::describe_speed_change(*parent_us, child.latency_us());
+}
+
+// Better outcomes first: correct before failed, then faster.
+bool better(const Candidate& a, const Candidate& b) {
+  if (a.correct() != b.correct()) {
+    return a.correct();
+  }
+  return a.correct() && a.latency_us() < b.latency_us();
+}
 
 }  // namespace
 
-std::unique_ptr<PromptFactory> make_default_prompt_factory() {
-  auto builder = prompts::PromptBuilder::open();
-  if (!builder) {
-    spdlog::warn("prompt templates not found ({}); using built-in prompts",
-                 builder.failure().describe());
-    return make_basic_prompt_factory();
+prompts::PlanPromptInput plan_builder_input(const PlanPromptInput& input) {
+  prompts::PlanPromptInput in;
+  in.target = input.target;
+  in.kernel = snapshot(input.kernel_source, input.evaluation);
+  in.baseline_latency_us = input.baseline_latency_us;
+  in.problem_notes = prompts::describe_problem(
+      input.problem_source, input.evaluation != nullptr ? input.evaluation->input_signature : "");
+  in.recent_failures = input.recent_failures;
+  in.lessons = prompts::lessons_for(input.lessons, workload_of(input.problem_source));
+  in.reflexions = input.reflexions;
+  in.tried_plans = input.tried_plans;
+  in.iteration = input.iteration;
+  in.total_iterations = input.iterations;
+  in.dropout = input.dropout;
+  in.seed = input.seed;
+  return in;
+}
+
+PromptHistory prompt_history(const std::vector<Candidate>& candidates, const Candidate& baseline,
+                             int iteration, std::size_t max_plans_per_parent) {
+  PromptHistory history;
+  if (baseline.correct()) {
+    history.baseline_latency_us = baseline.latency_us();
   }
-  return std::make_unique<TemplatePromptFactory>(std::move(builder.value()));
+  std::map<std::string, double> latency;  // key -> median us of correct kernels
+  if (baseline.correct()) {
+    latency[baseline.key] = baseline.latency_us();
+  }
+  for (const auto& c : candidates) {
+    if (!c.key.empty() && c.correct()) {
+      latency[c.key] = c.latency_us();
+    }
+  }
+  // (parent, plan) -> best attempt, in origin order of the first attempt
+  std::vector<const Candidate*> ordered;
+  for (const auto& c : candidates) {
+    if (!c.parent_key.empty() && !c.plan.empty() && c.origin.iteration < iteration) {
+      ordered.push_back(&c);
+    }
+  }
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const Candidate* a, const Candidate* b) { return a->origin < b->origin; });
+  std::map<std::pair<std::string, std::string>, const Candidate*> best;
+  std::vector<std::pair<std::string, std::string>> order;
+  for (const Candidate* c : ordered) {
+    const auto where = std::make_pair(c->parent_key, c->plan);
+    auto [it, inserted] = best.emplace(where, c);
+    if (inserted) {
+      order.push_back(where);
+    } else if (better(*c, *it->second)) {
+      it->second = c;
+    }
+  }
+  for (const auto& where : order) {
+    const Candidate& c = *best.at(where);
+    std::optional<double> parent_us;
+    if (auto it = latency.find(where.first); it != latency.end()) {
+      parent_us = it->second;
+    }
+    std::string plan = c.plan;
+    std::replace(plan.begin(), plan.end(), '\n', ' ');
+    auto& list = history.tried_plans[where.first];
+    list.push_back("[" + outcome_words(c, parent_us) + "] " + plan);
+    if (list.size() > max_plans_per_parent) {
+      list.erase(list.begin());
+    }
+  }
+  return history;
+}
+
+std::string workload_of(const std::string& problem_source) {
+  static const std::regex k_kernel(R"((^|\n)KERNEL\s*=\s*["']([A-Za-z_][A-Za-z0-9_]*)["'])");
+  std::smatch match;
+  if (std::regex_search(problem_source, match, k_kernel)) {
+    return match[2].str();
+  }
+  return {};
+}
+
+std::unique_ptr<PromptFactory> make_template_prompt_factory(const std::string& prompts_dir) {
+  return std::make_unique<TemplatePromptFactory>(prompts::PromptBuilder::open(prompts_dir));
+}
+
+std::unique_ptr<PromptFactory> make_default_prompt_factory() {
+  return make_template_prompt_factory();
 }
 
 }  // namespace autocomp::search::engine

@@ -52,7 +52,11 @@ class LlmProposer : public Proposer {
     prompt.max_attempts = config.repair_tries;
     prompt.seed = seed_for(config, child.origin, 3);
     auto request = ctx.prompts->repair(prompt);
-    auto answer = ctx.llm->complete(request, child.origin.label() + "/repair",
+    if (!request) {
+      child.failure = request.failure();
+      return child;
+    }
+    auto answer = ctx.llm->complete(*request, child.origin.label() + "/repair",
                                     impl_slot(config, child.origin) + child.origin.repair);
     if (!answer) {
       if (stopping_failure(answer.failure())) {
@@ -104,6 +108,11 @@ class LlmProposer : public Proposer {
     prompt.kernel_source = parent.candidate->source;
     prompt.evaluation = &parent.candidate->eval;
     prompt.problem_source = config.problem_source;
+    prompt.baseline_latency_us = ctx.history.baseline_latency_us;
+    if (auto tried = ctx.history.tried_plans.find(parent.candidate->key);
+        tried != ctx.history.tried_plans.end()) {
+      prompt.tried_plans = tried->second;
+    }
     prompt.recent_failures = ctx.recent_failures;
     prompt.lessons = ctx.lessons;
     prompt.reflexions = ctx.reflexions;
@@ -114,7 +123,8 @@ class LlmProposer : public Proposer {
     auto request = ctx.prompts->planning(prompt);
     auto call_id = "i" + std::to_string(origin.iteration) + "/m" + std::to_string(origin.member) +
                    "/p" + std::to_string(origin.plan) + "/" + name() + "/plan";
-    auto answer = ctx.llm->complete(request, call_id, plan_slot(config, origin));
+    auto answer = request ? ctx.llm->complete(*request, call_id, plan_slot(config, origin))
+                          : core::Result<llm::Completion>(request.failure());
     if (!answer) {
       if (stopping_failure(answer.failure())) {
         return;
@@ -154,10 +164,12 @@ class LlmProposer : public Proposer {
     prompt.kernel_source = parent.candidate->source;
     prompt.plan = plan;
     prompt.problem_source = config.problem_source;
+    prompt.input_signature = parent.candidate->eval.input_signature;
     prompt.seed = seed_for(config, origin, 2);
     auto request = ctx.prompts->implementation(prompt);
-    auto answer =
-        ctx.llm->complete(request, origin.label() + "/implement", impl_slot(config, origin));
+    auto answer = request ? ctx.llm->complete(*request, origin.label() + "/implement",
+                                              impl_slot(config, origin))
+                          : core::Result<llm::Completion>(request.failure());
     if (!answer) {
       if (stopping_failure(answer.failure())) {
         return;

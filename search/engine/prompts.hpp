@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -8,6 +9,8 @@
 
 #include "backends/backend.hpp"
 #include "core/failure.hpp"
+#include "core/result.hpp"
+#include "search/engine/candidate.hpp"
 #include "search/llm/provider.hpp"
 #include "search/prompts/prompt_builder.hpp"
 
@@ -20,6 +23,8 @@ struct PlanPromptInput {
   std::string kernel_source;
   const backends::EvalResult* evaluation = nullptr;  // the parent's measurement and profile
   std::string problem_source;
+  std::optional<double> baseline_latency_us;  // the kernel the search started from
+  std::vector<std::string> tried_plans;       // plans already tried on this parent, with outcome
   std::vector<std::string> recent_failures;
   std::vector<std::string> lessons;     // optimization memory of the target
   std::vector<std::string> reflexions;  // single path: what the last attempts taught
@@ -34,6 +39,7 @@ struct ImplementPromptInput {
   std::string kernel_source;
   std::string plan;
   std::string problem_source;
+  std::string input_signature;  // the parent's measured inputs ("name:dtype[d0,d1];...")
   std::uint64_t seed = 0;
 };
 
@@ -57,6 +63,7 @@ struct LessonAttempt {
 
 struct SummarizePromptInput {
   std::string target;
+  std::string problem_source;  // scopes the lessons to this workload
   std::vector<LessonAttempt> attempts;
   std::vector<std::string> existing_lessons;
 };
@@ -72,34 +79,60 @@ struct ReflectPromptInput {
   std::string outcome;  // measured, in words ("1.32x faster", "compile_error: ...")
 };
 
-// Turns engine state into LLM requests and LLM text back into plans and kernels. Implementations
-// must be deterministic in their inputs (seed included) and thread-safe.
+// The facts the engine knows before an iteration and the prompts state: the starting latency and,
+// per parent (by key), the plans already tried on it and their outcome.
+struct PromptHistory {
+  std::optional<double> baseline_latency_us;
+  std::map<std::string, std::vector<std::string>> tried_plans;
+};
+
+// Builds the history for iteration `iteration` from the run's candidates (any order; those of
+// `iteration` and later are ignored, so a resumed run asks the same questions) and its baseline.
+// A plan tried by several implementations appears once, with the best outcome.
+PromptHistory prompt_history(const std::vector<Candidate>& candidates, const Candidate& baseline,
+                             int iteration, std::size_t max_plans_per_parent = 8);
+
+// The template builder's planning input for the engine's: problem notes from the problem source
+// and the measured input signature, lessons scoped to the workload. propose_plan and the engine
+// both plan through this.
+prompts::PlanPromptInput plan_builder_input(const PlanPromptInput& input);
+
+// The workload a problem describes (its KERNEL name), to scope lessons; "" when unknown.
+std::string workload_of(const std::string& problem_source);
+
+// Turns engine state into LLM requests and LLM text back into plans and kernels, through the
+// editable templates under prompts/ (search/prompts/prompt_builder). A template that cannot be
+// read or rendered is a failure naming the file; nothing falls back to other wording.
+// Implementations are deterministic in their inputs (seed included) and thread-safe.
 class PromptFactory {
  public:
   virtual ~PromptFactory() = default;
-  virtual llm::CompletionRequest planning(const PlanPromptInput& input) const = 0;
-  virtual llm::CompletionRequest implementation(const ImplementPromptInput& input) const = 0;
-  virtual llm::CompletionRequest repair(const RepairPromptInput& input) const = 0;
-  // Asks for short lessons from an iteration's improvements and regressions.
-  virtual llm::CompletionRequest summarize(const SummarizePromptInput& input) const;
-  // The lessons a summarize reply holds; empty when it holds none.
-  virtual std::vector<std::string> parse_lessons(const std::string& response) const;
+  virtual core::Result<llm::CompletionRequest> planning(const PlanPromptInput& input) const = 0;
+  virtual core::Result<llm::CompletionRequest> implementation(
+      const ImplementPromptInput& input) const = 0;
+  virtual core::Result<llm::CompletionRequest> repair(const RepairPromptInput& input) const = 0;
+  // Asks for short lessons from an iteration's improvements, regressions and neutral results.
+  virtual core::Result<llm::CompletionRequest> summarize(
+      const SummarizePromptInput& input) const = 0;
+  // The new lessons a summarize reply holds (near-duplicates of input.existing_lessons and of each
+  // other dropped), scoped to the input's workload; empty when it holds none.
+  virtual std::vector<std::string> parse_lessons(const std::string& response,
+                                                 const SummarizePromptInput& input) const = 0;
   // Asks what one attempt taught (templates/reflect.md fields).
-  virtual llm::CompletionRequest reflect(const ReflectPromptInput& input) const;
+  virtual core::Result<llm::CompletionRequest> reflect(const ReflectPromptInput& input) const = 0;
   // The reflexion a reply holds; never fails (unreadable replies keep only raw_text).
-  virtual prompts::ReflexionRecord parse_reflexion(const std::string& response) const;
+  virtual prompts::ReflexionRecord parse_reflexion(const std::string& response) const = 0;
   // The plan in words (reasoning preambles removed).
   virtual std::string extract_plan(const std::string& response) const = 0;
   // One complete kernel from a response, fenced or not; nullopt when there is none.
   virtual std::optional<std::string> extract_code(const std::string& response) const = 0;
 };
 
-// A self-contained factory with short built-in templates; used when the template-driven prompt
-// builder is not available (tests, benchmarks).
-std::unique_ptr<PromptFactory> make_basic_prompt_factory();
+// The factory over the templates in `prompts_dir` (resolve_prompts_dir() when empty). When the
+// folder cannot be found every request is that failure.
+std::unique_ptr<PromptFactory> make_template_prompt_factory(const std::string& prompts_dir = "");
 
-// The factory the product uses: the editable templates and menus under prompts/ when they can be
-// found, otherwise the basic one.
+// The factory the product uses: make_template_prompt_factory() of the resolved prompts folder.
 std::unique_ptr<PromptFactory> make_default_prompt_factory();
 
 }  // namespace autocomp::search::engine

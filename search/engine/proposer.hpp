@@ -31,6 +31,8 @@ struct ProposeContext {
   std::vector<std::string> lessons;
   // Single path: what the run's last attempts taught (fixed before the iteration starts).
   std::vector<std::string> reflexions;
+  // Starting latency and the plans tried per parent, for the prompts (prompt_history()).
+  PromptHistory history;
 };
 
 // A beam member offered for expansion.

@@ -268,6 +268,7 @@ const std::map<std::string, ItemRules>& item_rules() {
         &S::loops}},
       {"block_free_dims",
        {{{2, "uses matmul", &S::matmul}, {1, "memory-bound", &S::memory}}, &S::matmul}},
+      {"block_k", {{{1, "uses matmul", &S::matmul}, {1, "memory-bound", &S::memory}}, &S::matmul}},
       {"keep_resident",
        {{{2, "memory-bound", &S::memory}, {1, "loads inside a loop", &S::load_in_loop}},
         &S::loops}},

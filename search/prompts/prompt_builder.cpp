@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <regex>
 #include <set>
 
 #include "core/text.hpp"
 #include "search/prompts/code_extract.hpp"
+#include "search/prompts/facts.hpp"
 #include "search/prompts/menu.hpp"
 
 namespace autocomp::search::prompts {
@@ -91,6 +94,9 @@ std::string note_name(const std::string& instruction) {
   if (k_reduce.count(instruction) != 0) {
     return "nl.reduce";
   }
+  if (instruction == "nisa.bn_aggr") {
+    return "nisa.bn_stats";  // one note covers the pair
+  }
   return instruction;
 }
 
@@ -98,12 +104,38 @@ std::string latency_line(const KernelSnapshot& kernel, const std::optional<doubl
   if (!kernel.latency_us) {
     return "Latency: not measured yet.";
   }
-  std::string line = "Measured latency: " + format_us(*kernel.latency_us);
+  std::string line = "Measured latency: " + format_us(*kernel.latency_us) + ".";
   if (baseline && *baseline > 0 && *kernel.latency_us > 0) {
-    line += " (the starting kernel took " + format_us(*baseline) + "; this one is " +
-            format_number(*baseline / *kernel.latency_us) + "x as fast)";
+    const double speedup = *baseline / *kernel.latency_us;
+    line += " Starting latency (the kernel the search began from): " + format_us(*baseline) + ".";
+    line += speedup > 0.9995 && speedup < 1.0005
+                ? " This is the starting kernel (speedup so far: 1x)."
+                : " Speedup so far: " + format_number(speedup) + "x.";
   }
-  return line + ".";
+  return line;
+}
+
+// The metrics both kernels report, "name: before -> after", largest relative change first.
+std::string metric_changes(const KernelSnapshot& before, const KernelSnapshot& after,
+                           std::size_t max_rows) {
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [name, old_value] : before.metrics) {
+    auto it = after.metrics.find(name);
+    if (it == after.metrics.end()) {
+      continue;
+    }
+    const double scale = std::max(std::abs(old_value), std::abs(it->second));
+    const double change = scale > 0 ? std::abs(it->second - old_value) / scale : 0.0;
+    rows.emplace_back(
+        change, "- " + name + ": " + format_number(old_value) + " -> " + format_number(it->second));
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (std::size_t i = 0; i < rows.size() && i < max_rows; ++i) {
+    out += rows[i].second + "\n";
+  }
+  return trim_trailing(out);
 }
 
 std::string kernel_summary(const KernelSnapshot& kernel) {
@@ -184,29 +216,156 @@ namespace {
 
 struct Notes {
   std::string text;
-  std::vector<std::string> instructions;
+  std::vector<std::string> instructions;  // detected in the kernel
 };
 
-Notes instruction_notes(const PromptLibrary& library, const std::string& source) {
+// The NKI calls a plan names: "nisa.x" / "nl.x" / "nki.isa.x" spelled out, or a bare instruction
+// name with an underscore ("bn_stats", "activation_reduce") that the facts know. In order of first
+// mention.
+std::vector<std::string> named_instructions(const std::string& text, const HardwareFacts& facts) {
+  std::vector<std::pair<std::size_t, std::string>> found;
+  static const std::regex k_qualified(
+      R"(\b(nisa|nl|nki\.isa|nki\.language)\.([A-Za-z_][A-Za-z0-9_]*))");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), k_qualified);
+       it != std::sregex_iterator(); ++it) {
+    const std::string module = (*it)[1].str();
+    const std::string prefix = (module == "nisa" || module == "nki.isa") ? "nisa." : "nl.";
+    found.emplace_back(static_cast<std::size_t>(it->position()), prefix + (*it)[2].str());
+  }
+  for (const auto& [name, fact] : facts.instructions()) {
+    const auto dot = name.find('.');
+    const std::string bare = name.substr(dot + 1);
+    if (bare.find('_') == std::string::npos) {
+      continue;
+    }
+    std::size_t pos = 0;
+    while ((pos = text.find(bare, pos)) != std::string::npos) {
+      const auto end = pos + bare.size();
+      const auto word = [&text](std::size_t i) {
+        const char c = text[i];
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.';
+      };
+      if ((pos == 0 || !word(pos - 1)) && (end >= text.size() || !word(end) || text[end] == '.')) {
+        found.emplace_back(pos, name);
+        break;
+      }
+      pos = end;
+    }
+  }
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& [pos, name] : found) {
+    if (seen.insert(name).second) {
+      out.push_back(name);
+    }
+  }
+  return out;
+}
+
+// One line per instruction: its signature and engine as the simulator has them.
+std::string signature_lines(const HardwareFacts& facts, const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) {
+    const auto* fact = facts.instruction(name);
+    if (fact == nullptr || fact->signature.empty()) {
+      continue;
+    }
+    out += "- Signature: `" + fact->signature + "`";
+    if (!fact->engine.empty()) {
+      out += " (" + fact->engine + ")";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// Notes for the calls the kernel uses and the calls `plan` names, each note once (calls that
+// share a note, like bn_stats and bn_aggr, get it once with both signatures). Notes are templates
+// over the target's hardware facts.
+core::Result<Notes> instruction_notes(const PromptLibrary& library, const HardwareFacts& facts,
+                                      const std::map<std::string, std::string>& values,
+                                      const std::string& source, const std::string& plan = "") {
   Notes notes;
   notes.instructions = detect_instructions(source);
-  std::set<std::string> included;
-  for (const auto& instruction : notes.instructions) {
+  std::vector<std::string> all = notes.instructions;
+  for (auto& name : named_instructions(plan, facts)) {
+    if (std::find(all.begin(), all.end(), name) == all.end()) {
+      all.push_back(std::move(name));
+    }
+  }
+  // note name -> the instructions it covers, in first-seen order
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (const auto& instruction : all) {
     const auto name = note_name(instruction);
-    if (!included.insert(name).second) {
-      continue;
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&name](const auto& group) { return group.first == name; });
+    if (it == groups.end()) {
+      groups.push_back({name, {instruction}});
+    } else {
+      it->second.push_back(instruction);
     }
+  }
+  std::set<std::string> texts;
+  for (const auto& [name, members] : groups) {
     const auto file = "isa/" + name + ".md";
-    if (!library.exists(file)) {
+    std::string text;
+    if (library.exists(file)) {
+      auto raw = library.read(file);
+      if (!raw.ok()) {
+        return raw.failure();
+      }
+      auto rendered = render_template(raw.value(), values, library.dir() + "/" + file);
+      if (!rendered.ok()) {
+        return rendered.failure();
+      }
+      text = trim_trailing(rendered.value());
+    } else if (const auto* fact = facts.instruction(members.front()); fact != nullptr) {
+      text = "## " + members.front();
+      if (!fact->summary.empty()) {
+        text += "\n- Semantics: " + fact->summary;
+      }
+    } else {
       continue;
     }
-    auto text = library.read(file);
-    if (text.ok()) {
-      notes.text += trim_trailing(text.value()) + "\n\n";
+    if (!texts.insert(text).second) {
+      continue;  // two names for one text
     }
+    const auto signatures = signature_lines(facts, members);
+    notes.text += text + (signatures.empty() ? "" : "\n" + trim_trailing(signatures)) + "\n\n";
   }
   notes.text = trim_trailing(notes.text);
   return notes;
+}
+
+// The hardware facts of a target, and its architecture text rendered with them.
+struct TargetText {
+  HardwareFacts facts;
+  std::map<std::string, std::string> values;
+  std::string architecture;
+};
+
+core::Result<TargetText> target_text(const PromptLibrary& library, const std::string& target) {
+  auto facts = HardwareFacts::load(library);
+  if (!facts.ok()) {
+    return facts.failure();
+  }
+  auto values = facts->values(target);
+  if (!values.ok()) {
+    return values.failure();
+  }
+  const std::string file = "arch/" + target + ".md";
+  auto raw = library.read(file);
+  if (!raw.ok()) {
+    return raw.failure();
+  }
+  auto architecture = render_template(raw.value(), values.value(), library.dir() + "/" + file);
+  if (!architecture.ok()) {
+    return architecture.failure();
+  }
+  return TargetText{std::move(facts).value(), std::move(values).value(),
+                    trim_trailing(std::move(architecture).value())};
 }
 
 llm::CompletionRequest make_request(std::string system, std::string user, int max_tokens,
@@ -220,6 +379,36 @@ llm::CompletionRequest make_request(std::string system, std::string user, int ma
   return request;
 }
 
+// The menu items that fit this kernel, in menu order: items it cannot use as written (matmul
+// strategies for a kernel without matmul) and items its tried plans already named are left out
+// before dropout, so dropout picks among the relevant ones.
+std::vector<MenuItem> relevant_items(const std::vector<MenuItem>& items,
+                                     const PlanPromptInput& input) {
+  MenuContext context;
+  context.bottleneck = input.kernel.bottleneck;
+  context.metrics = input.kernel.metrics;
+  context.roofline = input.kernel.roofline;
+  context.kernel_source = input.kernel.source;
+  std::string tried;
+  for (const auto& plan : input.tried_plans) {
+    tried += plan + "\n";
+  }
+  context.tried = mentioned_items(items, tried);
+  std::set<std::string> fitting;
+  for (const auto& ranked : rank_menu(items, context)) {
+    if (ranked.score >= 0) {
+      fitting.insert(ranked.item.id);
+    }
+  }
+  std::vector<MenuItem> out;
+  for (const auto& item : items) {
+    if (fitting.count(item.id) != 0) {
+      out.push_back(item);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const {
@@ -227,9 +416,9 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
   if (!menu.ok()) {
     return menu.failure();
   }
-  auto architecture = m_library.read("arch/" + input.target + ".md");
-  if (!architecture.ok()) {
-    return architecture.failure();
+  auto target = target_text(m_library, input.target);
+  if (!target.ok()) {
+    return target.failure();
   }
   auto rules = m_library.read("templates/nki_rules.md");
   if (!rules.ok()) {
@@ -237,7 +426,7 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
   }
 
   SeededRng rng(input.seed);
-  const auto kept = apply_dropout(menu->items, input.dropout, rng);
+  const auto kept = apply_dropout(relevant_items(menu->items, input), input.dropout, rng);
   PlanPrompt prompt;
   const double draw = rng.uniform();
   if (kept.empty()) {
@@ -260,8 +449,11 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
     return variant.failure();
   }
 
-  const auto notes = instruction_notes(m_library, input.kernel.source);
-  prompt.instructions = notes.instructions;
+  auto notes = instruction_notes(m_library, target->facts, target->values, input.kernel.source);
+  if (!notes.ok()) {
+    return notes.failure();
+  }
+  prompt.instructions = notes->instructions;
 
   std::string profile;
   if (!input.kernel.bottleneck.empty()) {
@@ -289,8 +481,8 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
   std::vector<std::string> reflexion_items = input.reflexions;
   auto user = render("templates/plan.md",
                      {{"target", input.target},
-                      {"architecture", trim_trailing(architecture.value())},
-                      {"instruction_notes", notes.text},
+                      {"architecture", target->architecture},
+                      {"instruction_notes", notes->text},
                       {"problem_notes", trim_trailing(input.problem_notes)},
                       {"latency_line", latency_line(input.kernel, input.baseline_latency_us)},
                       {"code", trim_trailing(input.kernel.source)},
@@ -319,20 +511,24 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
 
 core::Result<llm::CompletionRequest> PromptBuilder::implement(
     const ImplementPromptInput& input) const {
-  auto architecture = m_library.read("arch/" + input.target + ".md");
-  if (!architecture.ok()) {
-    return architecture.failure();
+  auto target = target_text(m_library, input.target);
+  if (!target.ok()) {
+    return target.failure();
   }
   auto rules = m_library.read("templates/nki_rules.md");
   if (!rules.ok()) {
     return rules.failure();
   }
   const auto name = function_name_of(input.kernel);
-  const auto notes = instruction_notes(m_library, input.kernel.source);
+  auto notes =
+      instruction_notes(m_library, target->facts, target->values, input.kernel.source, input.plan);
+  if (!notes.ok()) {
+    return notes.failure();
+  }
   auto user =
       render("templates/implement.md", {{"target", input.target},
-                                        {"architecture", trim_trailing(architecture.value())},
-                                        {"instruction_notes", notes.text},
+                                        {"architecture", target->architecture},
+                                        {"instruction_notes", notes->text},
                                         {"problem_notes", trim_trailing(input.problem_notes)},
                                         {"code", trim_trailing(input.kernel.source)},
                                         {"plan", trim_trailing(input.plan)},
@@ -372,11 +568,19 @@ core::Result<llm::CompletionRequest> PromptBuilder::repair(const RepairPromptInp
       context += prefix + truncate(lines[static_cast<std::size_t>(i - 1)], 400) + "\n";
     }
   }
-  const auto notes = instruction_notes(m_library, input.source);
+  auto target = target_text(m_library, input.target);
+  if (!target.ok()) {
+    return target.failure();
+  }
+  auto notes =
+      instruction_notes(m_library, target->facts, target->values, input.source, input.plan);
+  if (!notes.ok()) {
+    return notes.failure();
+  }
   auto user = render(
       "templates/repair.md",
       {{"target", input.target},
-       {"instruction_notes", notes.text},
+       {"instruction_notes", notes->text},
        {"code", trim_trailing(input.source)},
        {"error_kind", std::string(core::to_string(input.failure.kind))},
        {"error_stage", input.failure.stage.empty() ? "evaluation" : input.failure.stage},
@@ -437,13 +641,15 @@ core::Result<llm::CompletionRequest> PromptBuilder::summarize_lessons(
 }
 
 core::Result<llm::CompletionRequest> PromptBuilder::reflect(const ReflectInput& input) const {
-  auto user = render("templates/reflect.md", {{"target", input.target},
-                                              {"plan", trim_trailing(input.plan)},
-                                              {"parent_summary", kernel_summary(input.parent)},
-                                              {"parent_code", trim_trailing(input.parent.source)},
-                                              {"child_summary", kernel_summary(input.child)},
-                                              {"child_code", trim_trailing(input.child.source)},
-                                              {"outcome", trim_trailing(input.outcome)}});
+  auto user = render("templates/reflect.md",
+                     {{"target", input.target},
+                      {"plan", trim_trailing(input.plan)},
+                      {"parent_summary", kernel_summary(input.parent)},
+                      {"parent_code", trim_trailing(input.parent.source)},
+                      {"child_summary", kernel_summary(input.child)},
+                      {"child_code", trim_trailing(input.child.source)},
+                      {"metrics", metric_changes(input.parent, input.child, m_options.max_metrics)},
+                      {"outcome", trim_trailing(input.outcome)}});
   if (!user.ok()) {
     return user.failure();
   }
@@ -498,6 +704,107 @@ std::vector<std::string> parse_lessons(std::string_view reply, std::size_t max_l
   return lessons;
 }
 
+namespace {
+
+std::set<std::string> lesson_words(const std::string& text) {
+  std::set<std::string> words;
+  std::string word;
+  for (const char c : text + " ") {
+    if (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.') {
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      while (!word.empty() && word.back() == '.') {
+        word.pop_back();
+      }
+      if (word.size() >= 3) {
+        words.insert(word);
+      }
+      word.clear();
+    }
+  }
+  return words;
+}
+
+double similarity(const std::set<std::string>& a, const std::set<std::string>& b) {
+  if (a.empty() || b.empty()) {
+    return a == b ? 1.0 : 0.0;
+  }
+  std::size_t common = 0;
+  for (const auto& word : a) {
+    common += b.count(word);
+  }
+  return static_cast<double>(common) / static_cast<double>(a.size() + b.size() - common);
+}
+
+// "[workload] text" -> {workload, text}; unscoped lessons give an empty workload.
+std::pair<std::string, std::string> split_scope(const std::string& lesson) {
+  if (lesson.size() > 2 && lesson.front() == '[') {
+    const auto close = lesson.find("] ");
+    if (close != std::string::npos && close > 1 && lesson.find_first_of(" \n", 1) > close) {
+      return {lesson.substr(1, close - 1), lesson.substr(close + 2)};
+    }
+  }
+  return {"", lesson};
+}
+
+}  // namespace
+
+std::vector<std::string> merge_lessons(const std::vector<std::string>& lessons, double threshold) {
+  std::vector<std::string> kept;
+  std::vector<std::set<std::string>> kept_words;
+  for (const auto& lesson : lessons) {
+    auto words = lesson_words(split_scope(lesson).second);
+    const bool repeat = std::any_of(kept_words.begin(), kept_words.end(), [&](const auto& other) {
+      return similarity(words, other) >= threshold;
+    });
+    if (!repeat) {
+      kept.push_back(lesson);
+      kept_words.push_back(std::move(words));
+    }
+  }
+  return kept;
+}
+
+std::vector<std::string> new_lessons(std::string_view reply,
+                                     const std::vector<std::string>& existing,
+                                     std::size_t max_lessons) {
+  auto all = existing;
+  const auto parsed = parse_lessons(reply, max_lessons);
+  all.insert(all.end(), parsed.begin(), parsed.end());
+  const auto merged = merge_lessons(all);
+  std::set<std::string> old(existing.begin(), existing.end());
+  std::vector<std::string> out;
+  for (const auto& lesson : merged) {
+    if (old.count(lesson) == 0 && std::find(out.begin(), out.end(), lesson) == out.end()) {
+      out.push_back(lesson);
+    }
+  }
+  return out;
+}
+
+std::string scope_lesson(const std::string& lesson, const std::string& workload) {
+  if (workload.empty() || !split_scope(lesson).first.empty()) {
+    return lesson;
+  }
+  return "[" + workload + "] " + lesson;
+}
+
+std::vector<std::string> lessons_for(const std::vector<std::string>& lessons,
+                                     const std::string& workload) {
+  std::vector<std::string> out;
+  for (const auto& lesson : merge_lessons(lessons)) {
+    auto [scope, text] = split_scope(lesson);
+    if (scope.empty()) {
+      out.push_back(lesson);
+    } else if (scope == workload) {
+      out.push_back(text);
+    } else {
+      out.push_back("(from another workload: " + scope + ") " + text);
+    }
+  }
+  return out;
+}
+
 bool ReflexionRecord::structured() const {
   return diagnosis_right || fix_worked || !expected.empty() || !actual.empty() ||
          !lessons.empty() || !avoid.empty() || !try_next.empty();
@@ -513,19 +820,76 @@ std::string lower_ascii(std::string_view text) {
   return out;
 }
 
-std::string strip_markup(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (c != '*' && c != '`' && c != '#') {
-      out += c;
-    }
-  }
-  const auto first = out.find_first_not_of(" \t-");
-  if (first == std::string::npos) {
+bool is_markup(char c) {
+  return c == '*' || c == '_' || c == '`' || c == '#';
+}
+
+// A reply line without list bullets, heading marks and surrounding blanks; emphasis inside the
+// text (and so code and math like `-mean*rstd`) is kept.
+std::string strip_line(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) {
     return {};
   }
-  const auto last = out.find_last_not_of(" \t");
-  return out.substr(first, last - first + 1);
+  text.remove_prefix(first);
+  if (text.rfind("- ", 0) == 0 || text.rfind("* ", 0) == 0) {
+    text.remove_prefix(2);
+  }
+  while (!text.empty() && text.front() == '#') {
+    text.remove_prefix(1);
+  }
+  const auto start = text.find_first_not_of(" \t");
+  if (start == std::string_view::npos) {
+    return {};
+  }
+  const auto last = text.find_last_not_of(" \t");
+  return std::string(text.substr(start, last - start + 1));
+}
+
+// A field name as written ("**try next**", "`lessons`") in canonical form ("try_next").
+std::string field_name(std::string_view text) {
+  while (!text.empty() && (is_markup(text.front()) || text.front() == ' ')) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && (is_markup(text.back()) || text.back() == ' ')) {
+    text.remove_suffix(1);
+  }
+  std::string name = lower_ascii(text);
+  for (auto& c : name) {
+    if (c == ' ' || c == '-') {
+      c = '_';
+    }
+  }
+  return name;
+}
+
+// A field value: the emphasis that closed the field name ("**lessons:** text") and a matching
+// emphasis around the whole value are removed; everything inside is kept.
+std::string field_value(std::string_view text) {
+  // "** text" after "**name:": the stars close the name's emphasis
+  const auto stars = text.find_first_not_of('*');
+  if (stars != std::string_view::npos && stars > 0 && text[stars] == ' ') {
+    text.remove_prefix(stars);
+  }
+  while (!text.empty() && text.front() == ' ') {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
+    text.remove_suffix(1);
+  }
+  std::size_t closing = 0;
+  while (closing < text.size() && text[text.size() - 1 - closing] == '*') {
+    ++closing;
+  }
+  // a trailing run of stars closes an emphasis only when nothing inside opened one
+  if (closing > 0 &&
+      std::string_view(text.substr(0, text.size() - closing)).find('*') == std::string_view::npos) {
+    text.remove_suffix(closing);
+  }
+  while (!text.empty() && text.back() == ' ') {
+    text.remove_suffix(1);
+  }
+  return std::string(text);
 }
 
 std::optional<bool> yes_no(const std::string& value) {
@@ -549,19 +913,14 @@ ReflexionRecord parse_reflexion(std::string_view reply) {
     if (!raw_line.empty() && raw_line.back() == '\r') {
       raw_line.pop_back();
     }
-    const std::string line = strip_markup(raw_line);
+    const std::string line = strip_line(raw_line);
     const auto colon = line.find(':');
     std::string name;
-    if (colon != std::string::npos && colon <= 24) {
-      name = lower_ascii(line.substr(0, colon));
-      for (auto& c : name) {
-        if (c == ' ' || c == '-') {
-          c = '_';
-        }
-      }
+    if (colon != std::string::npos && colon <= 28) {
+      name = field_name(std::string_view(line).substr(0, colon));
     }
     const std::string value =
-        colon == std::string::npos ? "" : strip_markup(line.substr(colon + 1));
+        colon == std::string::npos ? "" : field_value(std::string_view(line).substr(colon + 1));
     std::string* text_field = nullptr;
     if (name == "diagnosis_right" || name == "diagnosis") {
       record.diagnosis_right = yes_no(value);

@@ -144,6 +144,24 @@ class PromptBuilder {
 // "1. ", trimmed, at most `max_lessons`.
 std::vector<std::string> parse_lessons(std::string_view reply, std::size_t max_lessons = 8);
 
+// Lessons without near-duplicates: a lesson whose words mostly repeat an earlier one's (Jaccard
+// similarity of their word sets >= `threshold`) is dropped; order is kept.
+std::vector<std::string> merge_lessons(const std::vector<std::string>& lessons,
+                                       double threshold = 0.6);
+
+// The lessons of a summarize reply that `existing` does not already hold (near-duplicates
+// dropped, see merge_lessons), at most `max_lessons`.
+std::vector<std::string> new_lessons(std::string_view reply,
+                                     const std::vector<std::string>& existing,
+                                     std::size_t max_lessons = 8);
+
+// Lessons carry their workload (the problem's kernel function) in the text: "[workload] lesson".
+std::string scope_lesson(const std::string& lesson, const std::string& workload);
+// For a prompt about `workload`: its own lessons without the tag, other workloads' lessons
+// labelled "(from another workload: w)", unscoped ones unchanged; near-duplicates merged.
+std::vector<std::string> lessons_for(const std::vector<std::string>& lessons,
+                                     const std::string& workload);
+
 // A reflexion: what one attempt taught, in the fields templates/reflect.md asks for.
 struct ReflexionRecord {
   std::optional<bool> diagnosis_right;  // was the plan's reading of the bottleneck right

@@ -34,7 +34,7 @@ struct StoreRig {
     services.backend = backend;
     services.run_log = std::make_shared<StoreRunLog>(db, StoreRunInfo{"k.py", "p.py", "fake", {}});
     services.providers = {provider};
-    services.prompts = std::shared_ptr<const PromptFactory>(make_basic_prompt_factory());
+    services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
     return services;
   }
 };

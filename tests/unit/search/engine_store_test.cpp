@@ -41,7 +41,7 @@ TEST(EngineStore, StoppedRunResumesFromTheStoreWithoutRepeatingWork) {
     services.backend = backend;
     services.run_log = std::make_shared<StoreRunLog>(db, StoreRunInfo{"k.py", "p.py", "fake", {}});
     services.providers = {provider};
-    services.prompts = std::shared_ptr<const PromptFactory>(make_basic_prompt_factory());
+    services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
     config.budgets.max_llm_calls = 4;  // iteration 1 (3 calls) and the plan of iteration 2
     auto stopped = run_search(config, services, {});
     ASSERT_EQ(stopped.status, "budget_exhausted");
@@ -59,7 +59,7 @@ TEST(EngineStore, StoppedRunResumesFromTheStoreWithoutRepeatingWork) {
   services.backend = backend;
   services.run_log = std::make_shared<StoreRunLog>(db, StoreRunInfo{"k.py", "p.py", "fake", {}});
   services.providers = {provider};
-  services.prompts = std::shared_ptr<const PromptFactory>(make_basic_prompt_factory());
+  services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
   auto resumed = resume_search(run_id, services, {}, {}, Budgets{});
   ASSERT_EQ(resumed.status, "completed") << resumed.stop_reason;
   EXPECT_EQ(provider->call_count(), 5u) << "iteration 2 minus its stored plan, and iteration 3";

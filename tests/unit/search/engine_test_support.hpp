@@ -228,7 +228,7 @@ struct Rig {
     services.backend = backend;
     services.run_log = log;
     services.providers = {provider};
-    services.prompts = std::shared_ptr<const PromptFactory>(make_basic_prompt_factory());
+    services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
     return services;
   }
 };

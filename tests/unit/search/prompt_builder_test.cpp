@@ -77,7 +77,7 @@ TEST(PromptBuilderTest, PlanPromptHoldsEveryRequiredSection) {
   EXPECT_NE(text.find("## nl.load"), std::string::npos);
   EXPECT_NE(text.find("def matmul_kernel(lhsT, rhs):"), std::string::npos);  // current code
   EXPECT_NE(text.find("812.5 us"), std::string::npos);                       // latency
-  EXPECT_NE(text.find("2x as fast"), std::string::npos);  // vs the starting kernel
+  EXPECT_NE(text.find("Speedup so far: 2x"), std::string::npos);  // vs the starting kernel
   EXPECT_NE(text.find("dma_active_time_percent: 0.93"), std::string::npos);  // profile
   EXPECT_NE(text.find("memory_pct: 71"), std::string::npos);                 // roofline
   EXPECT_NE(text.find("Bottleneck: memory-bound"), std::string::npos);

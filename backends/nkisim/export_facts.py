@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Writes the facts the prompts state about the hardware and the NKI calls, read from the
+simulator itself, so that the prompts and the simulator never disagree.
+
+    /usr/bin/python3 backends/nkisim/export_facts.py            # rewrites prompts/generated/facts.json
+    /usr/bin/python3 backends/nkisim/export_facts.py --check    # exit 1 when the file is stale
+
+The facts: per target, the engine clocks, the DMA and HBM bandwidths and the bandwidth a kernel
+actually gets (the lower of the two), the fixed DMA latency, the cost of one element-wise pass on
+each engine relative to VectorE; the shared limits (partitions, matmul tiles, PSUM, bn_stats); for
+every nisa instruction its argument order (from the simulator's argument binding), its default
+engine and its one-line description; for nl functions their signature and the engine that runs
+element-wise math.
+"""
+import argparse
+import ast
+import inspect
+import json
+import os
+import sys
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DEFAULT_OUT = os.path.join(ROOT, "prompts", "generated", "facts.json")
+sys.path.insert(0, HERE)
+
+from nkisim import constants as C  # noqa: E402
+from nkisim import core, isa, language, ops, runtime  # noqa: E402
+from nkisim.timing import GPSIMD, SCALAR, TENSOR, VECTOR  # noqa: E402
+
+ENGINE_NAMES = {VECTOR: "VectorE", SCALAR: "ScalarE", GPSIMD: "GpSimdE", TENSOR: "TensorE"}
+ENGINE_BY_SYMBOL = {"VECTOR": "VectorE", "SCALAR": "ScalarE", "GPSIMD": "GpSimdE",
+                    "TENSOR": "TensorE"}
+# The element count of the pass used to compare engines (fp32, per partition).
+COMPARE_ELEMENTS = 2048
+
+
+def _round(value, digits=4):
+    return float("%.*g" % (digits, value))
+
+
+def _first_line(doc):
+    if not doc:
+        return ""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def _pass_costs(target):
+    """ns of one fp32 element-wise pass over COMPARE_ELEMENTS elements per partition, with one
+    input tile and one output, on each engine, as the simulator prices it."""
+    saved = runtime.CUR
+    runtime.CUR = types.SimpleNamespace(
+        target=target, ns_vector=1e9 / target.vector_hz, ns_scalar=1e9 / target.scalar_hz,
+        ns_gpsimd=1e9 / target.gpsimd_hz, ns_tensor=1e9 / target.tensor_hz)
+    try:
+        return {ENGINE_NAMES[e]: core.engine_cost(e, COMPARE_ELEMENTS, 4, 2)
+                for e in (VECTOR, SCALAR, GPSIMD)}
+    finally:
+        runtime.CUR = saved
+
+
+def target_facts(target):
+    costs = _pass_costs(target)
+    effective = min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns)
+    return {
+        "tensor_ghz": _round(target.tensor_hz / 1e9),
+        "vector_ghz": _round(target.vector_hz / 1e9),
+        "scalar_ghz": _round(target.scalar_hz / 1e9),
+        "gpsimd_ghz": _round(target.gpsimd_hz / 1e9),
+        "peak_bf16_tflops": _round(target.peak_flops_bf16 / 1e12),
+        "hbm_gbps_per_core": _round(target.hbm_bytes_per_ns),
+        "dma_engines": C.DMA_ENGINES,
+        "dma_gbps_per_engine": _round(target.dma_bytes_per_ns / C.DMA_ENGINES),
+        "dma_gbps_per_core": _round(target.dma_bytes_per_ns),
+        "effective_gbps_per_core": _round(effective),
+        "dma_fixed_us": _round(C.DMA_FIXED_NS / 1000.0),
+        "dma_transpose_efficiency": _round(target.dma_transpose_efficiency),
+        "sbuf_kib_per_partition": _round(target.sbuf_bytes_per_partition / 1024.0),
+        "vector_perf_mode": bool(target.vector_perf_mode),
+        "vector_gpsimd_shared_port": bool(target.vector_gpsimd_shared_port),
+        "pass_elements": COMPARE_ELEMENTS,
+        "pass_us": {name: _round(ns / 1000.0) for name, ns in sorted(costs.items())},
+        "pass_cost_vs_vector": {name: _round(ns / costs["VectorE"], 3)
+                                for name, ns in sorted(costs.items())},
+    }
+
+
+def limits():
+    return {
+        "partitions": C.PMAX,
+        "gemm_stationary_fmax": C.GEMM_STATIONARY_FMAX,
+        "gemm_moving_fmax": C.GEMM_MOVING_FMAX,
+        "psum_bank_bytes": C.PSUM_BANK_BYTES,
+        "psum_banks": C.PSUM_NUM_BANKS,
+        "bn_stats_fmax": C.BN_STATS_FMAX,
+        "min_ii_cycles": C.MIN_II_CYCLES,
+        "access_overhead_cycles": C.ACCESS_OVERHEAD_CYCLES,
+        "gpsimd_startup_cycles": C.GPSIMD_STARTUP_CYCLES,
+        "matmul_fp32_factor": C.MATMUL_FP32_FACTOR,
+        "vector_reciprocal_factor": C.VECTOR_RECIPROCAL_FACTOR,
+        "bn_aggr_factor": _round(C.BN_AGGR_FACTOR),
+    }
+
+
+def _bind_names(tree):
+    """For every module-level function of isa.py: the argument list given to `_bind` and the
+    engine of its first `compute`/`_engine` default, following one call into a private helper
+    (activation -> _activation)."""
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+    def scan(node):
+        names, engine, new_first = None, None, False
+        helper = None
+        for sub in ast.walk(node):
+            if not isinstance(sub, ast.Call) or not isinstance(sub.func, ast.Name):
+                continue
+            fn = sub.func.id
+            if fn == "_bind" and names is None and len(sub.args) >= 4 and \
+                    isinstance(sub.args[3], (ast.List, ast.Tuple)):
+                names = [e.value for e in sub.args[3].elts if isinstance(e, ast.Constant)]
+            elif fn in ("compute", "copy_op", "memset_tile") and engine is None and sub.args:
+                first = sub.args[0]
+                if isinstance(first, ast.Name) and first.id in ENGINE_BY_SYMBOL:
+                    engine = ENGINE_BY_SYMBOL[first.id]
+            elif fn in ("matmul_core", "transpose_core") and engine is None:
+                engine = "TensorE"
+            elif fn == "_engine" and engine is None and len(sub.args) == 2:
+                second = sub.args[1]
+                if isinstance(second, ast.Name) and second.id in ENGINE_BY_SYMBOL:
+                    engine = ENGINE_BY_SYMBOL[second.id]
+            elif fn == "_is_new":
+                new_first = True
+            elif fn.startswith("_") and fn in functions and helper is None and \
+                    fn not in ("_bind", "_is_new", "_out", "_reject", "_engine"):
+                helper = fn
+        return names, engine, new_first, helper
+
+    out = {}
+    for name, node in functions.items():
+        if name.startswith("_"):
+            continue
+        names, engine, new_first, helper = scan(node)
+        if helper is not None and (names is None or engine is None):
+            h_names, h_engine, h_new, _ = scan(functions[helper])
+            names = names if names is not None else h_names
+            engine = engine if engine is not None else h_engine
+            new_first = new_first or h_new
+        if names is not None:
+            out[name] = (names, engine, new_first)
+    return out
+
+
+def isa_facts():
+    with open(isa.__file__, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    facts = {}
+    for name, (names, engine, new_first) in sorted(_bind_names(tree).items()):
+        fn = getattr(isa, name, None)
+        if fn is None:
+            continue
+        args = (["dst"] if new_first else []) + [n for n in names if n != "name"]
+        entry = {"signature": "nisa.%s(%s)" % (name, ", ".join(args)),
+                 "summary": _first_line(inspect.getdoc(fn))}
+        if engine:
+            entry["engine"] = engine
+        facts["nisa." + name] = entry
+    return facts
+
+
+def nl_facts():
+    facts = {}
+    for name, fn in sorted(vars(language).items()):
+        if name.startswith("_") or not inspect.isfunction(fn) or \
+                fn.__module__ != language.__name__:
+            continue
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            continue
+        params = [p for p in sig.parameters.values()
+                  if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        text = ", ".join(p.name if p.default is p.empty else "%s=%r" % (p.name, p.default)
+                         for p in params)
+        entry = {"signature": "nl.%s(%s)" % (name, text),
+                 "summary": _first_line(inspect.getdoc(fn))}
+        op = getattr(fn, "nkisim_op", None)
+        if op is not None and op in getattr(language, "_SCALAR_FUNCS", ()):
+            entry["engine"] = "ScalarE"
+        elif op is not None:
+            entry["engine"] = "VectorE"
+        facts["nl." + name] = entry
+    return facts
+
+
+def names():
+    """Operator names the simulator accepts, as a prompt lists them."""
+    return {
+        "activation_functions": ", ".join("nl." + n for n in sorted(ops.UNARY)),
+        "reduce_ops": ", ".join("nl." + n for n in sorted(ops.REDUCE)),
+    }
+
+
+def facts():
+    return {
+        "generated_by": "backends/nkisim/export_facts.py (do not edit; regenerate)",
+        "targets": {name: target_facts(C.get_target(name)) for name in ("trn1", "trn2")},
+        "limits": limits(),
+        "names": names(),
+        "instructions": dict(sorted({**isa_facts(), **nl_facts()}.items())),
+    }
+
+
+def render():
+    return json.dumps(facts(), indent=1, sort_keys=False) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=DEFAULT_OUT)
+    parser.add_argument("--check", action="store_true",
+                        help="compare with the file instead of writing it")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        try:
+            with open(args.out, encoding="utf-8") as f:
+                current = f.read()
+        except OSError as error:
+            print("cannot read %s: %s" % (args.out, error), file=sys.stderr)
+            return 1
+        if current != text:
+            print("%s is stale; run %s" % (args.out, os.path.relpath(__file__, ROOT)),
+                  file=sys.stderr)
+            return 1
+        return 0
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+#include "search/prompts/problem_notes.hpp"
+
+#include <regex>
+
+#include "core/text.hpp"
+
+namespace autocomp::search::prompts {
+
+namespace {
+
+std::string trim(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) {
+    return {};
+  }
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return std::string(text.substr(first, last - first + 1));
+}
+
+std::vector<std::string> split(std::string_view text, char separator) {
+  std::vector<std::string> parts;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    auto end = text.find(separator, pos);
+    if (end == std::string_view::npos) {
+      end = text.size();
+    }
+    parts.emplace_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return parts;
+}
+
+// The first paragraph of the module docstring, on one line.
+std::string docstring_summary(const std::string& source) {
+  static const std::regex k_doc(R"(^\s*(?:"""|''')([\s\S]*?)(?:"""|'''))");
+  std::smatch match;
+  if (!std::regex_search(source, match, k_doc)) {
+    return {};
+  }
+  std::string text = match[1].str();
+  if (auto blank = text.find("\n\n"); blank != std::string::npos) {
+    text = text.substr(0, blank);
+  }
+  for (auto& c : text) {
+    if (c == '\n') {
+      c = ' ';
+    }
+  }
+  return trim(text);
+}
+
+// The right-hand side of a module-level assignment `NAME = value`, without a trailing comment.
+std::string module_value(const std::string& source, const std::string& name) {
+  const std::regex pattern("(^|\\n)" + name + R"(\s*=\s*([^\n#]+))");
+  std::smatch match;
+  if (!std::regex_search(source, match, pattern)) {
+    return {};
+  }
+  return trim(match[2].str());
+}
+
+// The source of a module-level function, up to the next module-level statement.
+std::string function_source(const std::string& source, const std::string& name) {
+  const std::string head = "def " + name + "(";
+  std::size_t start = source.rfind("\n" + head);
+  start =
+      start == std::string::npos ? (source.rfind(head, 0) == 0 ? 0 : std::string::npos) : start + 1;
+  if (start == std::string::npos) {
+    return {};
+  }
+  std::size_t end = source.size();
+  std::size_t pos = source.find('\n', start);
+  while (pos != std::string::npos && pos + 1 < source.size()) {
+    const char next = source[pos + 1];
+    if (next != ' ' && next != '\t' && next != '\n' && next != '#' && next != ')') {
+      end = pos + 1;
+      break;
+    }
+    pos = source.find('\n', pos + 1);
+  }
+  return trim(std::string_view(source).substr(start, end - start));
+}
+
+std::string bounded(const std::string& code, std::size_t max_chars) {
+  if (code.size() <= max_chars) {
+    return code;
+  }
+  return core::utf8_prefix(code, max_chars) + "\n# [... " +
+         std::to_string(code.size() - max_chars) + " more characters]";
+}
+
+}  // namespace
+
+std::vector<InputSpec> parse_input_signature(std::string_view signature) {
+  std::vector<InputSpec> inputs;
+  for (const auto& entry : split(signature, ';')) {
+    const auto colon = entry.find(':');
+    const auto open = entry.find('[', colon == std::string::npos ? 0 : colon);
+    const auto close = entry.rfind(']');
+    if (colon == std::string::npos || open == std::string::npos || close == std::string::npos ||
+        close < open) {
+      continue;
+    }
+    InputSpec spec;
+    spec.name = trim(std::string_view(entry).substr(0, colon));
+    spec.dtype = trim(std::string_view(entry).substr(colon + 1, open - colon - 1));
+    bool valid = !spec.name.empty() && !spec.dtype.empty();
+    const auto dims = std::string_view(entry).substr(open + 1, close - open - 1);
+    if (!trim(dims).empty()) {
+      for (const auto& dim : split(dims, ',')) {
+        const auto text = trim(dim);
+        if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+          valid = false;
+          break;
+        }
+        spec.shape.push_back(std::stoll(text));
+      }
+    }
+    if (valid) {
+      inputs.push_back(std::move(spec));
+    }
+  }
+  return inputs;
+}
+
+std::string describe_problem(std::string_view problem_source, std::string_view input_signature,
+                             std::size_t max_code_chars) {
+  const std::string source(problem_source);
+  std::string out;
+  if (auto kernel = module_value(source, "KERNEL"); !kernel.empty()) {
+    if (kernel.size() >= 2 && (kernel.front() == '"' || kernel.front() == '\'')) {
+      kernel = kernel.substr(1, kernel.size() - 2);
+    }
+    out += "Kernel function: " + kernel + "\n";
+  }
+  if (auto summary = docstring_summary(source); !summary.empty()) {
+    out += "Description: " + summary + "\n";
+  }
+  const auto inputs = parse_input_signature(input_signature);
+  if (!inputs.empty()) {
+    out += "Inputs (as measured; the kernel receives them in HBM):\n";
+    for (const auto& input : inputs) {
+      std::string shape;
+      for (const auto dim : input.shape) {
+        shape += (shape.empty() ? "" : ", ") + std::to_string(dim);
+      }
+      out += "- " + input.name + ": " + input.dtype + " [" + shape + "]\n";
+    }
+  } else if (auto maker = function_source(source, "inputs"); !maker.empty()) {
+    out += "Inputs (made by the problem's inputs()):\n```python\n" +
+           bounded(maker, max_code_chars / 2) + "\n```\n";
+  }
+  const auto rtol = module_value(source, "RTOL");
+  const auto atol = module_value(source, "ATOL");
+  if (!rtol.empty() || !atol.empty()) {
+    out +=
+        "Tolerance: every output element must satisfy |out - ref| <= atol + rtol * |ref| with "
+        "rtol = " +
+        (rtol.empty() ? std::string("default") : rtol) +
+        ", atol = " + (atol.empty() ? std::string("default") : atol) + ".\n";
+  }
+  if (auto reference = function_source(source, "reference"); !reference.empty()) {
+    out += "Reference (numpy; the kernel must compute the same):\n```python\n" +
+           bounded(reference, max_code_chars) + "\n```\n";
+  }
+  return trim(out);
+}
+
+}  // namespace autocomp::search::prompts

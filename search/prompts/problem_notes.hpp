@@ -1,0 +1,28 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace autocomp::search::prompts {
+
+// One kernel input as the harness measured it.
+struct InputSpec {
+  std::string name;
+  std::string dtype;
+  std::vector<long long> shape;
+};
+
+// Parses a canonical input signature ("name:dtype[d0,d1];...", backends/harness/PROTOCOL.md).
+// Malformed entries are skipped.
+std::vector<InputSpec> parse_input_signature(std::string_view signature);
+
+// The problem as a prompt states it: the kernel function, the problem's description, every input's
+// name, dtype and shape (from `input_signature`, else the source of inputs()), the tolerances
+// (RTOL/ATOL) and the reference's source, bounded to `max_code_chars`. Empty when both arguments
+// are empty.
+std::string describe_problem(std::string_view problem_source, std::string_view input_signature,
+                             std::size_t max_code_chars = 2000);
+
+}  // namespace autocomp::search::prompts

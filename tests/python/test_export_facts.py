@@ -1,0 +1,63 @@
+"""The committed prompts/generated/facts.json is what the simulator says today."""
+import importlib.util
+import json
+import os
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "backends", "nkisim", "export_facts.py")
+
+
+def load_exporter():
+    spec = importlib.util.spec_from_file_location("export_facts", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class ExportFactsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.exporter = load_exporter()
+        cls.facts = json.loads(cls.exporter.render())
+
+    def test_committed_file_matches_regeneration(self):
+        with open(self.exporter.DEFAULT_OUT, encoding="utf-8") as f:
+            committed = f.read()
+        self.assertEqual(committed, self.exporter.render(),
+                         "prompts/generated/facts.json is stale: run "
+                         "/usr/bin/python3 backends/nkisim/export_facts.py")
+
+    def test_numbers_are_the_simulators(self):
+        from nkisim import constants as C
+        for name in ("trn1", "trn2"):
+            target = C.get_target(name)
+            facts = self.facts["targets"][name]
+            self.assertAlmostEqual(facts["effective_gbps_per_core"],
+                                   min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns), 2)
+            self.assertAlmostEqual(facts["dma_fixed_us"], C.DMA_FIXED_NS / 1000.0, 3)
+            self.assertAlmostEqual(facts["vector_ghz"], target.vector_hz / 1e9, 3)
+            self.assertEqual(facts["pass_cost_vs_vector"]["VectorE"], 1.0)
+
+    def test_signatures_come_from_the_argument_binding(self):
+        instructions = self.facts["instructions"]
+        self.assertTrue(instructions["nisa.bn_stats"]["signature"].startswith(
+            "nisa.bn_stats(dst, data"))
+        self.assertIn("reduce_res", instructions["nisa.activation_reduce"]["signature"])
+        self.assertEqual(instructions["nisa.activation"]["engine"], "ScalarE")
+        self.assertEqual(instructions["nl.rsqrt"]["engine"], "ScalarE")
+        self.assertEqual(instructions["nl.add"]["engine"], "VectorE")
+
+    def test_check_mode_reports_a_stale_file(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "facts.json")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("{}\n")
+            self.assertEqual(self.exporter.main(["--check", "--out", path]), 1)
+            self.assertEqual(self.exporter.main(["--out", path]), 0)
+            self.assertEqual(self.exporter.main(["--check", "--out", path]), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,309 @@
+// The facts the prompts carry, on the shipped templates: the problem, the starting latency, the
+// plans tried, the notes of instructions a plan introduces, hardware numbers from the simulator's
+// generated facts, relevant menu items, merged and scoped lessons, intact reflexions.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "search/engine/beam_search.hpp"
+#include "search/engine/prompts.hpp"
+#include "search/prompts/facts.hpp"
+#include "search/prompts/problem_notes.hpp"
+#include "search/prompts/prompt_builder.hpp"
+#include "unit/search/engine_test_support.hpp"
+
+namespace autocomp::search::engine {
+namespace {
+
+std::string read_file(const std::string& relative) {
+  std::ifstream in(std::string(AUTOCOMP_SOURCE_DIR) + "/" + relative);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string user_text(const llm::CompletionRequest& request) {
+  return request.messages.at(0).content;
+}
+
+std::size_t count(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto pos = text.find(part); pos != std::string::npos; pos = text.find(part, pos + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+const char* k_layernorm_signature =
+    "beta:float32[8192];gamma:float32[8192];input_tensor:float32[4096,8192]";
+
+std::unique_ptr<PromptFactory> shipped() {
+  return make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts");
+}
+
+backends::EvalResult measured(double us) {
+  backends::EvalResult eval;
+  eval.correct = true;
+  eval.latency = backends::LatencyStats{};
+  eval.latency->median_us = us;
+  eval.input_signature = k_layernorm_signature;
+  return eval;
+}
+
+TEST(PromptFacts, PlanPromptForASeedStatesShapesDtypesAndTolerance) {
+  const auto eval = measured(900);
+  PlanPromptInput input;
+  input.target = "trn1";
+  input.kernel_source = read_file("seeds/layernorm/naive.py");
+  input.evaluation = &eval;
+  input.problem_source = read_file("seeds/layernorm/problem.py");
+  auto request = shipped()->planning(input);
+  ASSERT_TRUE(request.ok()) << request.failure().describe();
+  const auto text = user_text(*request);
+  EXPECT_NE(text.find("- input_tensor: float32 [4096, 8192]"), std::string::npos) << text;
+  EXPECT_NE(text.find("- gamma: float32 [8192]"), std::string::npos);
+  EXPECT_NE(text.find("rtol = 1e-4, atol = 1e-4"), std::string::npos);
+  EXPECT_NE(text.find("def reference(input_tensor, gamma, beta):"), std::string::npos);
+  EXPECT_NE(text.find("Kernel function: layernorm_kernel"), std::string::npos);
+  EXPECT_EQ(text.find("{{"), std::string::npos);
+}
+
+TEST(PromptFacts, ProblemWithoutASignatureShowsItsInputsFunction) {
+  const auto notes = prompts::describe_problem(read_file("seeds/softmax/problem.py"), "");
+  EXPECT_NE(notes.find("def inputs(seed):"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("atol = 1e-7"), std::string::npos);
+  EXPECT_TRUE(prompts::describe_problem("", "").empty());
+  EXPECT_TRUE(prompts::parse_input_signature("x:float32[4,a];:f[1];y[2]").empty());
+  const auto parsed = prompts::parse_input_signature("s:int32[];x:bfloat16[128, 64]");
+  ASSERT_EQ(parsed.size(), 2u);
+  EXPECT_TRUE(parsed[0].shape.empty());
+  EXPECT_EQ(parsed[1].shape, (std::vector<long long>{128, 64}));
+}
+
+TEST(PromptFacts, ImplementationPromptCarriesTheNotesOfInstructionsThePlanIntroduces) {
+  ImplementPromptInput input;
+  input.target = "trn1";
+  input.kernel_source = read_file("seeds/layernorm/naive.py");
+  ASSERT_EQ(input.kernel_source.find("bn_stats"), std::string::npos);
+  input.plan =
+      "Replace the two nl.mean passes by nisa.bn_stats per 512-column chunk and one bn_aggr, then "
+      "fold the normalization into activation_reduce.";
+  input.problem_source = read_file("seeds/layernorm/problem.py");
+  input.input_signature = k_layernorm_signature;
+  auto request = shipped()->implementation(input);
+  ASSERT_TRUE(request.ok()) << request.failure().describe();
+  const auto text = user_text(*request);
+  // bn_stats and bn_aggr share one note, sent once, with both signatures from the facts file
+  EXPECT_EQ(count(text, "## nisa.bn_stats / nisa.bn_aggr"), 1u) << text;
+  EXPECT_NE(text.find("Signature: `nisa.bn_stats(dst, data"), std::string::npos);
+  EXPECT_NE(text.find("Signature: `nisa.bn_aggr(dst, data"), std::string::npos);
+  EXPECT_NE(text.find("[P, 6]"), std::string::npos);
+  EXPECT_NE(text.find("## nisa.activation_reduce"), std::string::npos);
+  EXPECT_NE(text.find("reduce_res is a separate [P, 1] tile"), std::string::npos);
+  EXPECT_NE(text.find("- input_tensor: float32 [4096, 8192]"), std::string::npos);
+  // the kernel is still the last python block (what a model rewrites)
+  EXPECT_NE(testing::kernel_in(*request).find("def layernorm_kernel"), std::string::npos);
+}
+
+TEST(PromptFacts, HardwareNumbersComeFromTheGeneratedFacts) {
+  const auto facts = nlohmann::json::parse(read_file("prompts/generated/facts.json"));
+  for (const std::string target : {"trn1", "trn2"}) {
+    PlanPromptInput input;
+    input.target = target;
+    input.kernel_source = read_file("seeds/layernorm/naive.py");
+    auto request = shipped()->planning(input);
+    ASSERT_TRUE(request.ok()) << request.failure().describe();
+    const auto text = user_text(*request);
+    std::ostringstream effective;
+    effective << facts["targets"][target]["effective_gbps_per_core"].get<double>();
+    EXPECT_NE(text.find("~" + effective.str() + " GB/s between HBM and SBUF"), std::string::npos)
+        << target << "\n"
+        << text;
+    EXPECT_EQ(text.find("rsqrt runs on GpSimd"), std::string::npos);
+    EXPECT_NE(text.find("nl.rsqrt, nl.sqrt, nl.tanh, ...) run on\n  ScalarE"), std::string::npos);
+    EXPECT_NE(facts["instructions"]["nl.rsqrt"]["engine"].get<std::string>(), "GpSimdE");
+  }
+  auto bad = prompts::HardwareFacts::parse("[1]", "facts");
+  EXPECT_FALSE(bad.ok());
+}
+
+TEST(PromptFacts, MatmulFreeKernelGetsNoMatmulMenuItemsAndTriedPlansAreShown) {
+  const auto eval = measured(900);
+  PlanPromptInput input;
+  input.target = "trn1";
+  input.kernel_source = read_file("seeds/layernorm/naive.py");
+  input.evaluation = &eval;
+  input.dropout = 0;
+  input.tried_plans = {"[1.2x faster] double buffer the row loads"};
+  auto request = shipped()->planning(input);
+  ASSERT_TRUE(request.ok()) << request.failure().describe();
+  const auto text = user_text(*request);
+  EXPECT_EQ(text.find("[psum_accumulate_k]"), std::string::npos);
+  EXPECT_EQ(text.find("[moving_free_512]"), std::string::npos);
+  EXPECT_EQ(text.find("[block_k]"), std::string::npos);
+  EXPECT_EQ(text.find("[double_buffer]"), std::string::npos);  // tried already
+  EXPECT_NE(text.find("[fuse_passes]"), std::string::npos);
+  EXPECT_NE(text.find("[1.2x faster] double buffer the row loads"), std::string::npos);
+}
+
+TEST(PromptFacts, HistoryHoldsTheStartingLatencyAndEachParentsTriedPlansWithOutcome) {
+  Candidate root;
+  root.key = "root";
+  root.eval = measured(100);
+  Candidate faster;
+  faster.key = "a";
+  faster.parent_key = "root";
+  faster.plan = "fuse the passes";
+  faster.eval = measured(50);
+  faster.origin.iteration = 1;
+  Candidate broken = faster;
+  broken.key = "b";
+  broken.plan = "use bn_stats";
+  broken.origin.plan = 1;
+  broken.eval.correct = false;
+  broken.eval.failure = core::make_failure(core::FailureKind::compile_error, "verify", "boom");
+  Candidate slower_twin = faster;  // a second implementation of the same plan: best one shown
+  slower_twin.key = "c";
+  slower_twin.origin.impl = 1;
+  slower_twin.eval = measured(150);
+  Candidate later = faster;  // of the iteration being planned: not history yet
+  later.key = "d";
+  later.plan = "from the future";
+  later.origin.iteration = 2;
+  const auto history = prompt_history({broken, slower_twin, faster, later}, root, 2);
+  ASSERT_TRUE(history.baseline_latency_us);
+  EXPECT_EQ(*history.baseline_latency_us, 100);
+  ASSERT_EQ(history.tried_plans.count("root"), 1u);
+  const auto& tried = history.tried_plans.at("root");
+  ASSERT_EQ(tried.size(), 2u);
+  EXPECT_NE(tried[0].find("2.00x faster"), std::string::npos) << tried[0];
+  EXPECT_NE(tried[0].find("fuse the passes"), std::string::npos);
+  EXPECT_NE(tried[1].find("failed: compile_error"), std::string::npos) << tried[1];
+  EXPECT_EQ(workload_of("KERNEL = \"layernorm_kernel\"\n"), "layernorm_kernel");
+  EXPECT_EQ(workload_of("x = 1\n"), "");
+}
+
+TEST(PromptFacts, PromptsAfterTheFirstIterationStateTheStartingLatency) {
+  testing::Rig rig;
+  testing::Script script;
+  const std::string root = testing::kernel("k", "latency: 100");
+  const std::string child = testing::kernel("k", "latency: 50");
+  script.implement[root] = child;
+  script.implement[child] = testing::kernel("k", "latency: 40");
+  rig.provider->set_responder(script.responder());
+  auto config = testing::small_config(root);
+  config.iterations = 2;
+  auto outcome = run_search(config, rig.services(), {});
+  ASSERT_EQ(outcome.status, "completed") << outcome.stop_reason;
+  std::vector<std::string> plans;
+  for (const auto& request : rig.provider->requests()) {
+    if (request.purpose == "plan") {
+      plans.push_back(user_text(request));
+    }
+  }
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_NE(plans[0].find("This is the starting kernel"), std::string::npos) << plans[0];
+  EXPECT_NE(plans[1].find("Starting latency (the kernel the search began from): 100 us"),
+            std::string::npos)
+      << plans[1];
+  EXPECT_NE(plans[1].find("Speedup so far: 2x"), std::string::npos);
+}
+
+TEST(PromptFacts, ReflectPromptCarriesEngineMetricsBeforeAndAfter) {
+  auto before = measured(100);
+  before.metrics = {{"vector_engine_active_time_percent", 0.9}};
+  auto after = measured(60);
+  after.metrics = {{"vector_engine_active_time_percent", 0.4}};
+  ReflectPromptInput input;
+  input.target = "trn2";
+  input.plan = "p";
+  input.parent_source = "def k():\n    pass\n";
+  input.parent_evaluation = &before;
+  input.child_source = "def k():\n    return 1\n";
+  input.child_evaluation = &after;
+  input.outcome = "1.67x faster";
+  auto request = shipped()->reflect(input);
+  ASSERT_TRUE(request.ok()) << request.failure().describe();
+  EXPECT_NE(user_text(*request).find("vector_engine_active_time_percent: 0.9 -> 0.4"),
+            std::string::npos)
+      << user_text(*request);
+}
+
+TEST(PromptFacts, MissingTemplatesAreAFailureNotAnotherWording) {
+  auto factory = make_template_prompt_factory("/nonexistent/prompts");
+  PlanPromptInput input;
+  input.target = "trn2";
+  input.kernel_source = "def k():\n    pass\n";
+  EXPECT_FALSE(factory->planning(input).ok());
+}
+
+TEST(PromptFacts, LessonsAreMergedScopedAndLabelled) {
+  SummarizePromptInput input;
+  input.problem_source = "KERNEL = \"layernorm_kernel\"\n";
+  input.existing_lessons = {"[layernorm_kernel] Fuse the scale and shift into one tensor_scalar."};
+  const auto fresh = shipped()->parse_lessons(
+      "- Fuse the scale and shift into one tensor_scalar pass.\n"
+      "- bn_stats on 512-column chunks replaced two reduction passes.\n"
+      "- bn_stats on 512 column chunks replaced the two reduction passes.\n",
+      input);
+  ASSERT_EQ(fresh.size(), 1u);
+  EXPECT_EQ(fresh[0],
+            "[layernorm_kernel] bn_stats on 512-column chunks replaced two reduction "
+            "passes.");
+  const auto shown = prompts::lessons_for(
+      {"[layernorm_kernel] keep rows on partitions", "[softmax_kernel] exp on ScalarE", "plain"},
+      "layernorm_kernel");
+  EXPECT_EQ(shown, (std::vector<std::string>{"keep rows on partitions",
+                                             "(from another workload: softmax_kernel) exp on "
+                                             "ScalarE",
+                                             "plain"}));
+}
+
+TEST(PromptFacts, ReflexionKeepsCodeAndMath) {
+  const auto record = prompts::parse_reflexion(
+      "**lessons:** use `nisa.activation(op=nl.copy, bias=-mean*rstd, scale=rstd)` in one pass\n"
+      "- **avoid**: x**2 via nl.power\n"
+      "try_next: *fuse* the two loads\n");
+  EXPECT_EQ(record.lessons,
+            "use `nisa.activation(op=nl.copy, bias=-mean*rstd, scale=rstd)` in one pass");
+  EXPECT_EQ(record.avoid, "x**2 via nl.power");
+  EXPECT_EQ(record.try_next, "*fuse* the two loads");
+}
+
+// Not a check: prints the plan and implementation prompts for the LayerNorm seed, to read them.
+//   unit_search --gtest_also_run_disabled_tests --gtest_filter='*PrintLayernormPrompts'
+TEST(PromptFacts, DISABLED_PrintLayernormPrompts) {
+  auto eval = measured(500);
+  eval.bottleneck = "memory-bound";
+  PlanPromptInput plan;
+  plan.target = "trn1";
+  plan.kernel_source = read_file("seeds/layernorm/naive.py");
+  plan.evaluation = &eval;
+  plan.problem_source = read_file("seeds/layernorm/problem.py");
+  plan.baseline_latency_us = 1000;
+  plan.tried_plans = {"[1.30x faster (1000 us -> 769 us)] hoist the gamma and beta loads"};
+  plan.iteration = 2;
+  plan.iterations = 3;
+  plan.seed = 1;
+  auto planning = shipped()->planning(plan);
+  ASSERT_TRUE(planning.ok()) << planning.failure().describe();
+  std::printf("===== plan prompt (user message) =====\n%s\n\n", user_text(*planning).c_str());
+  ImplementPromptInput implement;
+  implement.target = "trn1";
+  implement.kernel_source = plan.kernel_source;
+  implement.plan =
+      "Replace the two nl.mean reductions by nisa.bn_stats on 512-column chunks and one "
+      "nisa.bn_aggr, then normalize with one nisa.tensor_scalar (subtract mean, multiply by rstd).";
+  implement.problem_source = plan.problem_source;
+  implement.input_signature = k_layernorm_signature;
+  auto implementation = shipped()->implementation(implement);
+  ASSERT_TRUE(implementation.ok()) << implementation.failure().describe();
+  std::printf("===== implementation prompt (user message) =====\n%s\n",
+              user_text(*implementation).c_str());
+}
+
+}  // namespace
+}  // namespace autocomp::search::engine
