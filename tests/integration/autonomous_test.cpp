@@ -399,6 +399,7 @@ TEST_F(Autonomous, HarnessDirChoosesTheHarness) {
   EXPECT_NE(err("missing").find((dir / "missing").string()), std::string::npos) << err("missing");
 
   const fs::path copy = dir / "harness-copy";
+  fs::create_directories(copy);
   for (const char* part : {"harness", "nkisim"}) {
     fs::copy(fs::path(AUTOCOMP_SOURCE_DIR) / "backends" / part, copy / part,
              fs::copy_options::recursive);
