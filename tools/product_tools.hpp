@@ -8,7 +8,7 @@
 namespace autocomp::tools {
 
 // What the product tools need from the command line (`autocomp-mcp --db ... --backend ...`).
-// A plain struct: add fields as tools need them, with defaults, and parse them in server/main.cpp.
+// A plain struct: add fields as tools need them, with defaults, and parse them in app/cli.cpp.
 struct ProductToolsOptions {
   std::string db_path;  // --db PATH (empty: the tools' default location)
   std::vector<std::string>

@@ -31,9 +31,7 @@ int SearchJobs::running() const {
   return count;
 }
 
-core::Result<std::string> SearchJobs::start(const engine::SearchConfig& config,
-                                            engine::SearchServices services,
-                                            const std::string& resume_run_id, JobModel model) {
+core::Result<std::string> SearchJobs::start(search::launch::Launch launch, JobModel model) {
   if (running() >= m_max_running) {
     return core::make_failure(core::FailureKind::unavailable, "search",
                               std::to_string(m_max_running) +
@@ -75,12 +73,10 @@ core::Result<std::string> SearchJobs::start(const engine::SearchConfig& config,
     std::lock_guard lock(m_mutex);
     m_all.push_back(job);
   }
-  job->thread = std::thread([this, job, handshake, config, services, resume_run_id, hooks] {
+  job->thread = std::thread([this, job, handshake, launch = std::move(launch), hooks] {
     engine::SearchOutcome outcome;
     try {
-      outcome = resume_run_id.empty()
-                    ? engine::run_search(config, services, job->cancel, hooks)
-                    : engine::resume_search(resume_run_id, services, job->cancel, hooks);
+      outcome = search::launch::run(launch, job->cancel, hooks);
     } catch (const std::exception& error) {
       // The search reports failures as values; this keeps a defect from ending the server.
       outcome.status = "failed";

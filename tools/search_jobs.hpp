@@ -15,6 +15,7 @@
 #include "search/engine/beam_search.hpp"
 #include "search/engine/store_run_log.hpp"
 #include "server/tasks.hpp"
+#include "search/launch/launcher.hpp"
 #include "tools/sampling_provider.hpp"
 
 namespace autocomp::tools {
@@ -47,11 +48,9 @@ class SearchJobs {
   SearchJobs(const SearchJobs&) = delete;
   SearchJobs& operator=(const SearchJobs&) = delete;
 
-  // Starts a new search (or resumes `resume_run_id`) and returns its run id once the engine has
-  // created or claimed the run; a search that fails before that returns its failure.
-  core::Result<std::string> start(const search::engine::SearchConfig& config,
-                                  search::engine::SearchServices services,
-                                  const std::string& resume_run_id = "", JobModel model = {});
+  // Starts a prepared search (new or resumed, search/launch) and returns its run id once the
+  // engine has created or claimed the run; a search that fails before that returns its failure.
+  core::Result<std::string> start(search::launch::Launch launch, JobModel model = {});
 
   std::optional<JobSnapshot> snapshot(const std::string& run_id) const;
   // Waits until the job sends an update newer than `after_update`, finishes, `timeout` passes or

@@ -10,6 +10,7 @@
 #include "search/engine/store_run_log.hpp"
 #include "search/llm/provider.hpp"
 #include "server/protocol.hpp"
+#include "search/launch/launcher.hpp"
 #include "tools/kernel_files.hpp"
 #include "tools/sampling_provider.hpp"
 
@@ -304,34 +305,23 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
         use_client_model = false;
       }
     }
-    engine::SearchServices services;
+    search::launch::LaunchRequest request;
+    request.resume_run_id = resume;
+    request.default_target = env->options().target;
+    request.backend_spec = arguments.value("backend", "");
+    request.default_backend_spec = env->default_backend_spec();
+    request.harness_dir = env->options().harness_dir;
+    request.llm_specs = llm_specs;
     JobModel model;
     if (!llm_specs.empty()) {
       model.source = "server";
     } else if (use_client_model) {
       auto client = make_session_sampling_provider(context.session_channel());
-      services.providers.push_back(client);
+      request.extra_providers.push_back(client);
+      request.recorded_llm_specs = {std::string(k_client_model_spec)};
       model.source = "client";
       model.client = client;
     }
-    for (const auto& spec : llm_specs) {
-      auto provider = search::llm::make_provider(spec, search::llm::ProviderOptions{});
-      if (!provider.ok()) {
-        return server::tool_failure(provider.failure());
-      }
-      services.providers.push_back(provider.value());
-    }
-    auto backend = env->backend(arguments.value("backend", ""));
-    if (!backend.ok()) {
-      return server::tool_failure(backend.failure());
-    }
-    services.backend = backend.value();
-
-    engine::SearchConfig config;
-    engine::StoreRunInfo info;
-    info.backend = backend.value()->identity();
-    info.llm_specs =
-        use_client_model ? std::vector<std::string>{std::string(k_client_model_spec)} : llm_specs;
     if (resume.empty()) {
       const std::string working_dir = context.working_dir();
       auto kernel = read_source_file("kernel", arguments.at("kernel"), working_dir);
@@ -342,7 +332,8 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
       if (!problem.ok()) {
         return server::tool_failure(problem.failure());
       }
-      if (services.providers.empty() && search::autotune::parse_knobs(kernel->text).empty()) {
+      if (llm_specs.empty() && !use_client_model &&
+          search::autotune::parse_knobs(kernel->text).empty()) {
         return server::tool_error(
             "nothing to search with: no model is configured (no llm argument, no server --llm)" +
             std::string(context.client_supports_sampling ? ", use_client_model is false,"
@@ -354,44 +345,51 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
             "llm: ['openai:MODEL'] or ['anthropic:MODEL'] (keys in the server's environment), or "
             "start the server with --llm SPEC.");
       }
-      config.kernel_source = kernel->text;
-      config.kernel_filename = std::filesystem::path(kernel->path).filename().string();
-      config.problem_source = problem->text;
-      config.problem_filename = std::filesystem::path(problem->path).filename().string();
-      config.target = env->target_for(arguments.value("target", ""), problem->text);
-      config.beam = arguments.value("beam", config.beam);
-      config.plans = arguments.value("plans", config.plans);
-      config.impls = arguments.value("impls", config.impls);
-      config.iterations = arguments.value("iterations", config.iterations);
-      config.dropout = arguments.value("dropout", config.dropout);
-      config.seed = arguments.value("seed", std::uint64_t{0});
-      config.memory = arguments.value("memory", config.memory);
-      config.reflexions = arguments.value("reflexions", config.reflexions);
-      config.divergence = arguments.value("divergence", config.divergence);
-      // Knob autotuning always adds cheap children; without a model it is the whole search.
-      config.proposers = services.providers.empty() ? std::vector<std::string>{"autotune"}
-                                                    : std::vector<std::string>{"llm", "autotune"};
-      info.kernel_path = kernel->path;
-      info.problem_path = problem->path;
+      request.kernel_path = kernel->path;
+      request.kernel_source = kernel->text;
+      request.problem_path = problem->path;
+      request.problem_source = problem->text;
+      request.target = arguments.value("target", "");
+      engine::SearchConfig& shape = request.shape;
+      shape.beam = arguments.value("beam", shape.beam);
+      shape.plans = arguments.value("plans", shape.plans);
+      shape.impls = arguments.value("impls", shape.impls);
+      shape.iterations = arguments.value("iterations", shape.iterations);
+      shape.dropout = arguments.value("dropout", shape.dropout);
+      shape.seed = arguments.value("seed", std::uint64_t{0});
+      shape.memory = arguments.value("memory", shape.memory);
+      shape.reflexions = arguments.value("reflexions", shape.reflexions);
+      shape.divergence = arguments.value("divergence", shape.divergence);
     }
+    engine::Budgets budgets;
+    bool budgets_given = false;
     if (arguments.contains("max_llm_calls")) {
-      config.budgets.max_llm_calls = arguments.at("max_llm_calls").get<long>();
+      budgets.max_llm_calls = arguments.at("max_llm_calls").get<long>();
+      budgets_given = true;
     }
     if (arguments.contains("max_tokens")) {
-      config.budgets.max_tokens = arguments.at("max_tokens").get<long>();
+      budgets.max_tokens = arguments.at("max_tokens").get<long>();
+      budgets_given = true;
     }
     if (arguments.contains("max_cost_usd")) {
-      config.budgets.max_cost_usd = arguments.at("max_cost_usd").get<double>();
+      budgets.max_cost_usd = arguments.at("max_cost_usd").get<double>();
+      budgets_given = true;
     }
     if (arguments.contains("max_wall_s")) {
-      config.budgets.max_wall_s = arguments.at("max_wall_s").get<double>();
+      budgets.max_wall_s = arguments.at("max_wall_s").get<double>();
+      budgets_given = true;
     }
-    if (auto valid = engine::validate(config); resume.empty() && !valid.ok()) {
-      return server::tool_failure(valid.failure());
+    if (budgets_given) {
+      request.budgets = budgets;
     }
-    services.run_log = std::make_shared<engine::StoreRunLog>(db.value(), info);
+    auto launch = search::launch::prepare(
+        request, db.value(),
+        [env](const std::string& spec, const std::string&) { return env->backend(spec); });
+    if (!launch.ok()) {
+      return server::tool_failure(launch.failure());
+    }
 
-    auto started = env->jobs().start(config, services, resume, model);
+    auto started = env->jobs().start(std::move(launch).value(), model);
     if (!started.ok()) {
       return server::tool_failure(started.failure());
     }

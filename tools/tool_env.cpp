@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <regex>
 
 #include "backends/backend.hpp"
+#include "search/launch/launcher.hpp"
 
 namespace autocomp::tools {
 
@@ -120,15 +120,7 @@ std::size_t ToolEnv::cached_backends() {
 
 std::string ToolEnv::target_for(const std::string& argument,
                                 const std::string& problem_source) const {
-  if (!argument.empty()) {
-    return argument;
-  }
-  static const std::regex k_target_line(R"re((^|\n)TARGET\s*=\s*["'](trn1|trn2)["'])re");
-  std::smatch match;
-  if (std::regex_search(problem_source, match, k_target_line)) {
-    return match[2].str();
-  }
-  return m_options.target.empty() ? "trn2" : m_options.target;
+  return search::launch::resolve_target(argument, problem_source, m_options.target);
 }
 
 }  // namespace autocomp::tools

@@ -22,7 +22,14 @@ namespace autocomp::search::engine {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// Without a proposer maker the engine knows only its own plan-then-implement proposer.
+core::Result<std::unique_ptr<Proposer>> make_builtin_proposer(const std::string& name) {
+  if (name == "llm") {
+    return make_llm_proposer();
+  }
+  return core::make_failure(core::FailureKind::invalid_argument, "config",
+                            "unknown proposer '" + name + "' (known here: llm)");
+}
 
 constexpr std::size_t k_failure_text_limit = 400;
 constexpr int k_max_pool_threads = 64;
@@ -79,13 +86,20 @@ class SearchRun {
  public:
   SearchRun(SearchConfig config, const SearchServices& services, const core::CancelToken& cancel,
             const SearchHooks& hooks)
-      : m_config(std::move(config)), m_services(services), m_cancel(cancel), m_hooks(hooks) {}
+      : m_config(std::move(config)),
+        m_services(services),
+        m_cancel(cancel),
+        m_hooks(hooks),
+        m_clock(services.clock ? services.clock : core::steady_clock()),
+        m_started(m_clock->now()) {}
 
   SearchOutcome run(const std::optional<std::string>& resume_id);
 
  private:
   SearchOutcome fail(core::Failure failure);
   void watch();
+  // Stops the run when it is cancelled or its wall-time budget is spent.
+  void check_time();
   void handle_proposal(Proposal proposal, const ProposeContext& ctx);
   void on_evaluated(const Proposal& proposal, const std::string& key,
                     const backends::EvalResult& result, const std::string& ref,
@@ -101,9 +115,7 @@ class SearchRun {
   std::vector<std::string> reflexions_for_prompts();
   std::vector<Candidate> lineage_of(const Candidate& best) const;
   Candidate reverified_best(std::vector<Candidate> ranked);
-  double elapsed_s() const {
-    return std::chrono::duration<double>(Clock::now() - m_started).count();
-  }
+  double elapsed_s() const { return m_clock->seconds_since(m_started); }
 
   SearchConfig m_config;
   const SearchServices& m_services;
@@ -112,7 +124,8 @@ class SearchRun {
 
   SearchOutcome m_outcome;
   std::string m_run_id;
-  Clock::time_point m_started = Clock::now();
+  std::shared_ptr<const core::Clock> m_clock;
+  core::Clock::TimePoint m_started;
   StopControl m_stop;
   std::shared_ptr<const PromptFactory> m_prompts;
   std::vector<std::shared_ptr<Proposer>> m_proposers;
@@ -141,18 +154,22 @@ class SearchRun {
   bool m_watch_done = false;
 };
 
+void SearchRun::check_time() {
+  if (m_cancel.cancelled()) {
+    m_stop.stop("cancelled", "cancelled on request", true);
+  }
+  if (m_config.budgets.max_wall_s && elapsed_s() >= *m_config.budgets.max_wall_s) {
+    m_stop.stop("budget_exhausted",
+                "wall-time budget reached (" +
+                    std::to_string(static_cast<long>(*m_config.budgets.max_wall_s)) + " s)",
+                true);
+  }
+}
+
 void SearchRun::watch() {
   std::unique_lock lock(m_watch_mutex);
   while (!m_watch_done) {
-    if (m_cancel.cancelled()) {
-      m_stop.stop("cancelled", "cancelled on request", true);
-    }
-    if (m_config.budgets.max_wall_s && elapsed_s() >= *m_config.budgets.max_wall_s) {
-      m_stop.stop("budget_exhausted",
-                  "wall-time budget reached (" +
-                      std::to_string(static_cast<long>(*m_config.budgets.max_wall_s)) + " s)",
-                  true);
-    }
+    check_time();
     m_watch_wake.wait_for(lock, std::chrono::milliseconds(20));
   }
 }
@@ -609,7 +626,8 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     m_proposers = m_services.proposers;
   } else {
     for (const auto& name : m_config.proposers) {
-      auto proposer = make_proposer(name);
+      auto proposer =
+          m_services.make_proposer ? m_services.make_proposer(name) : make_builtin_proposer(name);
       if (!proposer) {
         return fail(proposer.failure());
       }
@@ -696,6 +714,7 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   emit("baseline");
 
   for (int iteration = start_iteration; iteration <= m_config.iterations; ++iteration) {
+    check_time();  // also between the watcher's looks, so a step never overruns by a whole one
     if (m_stop.stopping()) {
       break;
     }

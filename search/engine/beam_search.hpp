@@ -8,6 +8,7 @@
 
 #include "backends/backend.hpp"
 #include "core/cancel.hpp"
+#include "core/clock.hpp"
 #include "search/engine/candidate.hpp"
 #include "search/engine/progress.hpp"
 #include "search/engine/prompts.hpp"
@@ -26,6 +27,10 @@ struct SearchServices {
   std::shared_ptr<const PromptFactory> prompts;           // null: make_default_prompt_factory()
   // Proposers to use instead of those named in the config (tests and plug-ins).
   std::vector<std::shared_ptr<Proposer>> proposers;
+  // Makes the proposers the config names; null: only the engine's own "llm" is known.
+  ProposerMaker make_proposer;
+  // Time for the wall-time budget and elapsed figures; null: the steady clock.
+  std::shared_ptr<const core::Clock> clock;
 };
 
 struct SearchHooks {

@@ -4,6 +4,7 @@
 
 #include <future>
 
+#include "backends/cacheable.hpp"
 #include "search/engine/input_signature.hpp"
 
 namespace autocomp::search::engine {
@@ -65,19 +66,7 @@ backends::EvalRequest Evaluator::request_for(const std::string& source) const {
 }
 
 bool Evaluator::cacheable(const backends::EvalResult& result) {
-  if (!result.failure) {
-    return true;
-  }
-  switch (result.failure->kind) {
-    case core::FailureKind::compile_error:
-    case core::FailureKind::runtime_error:
-    case core::FailureKind::mismatch:
-    case core::FailureKind::forbidden_access:
-    case core::FailureKind::implausible:
-      return true;
-    default:
-      return false;
-  }
+  return backends::cacheable(result);
 }
 
 void Evaluator::submit(const std::string& key, const std::string& source, Done done) {

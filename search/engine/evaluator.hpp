@@ -51,6 +51,7 @@ class Evaluator {
   long cache_hits() const { return m_cache_hits.load(); }
   backends::EvalRequest request_for(const std::string& source) const;
 
+  // backends::cacheable: the one rule the store and the tools follow too.
   static bool cacheable(const backends::EvalResult& result);
 
  private:

@@ -51,7 +51,8 @@ struct RepairInput {
 using ChildSink = std::function<void(Proposal)>;
 
 // One way of making children from beam members (LLM plan-then-implement, knob autotuning, ...).
-// Registered by name; the engine runs every configured proposer on the whole beam each iteration.
+// Made by name (ProposerMaker); the engine runs every configured proposer on the whole beam each
+// iteration.
 // Implementations are thread-safe and deterministic in (config.seed, iteration, member, index):
 // a resumed run must ask for the same children in the same words.
 class Proposer {
@@ -72,15 +73,11 @@ class Proposer {
   }
 };
 
-using ProposerFactory = std::function<std::unique_ptr<Proposer>()>;
+// Makes the proposer registered under a name (search/launch holds the table of every kind); an
+// unknown name is an invalid_argument failure listing the known ones.
+using ProposerMaker = std::function<core::Result<std::unique_ptr<Proposer>>(const std::string&)>;
 
-// The proposer table. Built in: "llm" and "autotune" (search/autotune). Unknown names fail with
-// invalid_argument listing the known.
-core::Result<std::unique_ptr<Proposer>> make_proposer(const std::string& name);
-std::vector<std::string> proposer_names();
-// Adds or replaces a row (tests, plug-ins); not for use while a search runs.
-void register_proposer(const std::string& name, ProposerFactory factory);
-
+// The engine's own proposer: plan-then-implement with the run's LLM providers ("llm").
 std::unique_ptr<Proposer> make_llm_proposer();
 
 // A 64-bit seed mixing the run seed with a child's coordinates (splitmix64 steps).

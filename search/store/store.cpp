@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "backends/cacheable.hpp"
 #include "core/hash.hpp"
 #include "search/store/schema.hpp"
 
@@ -283,10 +284,10 @@ std::optional<backends::EvalCommand> command_from_string(std::string_view name) 
   return std::nullopt;
 }
 
-// Failures that say something about the kernel (or problem) itself and recur on every re-run.
+// Failures that say something about the kernel (or problem) itself: the one rule of
+// backends/cacheable.hpp.
 bool is_deterministic_failure(FailureKind kind) {
-  return kind == FailureKind::compile_error || kind == FailureKind::runtime_error ||
-         kind == FailureKind::mismatch || kind == FailureKind::problem_error;
+  return backends::is_deterministic_failure(kind);
 }
 
 // Failures after which no command can succeed on this candidate and problem.

@@ -373,4 +373,41 @@ TEST_F(Autonomous, WithoutAnLlmAutotuningAloneImprovesAKernelWithDeclaredKnobs) 
   EXPECT_LT(*run.best_latency_us, *run.baseline_latency_us / 1.2);
 }
 
+TEST_F(Autonomous, AProblemsTargetIsTheHardwareTheKernelRunsOn) {
+  write(dir / "problem.py", read(dir / "problem.py") + "\nTARGET = \"trn1\"\n");
+  int code = run(args({"--beam", "1", "--iterations", "1"}), "trn1");
+  ASSERT_EQ(code, 0) << err("trn1");
+  auto store = open_store();
+  auto runs = store->list_runs(1);
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ(runs->front().config.target, "trn1");
+  auto evaluations = store->evaluations_for_candidate(autocomp::core::source_key(naive));
+  ASSERT_TRUE(evaluations.ok());
+  ASSERT_FALSE(evaluations->empty());
+  for (const auto& stored : *evaluations) {
+    EXPECT_EQ(stored.key.target, "trn1");
+    // What the harness says it ran on, not only what it was asked.
+    EXPECT_EQ(stored.result.receipt.target, "trn1") << stored.result.raw_json;
+  }
+}
+
+TEST_F(Autonomous, HarnessDirChoosesTheHarness) {
+  int code =
+      run(args({"--iterations", "1", "--harness-dir", (dir / "missing").string()}), "missing");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err("missing").find((dir / "missing").string()), std::string::npos) << err("missing");
+
+  const fs::path copy = dir / "harness-copy";
+  fs::create_directories(copy);
+  for (const char* part : {"harness", "nkisim"}) {
+    fs::copy(fs::path(AUTOCOMP_SOURCE_DIR) / "backends" / part, copy / part,
+             fs::copy_options::recursive);
+  }
+  code = run(args({"--beam", "1", "--iterations", "1", "--harness-dir", copy.string()}), "copy");
+  ASSERT_EQ(code, 0) << err("copy");
+  auto store = open_store();
+  EXPECT_GE(evaluations_of(*store, naive), 1);
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "search/engine/beam_search.hpp"
+#include "search/launch/proposers.hpp"
 #include "unit/search/engine_test_support.hpp"
 
 namespace autocomp::search::engine {
@@ -109,6 +110,7 @@ TEST(EngineMemory, NoProvidersMeansNoSummary) {
   Rig rig;
   auto services = rig.services();
   services.providers.clear();
+  services.make_proposer = launch::make_proposer;
   auto config = learning_config(k_root);
   config.proposers = {"autotune"};
   auto outcome = run_search(config, services, {});

@@ -246,20 +246,26 @@ TEST(EngineSearch, CostBudgetStopsTheRun) {
 }
 
 TEST(EngineSearch, WallTimeBudgetStopsTheRun) {
+  // Each model answer takes ten seconds of the run's clock; no real time passes.
   Rig rig;
+  auto clock = std::make_shared<core::ManualClock>();
   auto script = chain(50);
-  script.delay = std::chrono::milliseconds(100);
-  rig.provider->set_responder(script.responder());
+  auto answer = script.responder();
+  rig.provider->set_responder([clock, answer](const llm::CompletionRequest& request) {
+    clock->advance(std::chrono::seconds(10));
+    return answer(request);
+  });
+  auto services = rig.services();
+  services.clock = clock;
   auto config = small_config(k_root);
   config.iterations = 50;
-  config.budgets.max_wall_s = 0.5;
-  auto started = std::chrono::steady_clock::now();
-  auto outcome = run_search(config, rig.services(), {});
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  config.budgets.max_wall_s = 35;
+  auto outcome = run_search(config, services, {});
   EXPECT_EQ(outcome.status, "budget_exhausted");
-  EXPECT_NE(outcome.stop_reason.find("wall"), std::string::npos);
-  EXPECT_LT(seconds, 3.0);
+  EXPECT_NE(outcome.stop_reason.find("wall"), std::string::npos) << outcome.stop_reason;
+  EXPECT_NE(outcome.stop_reason.find("35 s"), std::string::npos) << outcome.stop_reason;
+  EXPECT_LT(rig.provider->call_count(), 50u) << "the budget stopped the run early";
+  EXPECT_GE(outcome.elapsed_s, 35.0) << "elapsed time is the run's clock";
   EXPECT_LT(outcome.best.latency_us(), 100);
 }
 

@@ -1,9 +1,9 @@
-#include "server/cli.hpp"
+#include "app/cli.hpp"
 
 #include <charconv>
 #include <cstdlib>
 
-namespace autocomp::server {
+namespace autocomp::app {
 
 namespace {
 
@@ -230,4 +230,4 @@ CliParse parse_cli(const std::vector<std::string>& args) {
   return CliParse{options, {}};
 }
 
-}  // namespace autocomp::server
+}  // namespace autocomp::app

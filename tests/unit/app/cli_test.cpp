@@ -1,8 +1,8 @@
-#include "server/cli.hpp"
+#include "app/cli.hpp"
 
 #include <gtest/gtest.h>
 
-namespace autocomp::server {
+namespace autocomp::app {
 namespace {
 
 TEST(Cli, DefaultsToStdio) {
@@ -71,4 +71,4 @@ TEST(Cli, AutonomousAnywhere) {
 }
 
 }  // namespace
-}  // namespace autocomp::server
+}  // namespace autocomp::app

@@ -13,8 +13,8 @@
 #include <iostream>
 #include <thread>
 
-#include "search/autonomous.hpp"
-#include "server/cli.hpp"
+#include "app/autonomous.hpp"
+#include "app/cli.hpp"
 #include "server/conformance_fixtures.hpp"
 #include "server/http_transport.hpp"
 #include "server/instructions.hpp"
@@ -24,7 +24,7 @@
 
 namespace {
 
-using autocomp::server::CliOptions;
+using autocomp::app::CliOptions;
 
 void setup_logging(const std::string& level) {
   auto logger = spdlog::stderr_color_mt("autocomp");
@@ -143,7 +143,7 @@ int run_http(const CliOptions& options, autocomp::server::Server& server) {
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   const std::vector<std::string> args(argv, argv + argc);
-  auto parsed = autocomp::server::parse_cli(args);
+  auto parsed = autocomp::app::parse_cli(args);
   if (!parsed.options) {
     std::cerr << "autocomp-mcp: " << parsed.error << "\n";
     return 2;
@@ -151,9 +151,9 @@ int main(int argc, char** argv) {
   const CliOptions& options = *parsed.options;
   switch (options.mode) {
     case CliOptions::Mode::autonomous:
-      return autocomp::search::autonomous_main(argc, argv);
+      return autocomp::app::autonomous_main(argc, argv);
     case CliOptions::Mode::help:
-      std::cout << autocomp::server::usage_text();
+      std::cout << autocomp::app::usage_text();
       return 0;
     case CliOptions::Mode::version:
       std::cout << "autocomp-mcp " << AUTOCOMP_VERSION << "\n";

@@ -1,6 +1,6 @@
 #pragma once
 
-// Command line of the autocomp-mcp binary (parsing only; server/main.cpp acts on it).
+// Command line of the autocomp-mcp binary (parsing only; app/main.cpp acts on it).
 
 #include <optional>
 #include <string>
@@ -10,15 +10,15 @@
 #include "server/protocol.hpp"
 #include "tools/product_tools.hpp"
 
-namespace autocomp::server {
+namespace autocomp::app {
 
 struct CliOptions {
   enum class Mode { stdio, http, call, help, version, autonomous };
   Mode mode = Mode::stdio;
   bool conformance_fixtures = false;
   std::string log_level = "info";  // stderr log level (spdlog names: trace..off)
-  ServerOptions server;
-  HttpOptions http;
+  server::ServerOptions server;
+  server::HttpOptions http;
   tools::ProductToolsOptions product;
   std::string call_tool;  // `call TOOL`
   std::string call_args = "{}";
@@ -37,4 +37,4 @@ std::optional<std::pair<std::string, int>> parse_listen_address(const std::strin
 
 std::string usage_text();
 
-}  // namespace autocomp::server
+}  // namespace autocomp::app

@@ -1,4 +1,4 @@
-#include "search/autonomous.hpp"
+#include "app/autonomous.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -18,18 +18,19 @@
 #include <thread>
 #include <vector>
 
-#include "backends/backend.hpp"
-#include "search/engine/beam_search.hpp"
-#include "search/engine/store_run_log.hpp"
-#include "search/llm/provider.hpp"
+#include "search/launch/launcher.hpp"
 #include "search/report/report.hpp"
 #include "search/store/store.hpp"
 
-namespace autocomp::search {
+namespace autocomp::app {
 
 namespace {
 
 namespace fs = std::filesystem;
+namespace engine = search::engine;
+namespace launch = search::launch;
+namespace report = search::report;
+namespace store = search::store;
 
 constexpr int k_exit_ok = 0;
 constexpr int k_exit_failed = 1;
@@ -47,7 +48,8 @@ const char* const k_usage =
     "  --problem PATH        its problem file (inputs, reference, tolerances)\n"
     "  --backend SPEC        where kernels run: sim (default), local?device=..., ssh://host,\n"
     "                        hosts:PATH (a file of ssh:// hosts, one per line)\n"
-    "  --target trn1|trn2    hardware generation (default trn2)\n"
+    "  --target trn1|trn2    hardware generation (default: the problem's TARGET, else trn2)\n"
+    "  --harness-dir DIR     evaluation harness folder (default: the installed one)\n"
     "  --llm SPEC            openai:MODEL or anthropic:MODEL; repeat for an ensemble\n"
     "  --beam N --plans N --impls N --iterations N   search shape (6, 6, 2, 10)\n"
     "  --dropout P           probability of leaving out each menu item (0.7)\n"
@@ -75,7 +77,8 @@ const char* const k_no_llm_note =
 struct Options {
   std::string kernel_path;
   std::string problem_path;
-  std::string backend = "sim";
+  std::string backend;  // "" = a resumed run's own, else sim
+  std::string harness_dir;
   std::optional<std::string> target;
   std::vector<std::string> llm_specs;
   std::optional<int> beam, plans, impls, iterations;
@@ -134,6 +137,8 @@ core::Result<Options> parse(int argc, char** argv) {
         options.problem_path = text;
       } else if (arg == "--backend") {
         options.backend = text;
+      } else if (arg == "--harness-dir") {
+        options.harness_dir = text;
       } else if (arg == "--target") {
         options.target = text;
       } else if (arg == "--llm") {
@@ -288,18 +293,6 @@ int autonomous_main(int argc, char** argv) {
     std::cerr << k_no_llm_note;
   }
 
-  // Providers first: a bad spec or a missing key is a usage problem, reported before any work.
-  std::vector<std::shared_ptr<llm::Provider>> providers;
-  for (const auto& spec : options.llm_specs) {
-    auto provider = llm::make_provider(spec, llm::ProviderOptions{});
-    if (!provider) {
-      std::cerr << "autocomp-mcp --autonomous: --llm " << spec << ": " << provider.failure().message
-                << "\n";
-      return k_exit_usage;
-    }
-    providers.push_back(provider.value());
-  }
-
   const std::string db_path =
       options.db_path.empty() ? store::Store::default_path() : options.db_path;
   auto opened = store::Store::open(db_path);
@@ -310,30 +303,25 @@ int autonomous_main(int argc, char** argv) {
   }
   std::shared_ptr<store::Store> db(std::move(opened.value()));
 
-  engine::SearchConfig config;
-  engine::StoreRunInfo info;
-  info.backend = options.backend;
-  info.llm_specs = options.llm_specs;
+  launch::LaunchRequest request;
+  request.resume_run_id = options.resume_id;
+  request.target = options.target.value_or("");
+  request.backend_spec = options.backend;
+  request.harness_dir = options.harness_dir;
+  request.llm_specs = options.llm_specs;
+  if (options.budgets_given) {
+    request.budgets = options.budgets;
+  }
   if (!options.resume_id.empty()) {
     if (options.no_memory || options.reflexions || options.divergence || options.beam ||
         options.plans || options.impls || options.iterations || options.dropout) {
       std::cerr << "autocomp-mcp --autonomous: note: a resumed run keeps its stored settings; "
                    "search-shape and learning options are ignored with --resume (budgets apply)\n";
     }
-    auto run = db->get_run(options.resume_id);
-    if (!run || !run.value()) {
-      std::cerr << "autocomp-mcp --autonomous: no run '" << options.resume_id << "' in " << db_path
-                << "\n";
-      return k_exit_usage;
-    }
-    options.resume_id = run.value()->id;
-    info.kernel_path =
-        options.kernel_path.empty() ? run.value()->config.kernel_path : options.kernel_path;
-    info.problem_path =
-        options.problem_path.empty() ? run.value()->config.problem_path : options.problem_path;
-    if (options.backend == "sim" && !run.value()->config.backend.empty()) {
-      info.backend = run.value()->config.backend;
-    }
+    request.kernel_path =
+        options.kernel_path.empty() ? "" : fs::absolute(options.kernel_path).string();
+    request.problem_path =
+        options.problem_path.empty() ? "" : fs::absolute(options.problem_path).string();
   } else {
     auto kernel = read_file(options.kernel_path);
     auto problem = read_file(options.problem_path);
@@ -342,46 +330,28 @@ int autonomous_main(int argc, char** argv) {
                 << (!kernel ? kernel.failure().message : problem.failure().message) << "\n";
       return k_exit_usage;
     }
-    info.kernel_path = fs::absolute(options.kernel_path).string();
-    info.problem_path = fs::absolute(options.problem_path).string();
-    config.kernel_source = kernel.value();
-    config.problem_source = problem.value();
-    config.kernel_filename = fs::path(options.kernel_path).filename().string();
-    config.problem_filename = fs::path(options.problem_path).filename().string();
-    config.target = options.target.value_or("trn2");
-    config.beam = options.beam.value_or(config.beam);
-    config.plans = options.plans.value_or(config.plans);
-    config.impls = options.impls.value_or(config.impls);
-    config.iterations = options.iterations.value_or(config.iterations);
-    config.dropout = options.dropout.value_or(config.dropout);
-    config.memory = !options.no_memory;
-    config.reflexions = options.reflexions.value_or(config.reflexions);
-    config.divergence = options.divergence.value_or(config.divergence);
-    config.seed = options.seed ? *options.seed : std::random_device{}();
-    config.budgets = options.budgets;
-    // Knob autotuning always adds cheap children; without a model it is the whole search.
-    config.proposers = options.llm_specs.empty() ? std::vector<std::string>{"autotune"}
-                                                 : std::vector<std::string>{"llm", "autotune"};
-    if (auto status = engine::validate(config); !status) {
-      std::cerr << "autocomp-mcp --autonomous: " << status.failure().message << "\n";
-      return k_exit_usage;
-    }
+    request.kernel_path = fs::absolute(options.kernel_path).string();
+    request.problem_path = fs::absolute(options.problem_path).string();
+    request.kernel_source = kernel.value();
+    request.problem_source = problem.value();
+    engine::SearchConfig& shape = request.shape;
+    shape.beam = options.beam.value_or(shape.beam);
+    shape.plans = options.plans.value_or(shape.plans);
+    shape.impls = options.impls.value_or(shape.impls);
+    shape.iterations = options.iterations.value_or(shape.iterations);
+    shape.dropout = options.dropout.value_or(shape.dropout);
+    shape.memory = !options.no_memory;
+    shape.reflexions = options.reflexions.value_or(shape.reflexions);
+    shape.divergence = options.divergence.value_or(shape.divergence);
+    shape.seed = options.seed ? *options.seed : std::random_device{}();
   }
-
-  backends::BackendOptions backend_options;
-  backend_options.python = "";  // the backend finds an interpreter with numpy
-  backend_options.default_target = config.target;
-  auto backend = backends::make_backend(info.backend, backend_options);
-  if (!backend) {
-    std::cerr << "autocomp-mcp --autonomous: --backend " << info.backend << ": "
-              << backend.failure().message << "\n";
+  auto prepared = launch::prepare(request, db);
+  if (!prepared) {
+    std::cerr << "autocomp-mcp --autonomous: " << prepared.failure().message << "\n";
     return k_exit_usage;
   }
-
-  engine::SearchServices services;
-  services.backend = backend.value();
-  services.run_log = std::make_shared<engine::StoreRunLog>(db, info);
-  services.providers = providers;
+  const launch::Launch& ready = prepared.value();
+  const engine::StoreRunInfo& info = ready.info;
 
   core::CancelToken cancel;
   g_interrupted.store(false);
@@ -404,14 +374,7 @@ int autonomous_main(int argc, char** argv) {
   };
   hooks.progress = [&printer](const engine::ProgressEvent& event) { printer(event); };
 
-  std::optional<engine::Budgets> budgets;
-  if (options.budgets_given) {
-    budgets = options.budgets;
-  }
-  engine::SearchOutcome outcome =
-      options.resume_id.empty()
-          ? engine::run_search(config, services, cancel, hooks)
-          : engine::resume_search(options.resume_id, services, cancel, hooks, budgets);
+  engine::SearchOutcome outcome = launch::run(ready, cancel, hooks);
   finished.store(true);
   interrupt_watch.join();
   std::signal(SIGINT, previous_int);
@@ -484,4 +447,4 @@ int autonomous_main(int argc, char** argv) {
   return k_exit_ok;
 }
 
-}  // namespace autocomp::search
+}  // namespace autocomp::app

@@ -1,0 +1,141 @@
+#include "search/launch/launcher.hpp"
+
+#include <filesystem>
+#include <regex>
+
+#include "search/launch/proposers.hpp"
+#include "search/store/store.hpp"
+
+namespace autocomp::search::launch {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+core::Failure usage(const std::string& message) {
+  return core::make_failure(core::FailureKind::invalid_argument, "search", message);
+}
+
+std::string filename_of(const std::string& path, const std::string& fallback) {
+  const std::string name = fs::path(path).filename().string();
+  return name.empty() ? fallback : name;
+}
+
+}  // namespace
+
+BackendSource fresh_backends(std::string harness_dir) {
+  return [harness_dir = std::move(harness_dir)](
+             const std::string& spec,
+             const std::string& target) -> core::Result<std::shared_ptr<backends::Backend>> {
+    backends::BackendOptions options;
+    options.harness_dir = harness_dir;
+    options.default_target = target;
+    return backends::make_backend(spec, options);
+  };
+}
+
+std::string resolve_target(const std::string& explicit_target, const std::string& problem_source,
+                           const std::string& fallback) {
+  if (!explicit_target.empty()) {
+    return explicit_target;
+  }
+  static const std::regex k_target_line(R"re((^|\n)TARGET\s*=\s*["'](trn1|trn2)["'])re");
+  std::smatch match;
+  if (std::regex_search(problem_source, match, k_target_line)) {
+    return match[2].str();
+  }
+  return fallback.empty() ? "trn2" : fallback;
+}
+
+core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store::Store> db,
+                             const BackendSource& backends) {
+  if (!db) {
+    return usage("a search needs the store");
+  }
+  Launch launch;
+  launch.budgets = request.budgets;
+  launch.info.llm_specs =
+      request.recorded_llm_specs.empty() ? request.llm_specs : request.recorded_llm_specs;
+
+  // Providers first: a bad spec or a missing key is reported before any other work.
+  for (const auto& spec : request.llm_specs) {
+    auto provider = llm::make_provider(spec, llm::ProviderOptions{});
+    if (!provider.ok()) {
+      return provider.failure();
+    }
+    launch.services.providers.push_back(provider.value());
+  }
+  for (const auto& provider : request.extra_providers) {
+    launch.services.providers.push_back(provider);
+  }
+
+  std::string target;
+  std::string backend_spec = request.backend_spec;
+  if (!request.resume_run_id.empty()) {
+    auto run = db->get_run(request.resume_run_id);
+    if (!run.ok()) {
+      return run.failure();
+    }
+    if (!run.value()) {
+      return usage("no run '" + request.resume_run_id + "' in " + db->path() +
+                   " (list_runs shows the known runs)");
+    }
+    const store::Run& stored = *run.value();
+    launch.resume_run_id = stored.id;
+    launch.info.kernel_path =
+        request.kernel_path.empty() ? stored.config.kernel_path : request.kernel_path;
+    launch.info.problem_path =
+        request.problem_path.empty() ? stored.config.problem_path : request.problem_path;
+    target = stored.config.target;
+    if (backend_spec.empty()) {
+      backend_spec = stored.config.backend;
+    }
+  } else {
+    engine::SearchConfig& config = launch.config;
+    config = request.shape;
+    config.kernel_source = request.kernel_source;
+    config.kernel_filename = filename_of(request.kernel_path, config.kernel_filename);
+    config.problem_source = request.problem_source;
+    config.problem_filename = filename_of(request.problem_path, config.problem_filename);
+    config.target = resolve_target(request.target, request.problem_source, request.default_target);
+    // Knob autotuning always adds cheap children; without a model it is the whole search.
+    config.proposers = launch.services.providers.empty()
+                           ? std::vector<std::string>{"autotune"}
+                           : std::vector<std::string>{"llm", "autotune"};
+    if (request.budgets) {
+      config.budgets = *request.budgets;
+    }
+    if (auto valid = engine::validate(config); !valid.ok()) {
+      return valid.failure();
+    }
+    launch.info.kernel_path = request.kernel_path;
+    launch.info.problem_path = request.problem_path;
+    target = config.target;
+  }
+  if (backend_spec.empty()) {
+    backend_spec = request.default_backend_spec.empty() ? "sim" : request.default_backend_spec;
+  }
+
+  const BackendSource& source = backends ? backends : fresh_backends(request.harness_dir);
+  auto backend = source(backend_spec, target.empty() ? "trn2" : target);
+  if (!backend.ok()) {
+    return backend.failure();
+  }
+  launch.backend_spec = backend_spec;
+  launch.info.backend = backend_spec;
+  launch.services.backend = backend.value();
+  launch.services.run_log = std::make_shared<engine::StoreRunLog>(std::move(db), launch.info);
+  launch.services.make_proposer = [](const std::string& name) { return make_proposer(name); };
+  return launch;
+}
+
+engine::SearchOutcome run(const Launch& launch, const core::CancelToken& cancel,
+                          const engine::SearchHooks& hooks) {
+  if (launch.resume_run_id.empty()) {
+    return engine::run_search(launch.config, launch.services, cancel, hooks);
+  }
+  return engine::resume_search(launch.resume_run_id, launch.services, cancel, hooks,
+                               launch.budgets);
+}
+
+}  // namespace autocomp::search::launch
