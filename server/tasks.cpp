@@ -532,7 +532,7 @@ bool Session::start_task(const ToolDef& tool, const jsonrpc::Request& request,
   ToolContext context = make_context(request, task_outbox, cancel);
   const ToolDef* tool_ptr = &tool;
   TaskCall call = [self, tool_ptr, request, task_outbox](ToolContext& call_context) {
-    return self->run_tool(*tool_ptr, request, task_outbox, call_context.cancel);
+    return self->run_tool(*tool_ptr, request, task_outbox, call_context.cancel, nullptr);
   };
   const std::string owner = task_owner();
   auto created = m_server.tasks().create(tool, std::move(context), std::move(call), ttl, owner);
