@@ -320,7 +320,7 @@ int autonomous_main(int argc, char** argv) {
       std::cerr << "autocomp-mcp --autonomous: note: a resumed run keeps its stored settings; "
                    "search-shape and learning options are ignored with --resume (budgets apply)\n";
     }
-    auto run = db->get_run(options.resume_id);
+    auto run = db->runs().get_run(options.resume_id);
     if (!run || !run.value()) {
       std::cerr << "autocomp-mcp --autonomous: no run '" << options.resume_id << "' in " << db_path
                 << "\n";
@@ -381,6 +381,7 @@ int autonomous_main(int argc, char** argv) {
   engine::SearchServices services;
   services.backend = backend.value();
   services.run_log = std::make_shared<engine::StoreRunLog>(db, info);
+  services.evaluations = store::share(db, db->evaluations());
   services.providers = providers;
 
   core::CancelToken cancel;
@@ -449,7 +450,7 @@ int autonomous_main(int argc, char** argv) {
   report_input.best_path = best_path;
   report_input.backend = info.backend;
   report_input.llm_specs = options.llm_specs;
-  if (auto lessons = db->lessons(outcome.config.target, 200); lessons.ok()) {
+  if (auto lessons = db->memory().lessons(outcome.config.target, 200); lessons.ok()) {
     for (const auto& lesson : lessons.value()) {
       if (lesson.source_run == outcome.run_id) {
         report_input.lessons.push_back(lesson.text);
