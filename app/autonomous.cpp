@@ -412,7 +412,7 @@ int autonomous_main(int argc, char** argv) {
   report_input.best_path = best_path;
   report_input.backend = info.backend;
   report_input.llm_specs = options.llm_specs;
-  if (auto lessons = db->lessons(outcome.config.target, 200); lessons.ok()) {
+  if (auto lessons = db->memory().lessons(outcome.config.target, 200); lessons.ok()) {
     for (const auto& lesson : lessons.value()) {
       if (lesson.source_run == outcome.run_id) {
         report_input.lessons.push_back(lesson.text);

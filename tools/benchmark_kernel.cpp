@@ -97,7 +97,8 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
     }
     out["diverged"] = diverged;
     if (auto db = env->store(); db.ok()) {
-      if (auto attempt = last_attempt(*db.value(), outcome->kernel.path, outcome->candidate_key)) {
+      if (auto attempt = last_attempt(db.value()->files(), db.value()->evaluations(),
+                                      outcome->kernel.path, outcome->candidate_key)) {
         attempt->current_us = latency.median_us;  // this measurement, whatever is stored
         json previous = {{"candidate", attempt->previous_key}, {"change", attempt->describe()}};
         if (attempt->previous_us && latency.median_us > 0) {

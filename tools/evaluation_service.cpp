@@ -99,12 +99,12 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
   outcome.problem = std::move(problem).value();
   outcome.target = env.target_for(args.target, outcome.problem.text);
 
-  auto problem_key = db.put_workload(outcome.problem.text, outcome.problem.path);
+  auto problem_key = db.evaluations().put_workload(outcome.problem.text, outcome.problem.path);
   if (!problem_key.ok()) {
     return problem_key.failure();
   }
   outcome.problem_key = problem_key.value();
-  auto candidate_key = db.put_candidate(outcome.kernel.text, "agent");
+  auto candidate_key = db.evaluations().put_candidate(outcome.kernel.text, "agent");
   if (!candidate_key.ok()) {
     return candidate_key.failure();
   }
@@ -126,14 +126,14 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
 
   // The inputs the problem produces here are part of the key: the same problem file can produce
   // other shapes elsewhere or under another environment (AUTOCOMP_SMALL=1).
-  store::EvalKey key = store::make_eval_key(request, *backend.value());
-  key.input_signature = search::engine::input_signature(*backend.value(), request, context.cancel);
+  store::EvalSite site = store::site_of(*backend.value());
+  site.input_signature = search::engine::input_signature(*backend.value(), request, context.cancel);
   if (context.cancel.cancelled()) {
     return core::make_failure(core::FailureKind::cancelled, "evaluate", "the call was cancelled");
   }
   std::optional<store::StoredEvaluation> stored;
   if (!args.fresh) {
-    auto found = db.find_covering_evaluation(key);
+    auto found = db.evaluations().lookup(request, site);
     if (!found.ok()) {
       return found.failure();
     }
@@ -163,7 +163,7 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
                                 "the backend returned no result");
     }
     outcome.result = std::move(results.front());
-    auto id = db.put_evaluation(key, outcome.result);
+    auto id = db.evaluations().record(request, site, outcome.result);
     if (!id.ok()) {
       return id.failure();
     }
@@ -171,12 +171,13 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
     context.progress(1, 1, verdict_text(outcome.result));
   }
 
-  if (auto recorded = db.record_file_version(outcome.kernel.path, outcome.candidate_key,
-                                             outcome.problem_key, outcome.target);
+  if (auto recorded = db.files().record_file_version(outcome.kernel.path, outcome.candidate_key,
+                                                     outcome.problem_key, outcome.target);
       !recorded.ok()) {
     return recorded.failure();
   }
-  auto best = db.best_for_file(outcome.kernel.path, outcome.problem_key, outcome.target);
+  auto best =
+      db.files().best_for_file(outcome.kernel.path, outcome.problem_key, outcome.target, "");
   if (!best.ok()) {
     return best.failure();
   }

@@ -15,13 +15,13 @@ namespace {
 
 constexpr int k_reflexions_shown = 3;
 
-std::optional<double> measured_us(search::store::Store& db, const std::string& key,
-                                  const search::store::FileVersion& where) {
-  auto evaluations = db.evaluations_for_candidate(key, 50);
-  if (!evaluations.ok()) {
+std::optional<double> measured_us(search::store::EvaluationCache& evaluations,
+                                  const std::string& key, const search::store::FileVersion& where) {
+  auto stored_evaluations = evaluations.evaluations_for_candidate(key, 50);
+  if (!stored_evaluations.ok()) {
     return std::nullopt;
   }
-  for (const auto& stored : evaluations.value()) {
+  for (const auto& stored : stored_evaluations.value()) {
     const auto& result = stored.result;
     if (stored.key.problem_key != where.problem_key || stored.key.target != where.target) {
       continue;
@@ -80,7 +80,8 @@ server::ToolDef make_list_lessons_tool(std::shared_ptr<ToolEnv> env) {
     if (!db.ok()) {
       return server::tool_failure(db.failure());
     }
-    auto lessons = db.value()->lessons(arguments.value("target", ""), arguments.value("limit", 50));
+    auto lessons =
+        db.value()->memory().lessons(arguments.value("target", ""), arguments.value("limit", 50));
     if (!lessons.ok()) {
       return server::tool_failure(lessons.failure());
     }
@@ -130,7 +131,7 @@ server::ToolDef make_clear_lessons_tool(std::shared_ptr<ToolEnv> env) {
       return server::tool_failure(db.failure());
     }
     const std::string target = arguments.value("target", "");
-    auto removed = db.value()->clear_lessons(target);
+    auto removed = db.value()->memory().clear_lessons(target);
     if (!removed.ok()) {
       return server::tool_failure(removed.failure());
     }
@@ -151,9 +152,11 @@ std::string FileAttempt::describe() const {
   return "correct, " + core::describe_speed_change(*previous_us, *current_us);
 }
 
-std::optional<FileAttempt> last_attempt(search::store::Store& db, const std::string& abs_path,
+std::optional<FileAttempt> last_attempt(search::store::FileHistory& files,
+                                        search::store::EvaluationCache& evaluations,
+                                        const std::string& abs_path,
                                         const std::string& current_key) {
-  auto versions = db.file_versions(abs_path, 20);
+  auto versions = files.file_versions(abs_path, 20);
   if (!versions.ok()) {
     return std::nullopt;
   }
@@ -172,18 +175,18 @@ std::optional<FileAttempt> last_attempt(search::store::Store& db, const std::str
         version.target == current->target) {
       FileAttempt attempt;
       attempt.previous_key = version.candidate_key;
-      attempt.previous_us = measured_us(db, version.candidate_key, *current);
-      attempt.current_us = measured_us(db, current_key, *current);
+      attempt.previous_us = measured_us(evaluations, version.candidate_key, *current);
+      attempt.current_us = measured_us(evaluations, current_key, *current);
       return attempt;
     }
   }
   return std::nullopt;
 }
 
-std::vector<std::string> reflexion_lines(search::store::Store& db, const std::string& abs_path,
+std::vector<std::string> reflexion_lines(search::store::Memory& memory, const std::string& abs_path,
                                          int limit) {
   std::vector<std::string> lines;
-  auto recent = db.recent_reflexions(abs_path, limit);
+  auto recent = memory.recent_reflexions(abs_path, limit);
   if (!recent.ok()) {
     return lines;
   }
@@ -251,23 +254,24 @@ server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
     // (or a search's) version instead: the reflexion still describes what was measured.
     const std::string file_key = reflexion.candidate_key;
     bool described_last_measured = false;
-    if (auto versions = db.value()->file_versions(kernel->path, 50);
+    if (auto versions = db.value()->files().file_versions(kernel->path, 50);
         versions.ok() && !versions->empty() && versions->front().candidate_key != file_key) {
-      const bool known_version = std::any_of(versions->begin(), versions->end(),
-                                             [&](const search::store::FileVersion& version) {
-                                               return version.candidate_key == file_key;
-                                             }) ||
-                                 [&] {
-                                   auto evaluated =
-                                       db.value()->evaluations_for_candidate(file_key, 1);
-                                   return evaluated.ok() && !evaluated->empty();
-                                 }();
+      const bool known_version =
+          std::any_of(versions->begin(), versions->end(),
+                      [&](const search::store::FileVersion& version) {
+                        return version.candidate_key == file_key;
+                      }) ||
+          [&] {
+            auto evaluated = db.value()->evaluations().evaluations_for_candidate(file_key, 1);
+            return evaluated.ok() && !evaluated->empty();
+          }();
       if (known_version) {  // restored, not a new edit still to be measured
         reflexion.candidate_key = versions->front().candidate_key;
         described_last_measured = true;
       }
     }
-    auto attempt = last_attempt(*db.value(), kernel->path, reflexion.candidate_key);
+    auto attempt = last_attempt(db.value()->files(), db.value()->evaluations(), kernel->path,
+                                reflexion.candidate_key);
     if (attempt) {
       if (reflexion.actual.empty()) {
         reflexion.actual = attempt->describe();
@@ -283,13 +287,13 @@ server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
           "lessons, avoid, try_next (or benchmark the changed file first so the measured change "
           "can be filled in)");
     }
-    auto id = db.value()->add_reflexion(reflexion);
+    auto id = db.value()->memory().add_reflexion(reflexion);
     if (!id.ok()) {
       return server::tool_failure(id.failure());
     }
     reflexion.id = id.value();
     json recent = json::array();
-    if (auto stored = db.value()->recent_reflexions(kernel->path, k_reflexions_shown);
+    if (auto stored = db.value()->memory().recent_reflexions(kernel->path, k_reflexions_shown);
         stored.ok()) {
       for (const auto& item : stored.value()) {
         recent.push_back(reflexion_json(item));

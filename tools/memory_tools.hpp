@@ -22,11 +22,13 @@ struct FileAttempt {
   // "correct, 1.25x faster (100.0 us -> 80.0 us)", or what is known.
   std::string describe() const;
 };
-std::optional<FileAttempt> last_attempt(search::store::Store& db, const std::string& abs_path,
+std::optional<FileAttempt> last_attempt(search::store::FileHistory& files,
+                                        search::store::EvaluationCache& evaluations,
+                                        const std::string& abs_path,
                                         const std::string& current_key);
 
 // Reflexions of a kernel file (scope: its absolute path), oldest first, as planning-prompt lines.
-std::vector<std::string> reflexion_lines(search::store::Store& db, const std::string& abs_path,
+std::vector<std::string> reflexion_lines(search::store::Memory& memory, const std::string& abs_path,
                                          int limit);
 
 server::ToolDef make_list_lessons_tool(std::shared_ptr<ToolEnv> env);

@@ -50,7 +50,7 @@ core::Result<json> read_evaluation(ToolEnv& env, const std::string& uri, const s
   if (!db.ok()) {
     return db.failure();
   }
-  auto stored = db.value()->get_evaluation(number);
+  auto stored = db.value()->evaluations().get_evaluation(number);
   if (!stored.ok()) {
     return stored.failure();
   }
@@ -74,7 +74,7 @@ core::Result<json> read_candidate(ToolEnv& env, const std::string& uri, const st
   if (!db.ok()) {
     return db.failure();
   }
-  auto candidate = db.value()->get_candidate(key);
+  auto candidate = db.value()->evaluations().get_candidate(key);
   if (!candidate.ok()) {
     return candidate.failure();
   }

@@ -49,7 +49,7 @@ std::string clip(const std::string& text, std::size_t max_chars) {
 
 // Menu items this file's reflexions say were tried (named in what was expected, what happened,
 // the lesson or what to avoid; not in what to try next).
-std::set<std::string> tried_items(store::Store& db, const std::string& abs_path,
+std::set<std::string> tried_items(store::Memory& db, const std::string& abs_path,
                                   const std::vector<prompts::MenuItem>& items) {
   std::set<std::string> tried;
   auto recent = db.recent_reflexions(abs_path, 50);
@@ -153,12 +153,12 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
     if (result.failure) {
       request.recent_failures.push_back("the current kernel fails: " + result.failure->describe());
     }
-    if (auto lessons = db.value()->lessons(outcome->target, 16); lessons.ok()) {
+    if (auto lessons = db.value()->memory().lessons(outcome->target, 16); lessons.ok()) {
       for (const auto& lesson : lessons.value()) {
         request.lessons.push_back(lesson.text);
       }
     }
-    request.reflexions = reflexion_lines(*db.value(), outcome->kernel.path, 3);
+    request.reflexions = reflexion_lines(db.value()->memory(), outcome->kernel.path, 3);
     request.iteration = 1;
     request.iterations = 1;
     request.dropout = arguments.value("dropout", 0.7);  // LLM plans sample the menu
@@ -223,7 +223,7 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
       for (const auto& hotspot : result.hotspots) {
         menu_context.hot_engines.push_back(hotspot.engine);
       }
-      menu_context.tried = tried_items(*db.value(), outcome->kernel.path, menu->items);
+      menu_context.tried = tried_items(db.value()->memory(), outcome->kernel.path, menu->items);
       const auto ranked = prompts::rank_menu(menu->items, menu_context);
       const std::size_t shown = std::min<std::size_t>(
           ranked.size(), static_cast<std::size_t>(arguments.value("menu_items", k_menu_shown)));
@@ -319,7 +319,7 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
       call.usage = reply->usage;
       call.latency_ms = reply->latency_ms;
       call.attempts = reply->attempts;
-      (void)db.value()->put_llm_call(call);
+      (void)db.value()->llm_calls().put_llm_call(call);
       plans.push_back({{"plan", prompts::extract_plan(reply->text)},
                        {"variant", std::string(prompts::to_string(prompt->variant))},
                        {"menu_items", prompt->menu_ids},

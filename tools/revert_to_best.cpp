@@ -37,9 +37,10 @@ core::Failure bad(const std::string& message) {
 // The best of a run is the one its status names (get_search_status, list_runs): the candidate
 // the search recorded as its best, with the latency it recorded. Runs that never recorded one
 // fall back to the fastest correct evaluation among their candidates.
-core::Result<std::optional<store::BestVersion>> best_of_run(store::Store& db,
+core::Result<std::optional<store::BestVersion>> best_of_run(store::RunJournal& runs,
+                                                            store::EvaluationCache& evaluations,
                                                             const std::string& run_id) {
-  auto run = db.get_run(run_id);
+  auto run = runs.get_run(run_id);
   if (!run.ok()) {
     return run.failure();
   }
@@ -48,22 +49,23 @@ core::Result<std::optional<store::BestVersion>> best_of_run(store::Store& db,
   }
   const store::Run& r = *run.value();
   if (!r.best_candidate_key || !r.best_latency_us) {
-    return db.best_for_run(r.id);
+    return runs.best_for_run(r.id);
   }
-  auto candidate = db.get_candidate(*r.best_candidate_key);
+  auto candidate = evaluations.get_candidate(*r.best_candidate_key);
   if (!candidate.ok()) {
     return candidate.failure();
   }
   if (!candidate.value()) {
-    return db.best_for_run(r.id);
+    return runs.best_for_run(r.id);
   }
   store::BestVersion best;
   best.candidate_key = candidate.value()->key;
   best.source = candidate.value()->source;
   best.median_us = *r.best_latency_us;
   best.backend_identity = r.config.backend;
-  if (auto evaluations = db.evaluations_for_candidate(best.candidate_key, 20); evaluations.ok()) {
-    for (const auto& stored : evaluations.value()) {
+  if (auto stored_evaluations = evaluations.evaluations_for_candidate(best.candidate_key, 20);
+      stored_evaluations.ok()) {
+    for (const auto& stored : stored_evaluations.value()) {
       if (stored.result.latency && stored.result.correct && !stored.result.failure) {
         best.evaluation_id = stored.id;
         best.device = stored.result.device;
@@ -82,7 +84,7 @@ core::Result<std::optional<store::BestVersion>> find_best(store::Store& db, cons
                                                           const std::string& working_dir,
                                                           ToolEnv& env) {
   if (arguments.contains("run_id")) {
-    return best_of_run(db, arguments.at("run_id").get<std::string>());
+    return best_of_run(db.runs(), db.evaluations(), arguments.at("run_id").get<std::string>());
   }
   std::string problem_key;
   std::string target = arguments.value("target", "");
@@ -94,7 +96,7 @@ core::Result<std::optional<store::BestVersion>> find_best(store::Store& db, cons
     problem_key = core::source_key(problem->text);
     target = env.target_for(target, problem->text);
   } else {
-    auto versions = db.file_versions(kernel_path, 1);
+    auto versions = db.files().file_versions(kernel_path, 1);
     if (!versions.ok()) {
       return versions.failure();
     }
@@ -108,7 +110,7 @@ core::Result<std::optional<store::BestVersion>> find_best(store::Store& db, cons
       target = versions->front().target;
     }
   }
-  return db.best_for_file(kernel_path, problem_key, target);
+  return db.files().best_for_file(kernel_path, problem_key, target, "");
 }
 
 }  // namespace
@@ -216,7 +218,7 @@ server::ToolDef make_revert_to_best_tool(std::shared_ptr<ToolEnv> env) {
       if (auto written = write_file_atomically(backup, *current); !written.ok()) {
         return server::tool_failure(written.failure());
       }
-      if (auto stored = db.put_candidate(*current, "agent"); stored.ok()) {
+      if (auto stored = db.evaluations().put_candidate(*current, "agent"); stored.ok()) {
         out["replaced_candidate"] = stored.value();
       }
       out["backup"] = backup;

@@ -93,7 +93,7 @@ json outcome_json(const engine::SearchOutcome& outcome) {
 
 // What the store knows about a run (for runs not running in this process, and for listings).
 core::Result<json> stored_run_json(store::Store& db, const std::string& run_id) {
-  auto run = db.get_run(run_id);
+  auto run = db.runs().get_run(run_id);
   if (!run.ok()) {
     return run.failure();
   }
@@ -126,11 +126,11 @@ core::Result<json> stored_run_json(store::Store& db, const std::string& run_id) 
   if (r.best_candidate_key) {
     out["best_candidate"] = *r.best_candidate_key;
   }
-  if (auto counts = db.run_counts(r.id); counts.ok()) {
+  if (auto counts = db.runs().run_counts(r.id); counts.ok()) {
     out["evaluated"] = counts->evaluated;
     out["failed"] = counts->failed;
   }
-  if (auto totals = db.llm_totals(r.id); totals.ok()) {
+  if (auto totals = db.llm_calls().llm_totals(r.id); totals.ok()) {
     out["llm_calls"] = totals->calls;
     out["tokens"] = totals->input_tokens + totals->output_tokens;
     out["cost_usd"] = totals->cost_usd;
@@ -146,7 +146,7 @@ core::Result<json> run_status(ToolEnv& env, const std::string& run_id, double wa
   if (!db.ok()) {
     return db.failure();
   }
-  auto resolved = db.value()->get_run(run_id);
+  auto resolved = db.value()->runs().get_run(run_id);
   if (!resolved.ok()) {
     return resolved.failure();
   }
@@ -300,7 +300,7 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
     bool use_client_model = llm_specs.empty() && context.client_supports_sampling &&
                             arguments.value("use_client_model", true);
     if (use_client_model && !resume.empty()) {
-      auto stored = db.value()->get_run(resume);
+      auto stored = db.value()->runs().get_run(resume);
       if (stored.ok() && stored.value() && stored.value()->config.llm_specs.empty()) {
         use_client_model = false;
       }
@@ -493,7 +493,7 @@ server::ToolDef make_cancel_search_tool(std::shared_ptr<ToolEnv> env) {
     if (!db.ok()) {
       return server::tool_failure(db.failure());
     }
-    auto run = db.value()->get_run(arguments.at("run_id"));
+    auto run = db.value()->runs().get_run(arguments.at("run_id"));
     if (!run.ok()) {
       return server::tool_failure(run.failure());
     }
@@ -544,7 +544,7 @@ server::ToolDef make_list_runs_tool(std::shared_ptr<ToolEnv> env) {
     if (!db.ok()) {
       return server::tool_failure(db.failure());
     }
-    auto runs = db.value()->list_runs(arguments.value("limit", 20));
+    auto runs = db.value()->runs().list_runs(arguments.value("limit", 20));
     if (!runs.ok()) {
       return server::tool_failure(runs.failure());
     }
@@ -576,7 +576,7 @@ core::Result<json> read_run_resource(ToolEnv& env, const std::string& uri,
   json body = std::move(summary).value();
   const std::string id = body.at("run_id");
   json candidates = json::array();
-  if (auto rows = db.value()->run_candidates(id); rows.ok()) {
+  if (auto rows = db.value()->runs().run_candidates(id); rows.ok()) {
     for (const auto& row : rows.value()) {
       json item = {
           {"candidate", row.candidate_key}, {"iteration", row.iteration},
@@ -591,9 +591,9 @@ core::Result<json> read_run_resource(ToolEnv& env, const std::string& uri,
   }
   body["candidates"] = std::move(candidates);
   json beams = json::array();
-  if (auto rows = db.value()->get_beams(id); rows.ok()) {
+  if (auto rows = db.value()->runs().get_beams(id); rows.ok()) {
     for (const auto& beam : rows.value()) {
-      beams.push_back({{"iteration", beam.iteration}, {"candidates", beam.candidate_keys}});
+      beams.push_back({{"iteration", beam.iteration}, {"candidates", beam.members}});
     }
   }
   body["beams"] = std::move(beams);

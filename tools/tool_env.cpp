@@ -57,7 +57,7 @@ core::Result<std::shared_ptr<search::store::Store>> ToolEnv::shared_store() {
     }
     m_store = std::move(opened).value();
     // Runs left `running` by a server that died are marked interrupted (resumable).
-    (void)m_store->interrupt_orphaned_runs();
+    (void)m_store->runs().interrupt_orphaned_runs();
   }
   return m_store;
 }

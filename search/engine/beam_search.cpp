@@ -673,7 +673,7 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   // After the watcher starts: the evaluator probes the problem's input signature first, and a
   // cancel must reach that probe too.
   m_evaluator =
-      std::make_unique<Evaluator>(m_services.backend, m_services.run_log, m_config, m_stop);
+      std::make_unique<Evaluator>(m_services.backend, m_services.evaluations, m_config, m_stop);
 
   // The input kernel: measured first (or taken from the cache); it must be correct.
   Candidate root;

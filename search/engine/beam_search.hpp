@@ -16,6 +16,7 @@
 #include "search/engine/run_log.hpp"
 #include "search/engine/search_config.hpp"
 #include "search/llm/provider.hpp"
+#include "search/store/evaluation_cache.hpp"
 
 namespace autocomp::search::engine {
 
@@ -23,6 +24,7 @@ namespace autocomp::search::engine {
 struct SearchServices {
   std::shared_ptr<backends::Backend> backend;
   std::shared_ptr<RunLog> run_log;
+  std::shared_ptr<store::EvaluationCache> evaluations;    // null: nothing is cached
   std::vector<std::shared_ptr<llm::Provider>> providers;  // the ensemble; may be empty
   std::shared_ptr<const PromptFactory> prompts;           // null: make_default_prompt_factory()
   // Proposers to use instead of those named in the config (tests and plug-ins).

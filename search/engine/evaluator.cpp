@@ -23,9 +23,10 @@ constexpr int k_dispatchers = 2;
 
 }  // namespace
 
-Evaluator::Evaluator(std::shared_ptr<backends::Backend> backend, std::shared_ptr<RunLog> log,
-                     const SearchConfig& config, StopControl& stop)
-    : m_backend(std::move(backend)), m_log(std::move(log)), m_stop(stop) {
+Evaluator::Evaluator(std::shared_ptr<backends::Backend> backend,
+                     std::shared_ptr<store::EvaluationCache> cache, const SearchConfig& config,
+                     StopControl& stop)
+    : m_backend(std::move(backend)), m_cache(std::move(cache)), m_stop(stop) {
   m_template.command = backends::EvalCommand::evaluate;
   m_template.kernel_filename = config.kernel_filename;
   m_template.problem_source = config.problem_source;
@@ -116,10 +117,10 @@ backends::EvalResult Evaluator::reverify(const std::string& source, std::string*
   }
   backends::EvalResult result =
       results.empty() ? cancelled_result("the backend returned no result") : results.front();
-  if (m_log) {
-    auto stored = m_log->record_evaluation(request, m_site, result);
+  if (m_cache) {
+    auto stored = m_cache->record(request, m_site, result);
     if (stored && ref != nullptr) {
-      *ref = stored.value();
+      *ref = std::to_string(stored.value());
     } else if (!stored) {
       spdlog::warn("could not store a re-verification: {}", stored.failure().describe());
     }
@@ -166,13 +167,18 @@ void Evaluator::dispatch() {
         finish(key, cancelled_result(m_stop.reason()), "", false);
         continue;
       }
-      std::optional<StoredResult> cached;
-      if (m_log) {
-        cached = m_log->find_evaluation(request_for(source), m_site);
+      std::optional<store::StoredEvaluation> cached;
+      if (m_cache) {
+        auto found = m_cache->lookup(request_for(source), m_site);
+        if (found) {
+          cached = std::move(found).value();
+        } else {
+          spdlog::warn("evaluation cache lookup failed: {}", found.failure().describe());
+        }
       }
       if (cached) {
         ++m_cache_hits;
-        finish(key, cached->result, cached->ref, true);
+        finish(key, cached->result, std::to_string(cached->id), true);
       } else {
         misses.emplace_back(key, source);
       }
@@ -204,10 +210,10 @@ void Evaluator::dispatch() {
         ++m_backend_evaluations;
       }
       std::string ref;
-      if (m_log && ran) {
-        auto stored = m_log->record_evaluation(requests[i], m_site, result);
+      if (m_cache && ran) {
+        auto stored = m_cache->record(requests[i], m_site, result);
         if (stored) {
-          ref = stored.value();
+          ref = std::to_string(stored.value());
         } else {
           spdlog::warn("could not store an evaluation: {}", stored.failure().describe());
         }

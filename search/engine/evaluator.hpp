@@ -15,11 +15,12 @@
 #include "search/engine/run_log.hpp"
 #include "search/engine/search_config.hpp"
 #include "search/engine/stop_control.hpp"
+#include "search/store/evaluation_cache.hpp"
 
 namespace autocomp::search::engine {
 
 // Sends children to the backend in batches and serves repeats without evaluating them again:
-// the run log's evaluation table is the cache, and a kernel already queued or running is shared
+// the store's evaluation cache answers repeats, and a kernel already queued or running is shared
 // by everyone who asks for it. Results whose failure is not a property of the kernel (timeout,
 // transport, cancellation, ...) are not cached.
 class Evaluator {
@@ -29,8 +30,9 @@ class Evaluator {
   using Done =
       std::function<void(const backends::EvalResult&, const std::string& ref, bool reused)>;
 
-  Evaluator(std::shared_ptr<backends::Backend> backend, std::shared_ptr<RunLog> log,
-            const SearchConfig& config, StopControl& stop);
+  Evaluator(std::shared_ptr<backends::Backend> backend,
+            std::shared_ptr<store::EvaluationCache> cache, const SearchConfig& config,
+            StopControl& stop);
   ~Evaluator();
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
@@ -65,7 +67,7 @@ class Evaluator {
               bool reused);
 
   std::shared_ptr<backends::Backend> m_backend;
-  std::shared_ptr<RunLog> m_log;
+  std::shared_ptr<store::EvaluationCache> m_cache;
   backends::EvalRequest m_template;
   EvalSite m_site;
   StopControl& m_stop;

@@ -8,9 +8,6 @@ namespace autocomp::search::engine {
 
 namespace {
 
-constexpr std::string_view k_budget_prefix = "budget_exhausted: ";
-constexpr std::string_view k_origin_prefix = "origin=";
-
 store::CandidateStatus status_of(const Candidate& candidate) {
   if (candidate.duplicate) {
     return store::CandidateStatus::duplicate;
@@ -48,11 +45,12 @@ core::Result<std::string> StoreRunLog::create_run(const std::string& config_text
   if (!config) {
     return config.failure();
   }
-  auto problem_key = m_store->put_workload(config->problem_source, m_info.problem_path);
+  auto problem_key =
+      m_store->evaluations().put_workload(config->problem_source, m_info.problem_path);
   if (!problem_key) {
     return problem_key.failure();
   }
-  auto kernel_key = m_store->put_candidate(config->kernel_source, "user");
+  auto kernel_key = m_store->evaluations().put_candidate(config->kernel_source, "user");
   if (!kernel_key) {
     return kernel_key.failure();
   }
@@ -74,12 +72,12 @@ core::Result<std::string> StoreRunLog::create_run(const std::string& config_text
   run.budgets.max_tokens = config->budgets.max_tokens;
   run.budgets.max_cost_usd = config->budgets.max_cost_usd;
   run.budgets.max_wall_s = config->budgets.max_wall_s;
-  run.config_json = config_text;
-  return m_store->create_run(run);
+  run.engine_config = config_text;
+  return m_store->runs().create_run(run);
 }
 
 core::Result<RunRecord> StoreRunLog::load_run(const std::string& run_id) {
-  auto run = m_store->get_run(run_id);
+  auto run = m_store->runs().get_run(run_id);
   if (!run) {
     return run.failure();
   }
@@ -90,62 +88,36 @@ core::Result<RunRecord> StoreRunLog::load_run(const std::string& run_id) {
   const store::Run& stored = *run.value();
   RunRecord record;
   record.id = stored.id;
-  record.config_text = stored.config.config_json;
+  record.config_text = stored.config.engine_config;
   record.status = std::string(store::to_string(stored.status));
   record.stop_reason = stored.status_message;
-  if (stored.status == store::RunStatus::completed &&
-      stored.status_message.rfind(k_budget_prefix, 0) == 0) {
-    record.status = "budget_exhausted";
-    record.stop_reason = stored.status_message.substr(k_budget_prefix.size());
-  }
   return record;
 }
 
 core::Status StoreRunLog::set_run_status(const std::string& run_id, const std::string& status,
                                          const std::string& stop_reason) {
   if (status == "running") {
-    return m_store->claim_run(run_id);
-  }
-  if (status == "budget_exhausted") {
-    return m_store->set_run_status(run_id, store::RunStatus::completed,
-                                   std::string(k_budget_prefix) + stop_reason);
+    return m_store->runs().claim_run(run_id);
   }
   auto parsed = store::run_status_from_string(status);
-  return m_store->set_run_status(run_id, parsed.value_or(store::RunStatus::failed), stop_reason);
+  return m_store->runs().set_run_status(run_id, parsed.value_or(store::RunStatus::failed),
+                                        stop_reason);
 }
 
 std::optional<LlmCallRecord> StoreRunLog::find_llm_call(const std::string& run_id,
                                                         const std::string& request_hash) {
-  auto found = m_store->find_llm_response(run_id, request_hash);
+  auto found = m_store->llm_calls().find_llm_response(run_id, request_hash);
   if (!found) {
     spdlog::warn("LLM replay lookup failed: {}", found.failure().describe());
     return std::nullopt;
   }
-  if (!found.value()) {
-    return std::nullopt;
-  }
-  const store::LlmCall& call = *found.value();
-  LlmCallRecord record;
-  record.request_hash = call.request_hash;
-  record.purpose = call.purpose;
-  record.provider = call.provider;
-  record.response = call.response;
-  record.usage = call.usage;
-  record.latency_ms = call.latency_ms;
-  return record;
+  return std::move(found).value();
 }
 
 core::Status StoreRunLog::record_llm_call(const std::string& run_id, const LlmCallRecord& call) {
-  store::LlmCall stored;
+  LlmCallRecord stored = call;
   stored.run_id = run_id;
-  stored.request_hash = call.request_hash;
-  stored.purpose = call.purpose;
-  stored.provider = call.provider;
-  stored.prompt = call.origin;
-  stored.response = call.response;
-  stored.usage = call.usage;
-  stored.latency_ms = call.latency_ms;
-  auto id = m_store->put_llm_call(stored);
+  auto id = m_store->llm_calls().put_llm_call(stored);
   if (!id) {
     return id.failure();
   }
@@ -154,7 +126,7 @@ core::Status StoreRunLog::record_llm_call(const std::string& run_id, const LlmCa
 
 LlmSpend StoreRunLog::llm_spend(const std::string& run_id) {
   LlmSpend spend;
-  auto totals = m_store->llm_totals(run_id);
+  auto totals = m_store->llm_calls().llm_totals(run_id);
   if (totals) {
     spend.calls = totals->calls;
     spend.tokens = totals->input_tokens + totals->output_tokens;
@@ -163,47 +135,12 @@ LlmSpend StoreRunLog::llm_spend(const std::string& run_id) {
   return spend;
 }
 
-std::optional<StoredResult> StoreRunLog::find_evaluation(const backends::EvalRequest& request,
-                                                         const EvalSite& site) {
-  auto key =
-      store::make_eval_key(request, site.backend_identity, site.device, site.harness_version);
-  key.input_signature = site.input_signature;
-  auto found = m_store->find_evaluation(key);
-  if (!found) {
-    spdlog::warn("evaluation cache lookup failed: {}", found.failure().describe());
-    return std::nullopt;
-  }
-  if (!found.value()) {
-    return std::nullopt;
-  }
-  return StoredResult{found.value()->result, std::to_string(found.value()->id)};
-}
-
-core::Result<std::string> StoreRunLog::record_evaluation(const backends::EvalRequest& request,
-                                                         const EvalSite& site,
-                                                         const backends::EvalResult& result) {
-  if (auto workload = m_store->put_workload(request.problem_source, m_info.problem_path);
-      !workload) {
-    return workload.failure();
-  }
-  if (auto candidate = m_store->put_candidate(request.kernel_source, "search"); !candidate) {
-    return candidate.failure();
-  }
-  auto key =
-      store::make_eval_key(request, site.backend_identity, site.device, site.harness_version);
-  key.input_signature = site.input_signature;
-  auto id = m_store->put_evaluation(key, result);
-  if (!id) {
-    return id.failure();
-  }
-  return std::to_string(id.value());
-}
-
 core::Status StoreRunLog::record_candidate(const std::string& run_id, const Candidate& candidate) {
   if (candidate.key.empty()) {
     return core::ok_status();  // no code: nothing the store can key
   }
-  if (auto put = m_store->put_candidate(candidate.source, candidate.origin.proposer); !put) {
+  if (auto put = m_store->evaluations().put_candidate(candidate.source, candidate.origin.proposer);
+      !put) {
     return put.failure();
   }
   store::RunCandidate row;
@@ -219,21 +156,21 @@ core::Status StoreRunLog::record_candidate(const std::string& run_id, const Cand
     row.median_us = candidate.eval.latency->median_us;
   }
   row.correct = candidate.correct();
-  row.note = std::string(k_origin_prefix) + candidate.origin.label();
-  auto added = m_store->add_run_candidate(row);
+  row.origin = candidate.origin.label();
+  auto added = m_store->runs().add_run_candidate(row);
   if (!added) {
     return added.failure();
   }
   if (added.value() || candidate.duplicate) {
     return core::ok_status();
   }
-  return m_store->update_run_candidate(run_id, candidate.key, row.status, row.evaluation_id,
-                                       row.note);
+  return m_store->runs().update_run_candidate(run_id, candidate.key, row.status, row.evaluation_id,
+                                              row.note);
 }
 
 std::vector<Candidate> StoreRunLog::load_candidates(const std::string& run_id) {
   std::vector<Candidate> out;
-  auto rows = m_store->run_candidates(run_id);
+  auto rows = m_store->runs().run_candidates(run_id);
   if (!rows) {
     spdlog::warn("could not load the run's candidates: {}", rows.failure().describe());
     return out;
@@ -249,19 +186,19 @@ std::vector<Candidate> StoreRunLog::load_candidates(const std::string& run_id) {
     } else if (row.status == store::CandidateStatus::rejected) {
       candidate.verdict = "rejected";
     }
-    if (row.note.rfind(k_origin_prefix, 0) == 0) {
-      if (auto origin = Origin::parse(row.note.substr(k_origin_prefix.size()))) {
-        candidate.origin = *origin;
-      }
+    if (auto origin = Origin::parse(row.origin)) {
+      candidate.origin = *origin;
     } else {
       candidate.origin.iteration = row.iteration;
       candidate.origin.proposer = row.provider;
     }
-    if (auto stored = m_store->get_candidate(row.candidate_key); stored && stored.value()) {
+    if (auto stored = m_store->evaluations().get_candidate(row.candidate_key);
+        stored && stored.value()) {
       candidate.source = stored.value()->source;
     }
     if (row.evaluation_id) {
-      if (auto eval = m_store->get_evaluation(*row.evaluation_id); eval && eval.value()) {
+      if (auto eval = m_store->evaluations().get_evaluation(*row.evaluation_id);
+          eval && eval.value()) {
         candidate.eval = eval.value()->result;
         candidate.eval_ref = std::to_string(*row.evaluation_id);
       }
@@ -275,20 +212,16 @@ std::vector<Candidate> StoreRunLog::load_candidates(const std::string& run_id) {
 }
 
 core::Status StoreRunLog::record_beam(const std::string& run_id, const BeamRecord& beam) {
-  return m_store->record_beam(run_id, beam.iteration, beam.members);
+  return m_store->runs().record_beam(run_id, beam.iteration, beam.members);
 }
 
 std::vector<BeamRecord> StoreRunLog::load_beams(const std::string& run_id) {
-  std::vector<BeamRecord> out;
-  auto beams = m_store->get_beams(run_id);
+  auto beams = m_store->runs().get_beams(run_id);
   if (!beams) {
     spdlog::warn("could not load the run's beams: {}", beams.failure().describe());
-    return out;
+    return {};
   }
-  for (const auto& beam : beams.value()) {
-    out.push_back(BeamRecord{beam.iteration, beam.candidate_keys});
-  }
-  return out;
+  return std::move(beams).value();
 }
 
 core::Status StoreRunLog::record_lesson(const std::string& target, const std::string& text,
@@ -300,7 +233,10 @@ core::Status StoreRunLog::record_lesson(const std::string& target, const std::st
   lesson.kind = kind;
   lesson.source_run = run_id;
   lesson.speedup = speedup;
-  auto id = m_store->add_lesson(lesson);
+  if (auto run = m_store->runs().get_run(run_id); run && run.value()) {
+    lesson.problem_key = run.value()->config.problem_key;
+  }
+  auto id = m_store->memory().add_lesson(lesson);
   if (!id) {
     return id.failure();
   }
@@ -309,7 +245,7 @@ core::Status StoreRunLog::record_lesson(const std::string& target, const std::st
 
 std::vector<std::string> StoreRunLog::load_lessons(const std::string& target, int limit) {
   std::vector<std::string> out;
-  auto lessons = m_store->lessons(target, limit);
+  auto lessons = m_store->memory().lessons(target, limit);
   if (!lessons) {
     spdlog::warn("could not load lessons: {}", lessons.failure().describe());
     return out;
@@ -325,7 +261,7 @@ core::Status StoreRunLog::record_reflexion(const std::string& run_id,
                                            const prompts::ReflexionRecord& record) {
   if (!candidate_key.empty()) {
     // One reflexion per attempt, also when a resumed run replays an iteration.
-    auto recent = m_store->recent_reflexions(run_id, 1000);
+    auto recent = m_store->memory().recent_reflexions(run_id, 1000);
     if (recent) {
       for (const auto& stored : recent.value()) {
         if (stored.candidate_key == candidate_key) {
@@ -345,7 +281,7 @@ core::Status StoreRunLog::record_reflexion(const std::string& run_id,
   reflexion.avoid = record.avoid;
   reflexion.try_next = record.try_next;
   reflexion.raw_text = record.raw_text;
-  auto id = m_store->add_reflexion(reflexion);
+  auto id = m_store->memory().add_reflexion(reflexion);
   if (!id) {
     return id.failure();
   }
@@ -355,7 +291,7 @@ core::Status StoreRunLog::record_reflexion(const std::string& run_id,
 std::vector<prompts::ReflexionRecord> StoreRunLog::load_reflexions(const std::string& run_id,
                                                                    int limit) {
   std::vector<prompts::ReflexionRecord> out;
-  auto recent = m_store->recent_reflexions(run_id, limit);
+  auto recent = m_store->memory().recent_reflexions(run_id, limit);
   if (!recent) {
     spdlog::warn("could not load reflexions: {}", recent.failure().describe());
     return out;
@@ -386,8 +322,8 @@ void StoreRunLog::record_progress(const std::string& run_id, int iteration, cons
   if (best.correct()) {
     best_latency = best.latency_us();
   }
-  if (auto status =
-          m_store->set_run_progress(run_id, iteration, best.key, best_latency, baseline_latency_us);
+  if (auto status = m_store->runs().set_run_progress(run_id, iteration, best.key, best_latency,
+                                                     baseline_latency_us);
       !status) {
     spdlog::warn("could not store the run's progress: {}", status.failure().describe());
   }

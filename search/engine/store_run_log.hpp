@@ -17,9 +17,8 @@ struct StoreRunInfo {
   std::vector<std::string> llm_specs;
 };
 
-// The RunLog over the SQLite store. Run candidates carry their origin label in the store's note
-// ("origin=i2/m0/p3/k1/r0/llm") so that a resume can rebuild the same prompts. A run stopped by a
-// budget is stored as completed with the message "budget_exhausted: <reason>".
+// The RunLog over the SQLite store (use ":memory:" for a run that needs no file). Run candidates
+// keep their origin label so that a resume can rebuild the same prompts.
 class StoreRunLog : public RunLog {
  public:
   StoreRunLog(std::shared_ptr<store::Store> store, StoreRunInfo info);
@@ -32,11 +31,6 @@ class StoreRunLog : public RunLog {
                                              const std::string& request_hash) override;
   core::Status record_llm_call(const std::string& run_id, const LlmCallRecord& call) override;
   LlmSpend llm_spend(const std::string& run_id) override;
-  std::optional<StoredResult> find_evaluation(const backends::EvalRequest& request,
-                                              const EvalSite& site) override;
-  core::Result<std::string> record_evaluation(const backends::EvalRequest& request,
-                                              const EvalSite& site,
-                                              const backends::EvalResult& result) override;
   core::Status record_candidate(const std::string& run_id, const Candidate& candidate) override;
   std::vector<Candidate> load_candidates(const std::string& run_id) override;
   core::Status record_beam(const std::string& run_id, const BeamRecord& beam) override;
@@ -52,7 +46,7 @@ class StoreRunLog : public RunLog {
   void record_progress(const std::string& run_id, int iteration, const Candidate& best,
                        double baseline_latency_us) override;
 
-  store::Store& store() { return *m_store; }
+  const std::shared_ptr<store::Store>& store() const { return m_store; }
 
  private:
   std::shared_ptr<store::Store> m_store;

@@ -124,6 +124,7 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
   launch.backend_spec = backend_spec;
   launch.info.backend = backend_spec;
   launch.services.backend = backend.value();
+  launch.services.evaluations = store::share(db, db->evaluations());
   launch.services.run_log = std::make_shared<engine::StoreRunLog>(std::move(db), launch.info);
   launch.services.make_proposer = [](const std::string& name) { return make_proposer(name); };
   return launch;

@@ -195,10 +195,30 @@ CREATE INDEX evaluations_by_identity ON evaluations
    kernel_name, seeds, id);
 )sql";
 
+// Version 5: facts that were kept inside text get their own columns. A run candidate's origin
+// label (kept as "origin=<label>" in its note), a run stopped by a budget (kept as completed with
+// the message "budget_exhausted: <reason>"), an LLM call's origin label (kept in its prompt
+// column), the engine's configuration (a key=value text in a
+// column called config_json) and the workload a lesson was learned on (new).
+constexpr std::string_view k_v5 = R"sql(
+ALTER TABLE run_candidates ADD COLUMN origin TEXT NOT NULL DEFAULT '';
+UPDATE run_candidates SET origin = substr(note, 8), note = ''
+  WHERE substr(note, 1, 7) = 'origin=';
+UPDATE runs SET status = 'budget_exhausted', status_message = substr(status_message, 19)
+  WHERE status = 'completed' AND substr(status_message, 1, 18) = 'budget_exhausted: ';
+ALTER TABLE runs RENAME COLUMN config_json TO engine_config;
+ALTER TABLE lessons ADD COLUMN problem_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE llm_calls ADD COLUMN origin TEXT NOT NULL DEFAULT '';
+UPDATE llm_calls SET origin = prompt, prompt = ''
+  WHERE run_id != '' AND prompt GLOB 'i[0-9]*/m[0-9]*/p[0-9]*/k[0-9]*/r[0-9]*/*'
+    AND prompt NOT GLOB '*[' || char(10) || ' ]*';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& migrations() {
-  static const std::vector<Migration> k_migrations{{1, k_v1}, {2, k_v2}, {3, k_v3}, {4, k_v4}};
+  static const std::vector<Migration> k_migrations{
+      {1, k_v1}, {2, k_v2}, {3, k_v3}, {4, k_v4}, {5, k_v5}};
   return k_migrations;
 }
 

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   services.backend = std::make_shared<testing::FakeBackend>(8);
   services.run_log =
       std::make_shared<StoreRunLog>(db, StoreRunInfo{"bench.py", "problem.py", "fake", {"fake"}});
+  services.evaluations = search::store::share(db, db->evaluations());
   services.providers = {provider};
   services.prompts = std::shared_ptr<const PromptFactory>(make_default_prompt_factory());
 

@@ -1,5 +1,6 @@
-// Store figures: cache-hit latency of find_evaluation / find_covering_evaluation (goal <= 5 ms)
-// and write throughput, on a real database file with a realistic amount of data.
+// Store figures: cache-hit latency of EvaluationCache::lookup (goal <= 5 ms) and write
+// throughput, on a real database file with a realistic amount of data. A lookup is timed as
+// callers make it: from the request (both sources are hashed into the key) and the site.
 //
 // Usage: bench_store_bench [candidates=2000] [lookups=20000] [folder=$TMPDIR]
 
@@ -89,18 +90,19 @@ std::string kernel_source(int i) {
   return source;
 }
 
-st::EvalKey key_for(const std::string& candidate, const std::string& problem,
-                    autocomp::backends::EvalCommand command) {
-  st::EvalKey key;
-  key.candidate_key = candidate;
-  key.problem_key = problem;
-  key.target = "trn2";
-  key.backend_identity = "sim";
-  key.device = "sim";
-  key.harness_version = "1.0.0";
-  key.command = command;
-  return key;
+constexpr const char* k_problem = "def inputs(seed): ...\n";
+
+autocomp::backends::EvalRequest request_for(const std::string& kernel,
+                                            autocomp::backends::EvalCommand command) {
+  autocomp::backends::EvalRequest request;
+  request.kernel_source = kernel;
+  request.problem_source = k_problem;
+  request.target = "trn2";
+  request.command = command;
+  return request;
 }
+
+const st::EvalSite k_site{"sim", "sim", "1.0.0", "a:float32[128,512]"};
 
 }  // namespace
 
@@ -118,16 +120,18 @@ int main(int argc, char** argv) {
   }
   std::printf("open + migrate a new database: %.1f ms\n", elapsed_us(start) / 1000);
   st::Store& store = *opened.value();
-  const std::string problem = store.put_workload("def inputs(seed): ...\n", "/p.py").value();
+  auto& cache = store.evaluations();
+  (void)cache.put_workload(k_problem, "/p.py").value();
 
   // Writes, each committed on its own (the way results arrive).
   std::vector<std::string> keys;
+  std::vector<std::string> sources;
   start = Clock::now();
   for (int i = 0; i < candidates; ++i) {
-    keys.push_back(store.put_candidate(kernel_source(i), "bench").value());
-    if (!store.put_evaluation(
-            key_for(keys.back(), problem, autocomp::backends::EvalCommand::evaluate),
-            sample_result(i))) {
+    sources.push_back(kernel_source(i));
+    keys.push_back(cache.put_candidate(sources.back(), "bench").value());
+    if (!cache.record(request_for(sources.back(), autocomp::backends::EvalCommand::evaluate),
+                      k_site, sample_result(i))) {
       std::fprintf(stderr, "write failed\n");
       return 1;
     }
@@ -136,14 +140,14 @@ int main(int argc, char** argv) {
   std::printf("write: %d candidates + evaluations in %.2f s: %.0f evaluations/s (%.2f ms each)\n",
               candidates, us / 1e6, candidates / (us / 1e6), us / candidates / 1000);
 
-  const std::string run = store.create_run(st::RunConfig{}).value();
+  const std::string run = store.runs().create_run(st::RunConfig{}).value();
   start = Clock::now();
   for (int i = 0; i < candidates; ++i) {
     st::RunCandidate candidate;
     candidate.run_id = run;
     candidate.candidate_key = keys[static_cast<std::size_t>(i)];
     candidate.plan_text = "plan text of a few hundred characters " + std::string(200, 'p');
-    (void)store.add_run_candidate(candidate);
+    (void)store.runs().add_run_candidate(candidate);
   }
   us = elapsed_us(start);
   std::printf("write: add_run_candidate %.0f/s\n", candidates / (us / 1e6));
@@ -155,7 +159,7 @@ int main(int argc, char** argv) {
     call.request_hash = "h" + std::to_string(i);
     call.prompt = std::string(8000, 'q');
     call.response = std::string(4000, 'r');
-    (void)store.put_llm_call(call);
+    (void)store.llm_calls().put_llm_call(call);
   }
   us = elapsed_us(start);
   std::printf("write: put_llm_call (8 KB prompt, 4 KB response) %.0f/s\n", candidates / (us / 1e6));
@@ -170,10 +174,10 @@ int main(int argc, char** argv) {
     cpu.reserve(static_cast<std::size_t>(lookups));
     int misses = 0;
     for (int i = 0; i < lookups; ++i) {
-      const std::string& key = keys[pick(random)];
+      const std::string& source = sources[pick(random)];
       const double cpu_start = thread_cpu_us();
       const auto t = Clock::now();
-      const bool hit = lookup(key);
+      const bool hit = lookup(source);
       wall.push_back(elapsed_us(t));
       cpu.push_back(thread_cpu_us() - cpu_start);
       misses += hit ? 0 : 1;
@@ -185,25 +189,23 @@ int main(int argc, char** argv) {
         "thread CPU p50 %.1f us, p99 %.1f us\n",
         name, lookups, misses, w.p50, w.p99, w.max, c.p50, c.p99);
   };
-  measure("cache hit find_evaluation (exact key, full result decoded)", [&](const std::string& k) {
-    auto found =
-        store.find_evaluation(key_for(k, problem, autocomp::backends::EvalCommand::evaluate));
+  using autocomp::backends::EvalCommand;
+  measure("cache hit lookup (evaluate, full result decoded)", [&](const std::string& source) {
+    auto found = cache.lookup(request_for(source, EvalCommand::evaluate), k_site);
     return found.ok() && found.value().has_value();
   });
-  measure("cache hit find_covering_evaluation (verify answered by evaluate)",
-          [&](const std::string& k) {
-            auto found = store.find_covering_evaluation(
-                key_for(k, problem, autocomp::backends::EvalCommand::verify));
-            return found.ok() && found.value().has_value();
-          });
-  measure("cache miss find_covering_evaluation (other harness version)", [&](const std::string& k) {
-    auto key = key_for(k, problem, autocomp::backends::EvalCommand::benchmark);
-    key.harness_version = "9";
-    auto found = store.find_covering_evaluation(key);
+  measure("cache hit lookup (verify answered by evaluate)", [&](const std::string& source) {
+    auto found = cache.lookup(request_for(source, EvalCommand::verify), k_site);
+    return found.ok() && found.value().has_value();
+  });
+  measure("cache miss lookup (other harness version)", [&](const std::string& source) {
+    st::EvalSite other = k_site;
+    other.harness_version = "9";
+    auto found = cache.lookup(request_for(source, EvalCommand::benchmark), other);
     return found.ok() && found.value().has_value();
   });
   measure("find_llm_response", [&](const std::string&) {
-    auto found = store.find_llm_response(run, "h" + std::to_string(pick(random)));
+    auto found = store.llm_calls().find_llm_response(run, "h" + std::to_string(pick(random)));
     return found.ok() && found.value().has_value();
   });
 
@@ -213,8 +215,8 @@ int main(int argc, char** argv) {
   auto reopened = st::Store::open(db.string());
   const double open_us = elapsed_us(start);
   start = Clock::now();
-  auto first = reopened.value()->find_evaluation(
-      key_for(keys.front(), problem, autocomp::backends::EvalCommand::evaluate));
+  auto first = reopened.value()->evaluations().lookup(
+      request_for(sources.front(), EvalCommand::evaluate), k_site);
   std::printf("reopen existing database: %.1f ms; first lookup after reopen: %.2f ms (%s)\n",
               open_us / 1000, elapsed_us(start) / 1000,
               first.ok() && first.value().has_value() ? "hit" : "MISS");

@@ -174,7 +174,8 @@ class Autonomous : public ::testing::Test {
   long evaluations_of(
       autocomp::search::store::Store& store, const std::string& source,
       autocomp::backends::EvalCommand command = autocomp::backends::EvalCommand::evaluate) const {
-    auto evaluations = store.evaluations_for_candidate(autocomp::core::source_key(source));
+    auto evaluations =
+        store.evaluations().evaluations_for_candidate(autocomp::core::source_key(source), 100);
     if (!evaluations) {
       return -1;
     }
@@ -234,7 +235,7 @@ TEST_F(Autonomous, RepairsRejectsDedupsRetriesAndKeepsTheFasterKernel) {
   EXPECT_EQ(evaluations_of(*store, optimized), 1);
   EXPECT_EQ(evaluations_of(*store, optimized, autocomp::backends::EvalCommand::verify), 1)
       << "the winner is verified again before it is reported";
-  auto candidates = store->run_candidates(run_id);
+  auto candidates = store->runs().run_candidates(run_id);
   ASSERT_TRUE(candidates.ok());
   auto status_of = [&](const std::string& source) -> std::string {
     for (const auto& candidate : candidates.value()) {
@@ -249,15 +250,15 @@ TEST_F(Autonomous, RepairsRejectsDedupsRetriesAndKeepsTheFasterKernel) {
   EXPECT_NE(status_of(repaired), "missing");
   EXPECT_EQ(status_of(slower), "rejected");
   EXPECT_EQ(status_of(optimized), "accepted");
-  auto lessons = store->lessons("trn2", 16);
+  auto lessons = store->memory().lessons("trn2", 16);
   ASSERT_TRUE(lessons.ok());
   ASSERT_EQ(lessons->size(), 1u);
   EXPECT_EQ(lessons->front().text, k_lesson);
   EXPECT_EQ(lessons->front().source_run, run_id);
-  auto reflexions = store->recent_reflexions(run_id, 10);
+  auto reflexions = store->memory().recent_reflexions(run_id, 10);
   ASSERT_TRUE(reflexions.ok());
   EXPECT_EQ(reflexions->size(), 3u);
-  auto run_record = store->get_run(run_id);
+  auto run_record = store->runs().get_run(run_id);
   ASSERT_TRUE(run_record.ok() && run_record.value());
   ASSERT_TRUE(run_record.value()->best_latency_us && run_record.value()->baseline_latency_us);
   const double speedup =
@@ -332,7 +333,7 @@ TEST_F(Autonomous, KilledRunResumesWithoutRepeatingAnything) {
       << "the winner is verified again once, by the run that reports it";
   EXPECT_EQ(evaluations_of(*store, slower), 1);
   EXPECT_EQ(read(dir / "kernel.best.py"), optimized);
-  auto beams = store->get_beams(run_id);
+  auto beams = store->runs().get_beams(run_id);
   ASSERT_TRUE(beams.ok());
   EXPECT_EQ(beams->size(), 3u) << "beams of iterations 0, 1 and 2";
 }
@@ -365,7 +366,7 @@ TEST_F(Autonomous, WithoutAnLlmAutotuningAloneImprovesAKernelWithDeclaredKnobs) 
   const std::string best = read(dir / "kernel.best.py");
   EXPECT_NE(best, read(seed / "tunable.py"));
   auto store = open_store();
-  auto runs = store->list_runs(1);
+  auto runs = store->runs().list_runs(1);
   ASSERT_TRUE(runs.ok());
   ASSERT_EQ(runs->size(), 1u);
   const auto& run = runs->front();

@@ -260,10 +260,10 @@ TEST_F(EvaluationToolsTest, LessonsCanBeListedAndClearedPerTarget) {
     lesson.text = "Load whole 128-row tiles: one large DMA beats many narrow ones.";
     lesson.kind = "improvement";
     lesson.speedup = 1.8;
-    ASSERT_TRUE(store.value()->add_lesson(lesson).ok());
+    ASSERT_TRUE(store.value()->memory().add_lesson(lesson).ok());
     lesson.target = "trn1";
     lesson.text = "Keep the weight in SBUF across the row loop.";
-    ASSERT_TRUE(store.value()->add_lesson(lesson).ok());
+    ASSERT_TRUE(store.value()->memory().add_lesson(lesson).ok());
   }
   auto all = call("list_lessons", json::object());
   ASSERT_FALSE(all.is_error);

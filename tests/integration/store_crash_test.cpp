@@ -53,6 +53,8 @@ void report(int fd, const std::string& line) {
   }
 }
 
+constexpr const char* k_problem_source = "def inputs(seed):\n  return {}\n";
+
 // The writer: every kind of write the engine does, each reported on the pipe only after the store
 // returned success (that is, after COMMIT).
 [[noreturn]] void writer(const std::string& db_path, int round, int fd) {
@@ -61,11 +63,11 @@ void report(int fd, const std::string& line) {
     _exit(2);
   }
   Store& store = *opened.value();
-  const auto problem = store.put_workload("def inputs(seed):\n  return {}\n", "/p.py");
+  const auto problem = store.evaluations().put_workload(k_problem_source, "/p.py");
   if (!problem) {
     _exit(2);
   }
-  const auto run = store.create_run(RunConfig{});
+  const auto run = store.runs().create_run(RunConfig{});
   if (!run) {
     _exit(2);
   }
@@ -73,24 +75,22 @@ void report(int fd, const std::string& line) {
   for (int i = 0;; ++i) {
     const std::string source =
         "def kernel(a):  # round " + std::to_string(round) + " item " + std::to_string(i) + "\n";
-    auto key = store.put_candidate(source, "crash-test");
+    auto key = store.evaluations().put_candidate(source, "crash-test");
     if (!key) {
       _exit(2);
     }
-    EvalKey eval_key;
-    eval_key.candidate_key = key.value();
-    eval_key.problem_key = problem.value();
-    eval_key.target = "trn2";
-    eval_key.backend_identity = "sim";
-    eval_key.device = "sim";
-    eval_key.harness_version = "1";
+    backends::EvalRequest request;
+    request.kernel_source = source;
+    request.problem_source = k_problem_source;
+    request.target = "trn2";
+    const EvalSite site{"sim", "sim", "1", ""};
     backends::EvalResult result;
     result.verified = true;
     result.correct = true;
     result.latency =
         backends::LatencyStats{1.0 + i, 2.0 + i, 3.0 + i, std::vector<double>(50, 2.0)};
     result.raw_json = std::string(512, 'j');
-    auto eval_id = store.put_evaluation(eval_key, result);
+    auto eval_id = store.evaluations().record(request, site, result);
     if (!eval_id) {
       _exit(2);
     }
@@ -102,7 +102,7 @@ void report(int fd, const std::string& line) {
     candidate.candidate_key = key.value();
     candidate.plan_text = "plan " + std::to_string(i);
     candidate.evaluation_id = eval_id.value();
-    if (!store.add_run_candidate(candidate)) {
+    if (!store.runs().add_run_candidate(candidate)) {
       _exit(2);
     }
     report(fd, "candidate " + key.value());
@@ -112,7 +112,7 @@ void report(int fd, const std::string& line) {
     call.request_hash = "hash " + std::to_string(i);
     call.response = "response " + std::to_string(i);
     call.usage.input_tokens = 10;
-    if (!store.put_llm_call(call)) {
+    if (!store.llm_calls().put_llm_call(call)) {
       _exit(2);
     }
     report(fd, "llm " + call.request_hash);
@@ -122,7 +122,7 @@ void report(int fd, const std::string& line) {
       for (int b = 0; b < k_beam_size; ++b) {
         beam.push_back(key.value());
       }
-      if (!store.record_beam(run.value(), i / k_beam_size, beam)) {
+      if (!store.runs().record_beam(run.value(), i / k_beam_size, beam)) {
         _exit(2);
       }
       report(fd, "beam " + std::to_string(i / k_beam_size));
@@ -205,28 +205,28 @@ TEST(StoreCrash, KillNineNeverCorruptsOrLosesACommittedWrite) {
       ++total_committed;
       if (kind == "run") {
         lines >> run_id;
-        auto run = store.get_run(run_id);
+        auto run = store.runs().get_run(run_id);
         ASSERT_TRUE(run.ok() && run.value().has_value()) << "run " << run_id << " lost";
       } else if (kind == "eval") {
         std::int64_t id = 0;
         std::string key;
         lines >> id >> key;
-        auto evaluation = store.get_evaluation(id);
+        auto evaluation = store.evaluations().get_evaluation(id);
         ASSERT_TRUE(evaluation.ok() && evaluation.value().has_value()) << "evaluation lost";
         EXPECT_EQ(evaluation.value()->key.candidate_key, key);
         EXPECT_EQ(evaluation.value()->result.latency->samples_us.size(), 50u);
-        auto candidate = store.get_candidate(key);
+        auto candidate = store.evaluations().get_candidate(key);
         ASSERT_TRUE(candidate.ok() && candidate.value().has_value()) << "candidate lost";
       } else if (kind == "candidate") {
         std::string key;
         lines >> key;
-        auto candidate = store.get_run_candidate(run_id, key);
+        auto candidate = store.runs().get_run_candidate(run_id, key);
         ASSERT_TRUE(candidate.ok() && candidate.value().has_value()) << "run candidate lost";
       } else if (kind == "llm") {
         std::string word;
         std::string number;
         lines >> word >> number;
-        auto call = store.find_llm_response(run_id, word + " " + number);
+        auto call = store.llm_calls().find_llm_response(run_id, word + " " + number);
         ASSERT_TRUE(call.ok() && call.value().has_value()) << "LLM call lost";
         EXPECT_EQ(call.value()->response, "response " + number);
       } else if (kind == "beam") {
@@ -239,11 +239,11 @@ TEST(StoreCrash, KillNineNeverCorruptsOrLosesACommittedWrite) {
     }
     if (!run_id.empty()) {
       // Every reported beam is there, and no beam is ever half-written.
-      auto stored = store.get_beams(run_id);
+      auto stored = store.runs().get_beams(run_id);
       ASSERT_TRUE(stored.ok());
       std::set<int> present;
       for (const auto& beam : stored.value()) {
-        EXPECT_EQ(beam.candidate_keys.size(), static_cast<std::size_t>(k_beam_size));
+        EXPECT_EQ(beam.members.size(), static_cast<std::size_t>(k_beam_size));
         present.insert(beam.iteration);
       }
       for (int iteration : beams) {

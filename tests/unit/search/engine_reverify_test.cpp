@@ -33,6 +33,7 @@ struct StoreRig {
     SearchServices services;
     services.backend = backend;
     services.run_log = std::make_shared<StoreRunLog>(db, StoreRunInfo{"k.py", "p.py", "fake", {}});
+    services.evaluations = store::share(db, db->evaluations());
     services.providers = {provider};
     services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
     return services;
@@ -79,14 +80,14 @@ TEST(EngineReverify, AWinnerThatFailsIsDroppedAndTheNextBestIsRecordedAsTheRunsB
   EXPECT_NE(outcome.notes[0].find("re-verification"), std::string::npos);
 
   // What get_search_status, list_runs and revert_to_best(run_id) read.
-  auto run = rig.db->get_run(outcome.run_id);
+  auto run = rig.db->runs().get_run(outcome.run_id);
   ASSERT_TRUE(run.ok() && run.value().has_value());
   EXPECT_EQ(run.value()->best_candidate_key, core::source_key(honest));
   EXPECT_NE(run.value()->status_message.find("re-verification"), std::string::npos);
-  auto best = rig.db->best_for_run(outcome.run_id);
+  auto best = rig.db->runs().best_for_run(outcome.run_id);
   ASSERT_TRUE(best.ok() && best.value().has_value());
   EXPECT_EQ(best.value()->candidate_key, core::source_key(honest));
-  auto dropped = rig.db->get_run_candidate(outcome.run_id, core::source_key(cheat));
+  auto dropped = rig.db->runs().get_run_candidate(outcome.run_id, core::source_key(cheat));
   ASSERT_TRUE(dropped.ok() && dropped.value().has_value());
   EXPECT_EQ(dropped.value()->status, store::CandidateStatus::failed);
 }
@@ -159,9 +160,10 @@ TEST(EngineSignature, TheProbeRunsOncePerProblemAndBackendAndEntersTheKey) {
   request.iters = config.iters;
   request.timeout = config.eval_timeout;
   EvalSite site{"fake", "fake", "test", "a:float32[7]"};
-  EXPECT_TRUE(rig.log->find_evaluation(request, site).has_value());
+  auto& cache = rig.log->store()->evaluations();
+  EXPECT_TRUE(cache.lookup(request, site).value().has_value());
   site.input_signature = "a:float32[8]";
-  EXPECT_FALSE(rig.log->find_evaluation(request, site).has_value());
+  EXPECT_FALSE(cache.lookup(request, site).value().has_value());
 }
 
 }  // namespace

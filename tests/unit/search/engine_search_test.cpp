@@ -15,7 +15,7 @@ using testing::small_config;
 
 const std::string k_root = kernel("k", "latency: 100");
 
-std::vector<std::string> beam_of(MemoryRunLog& log, const std::string& run_id, int iteration) {
+std::vector<std::string> beam_of(RunLog& log, const std::string& run_id, int iteration) {
   for (const auto& beam : log.load_beams(run_id)) {
     if (beam.iteration == iteration) {
       return beam.members;

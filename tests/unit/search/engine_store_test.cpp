@@ -40,6 +40,7 @@ TEST(EngineStore, StoppedRunResumesFromTheStoreWithoutRepeatingWork) {
     SearchServices services;
     services.backend = backend;
     services.run_log = std::make_shared<StoreRunLog>(db, StoreRunInfo{"k.py", "p.py", "fake", {}});
+    services.evaluations = store::share(db, db->evaluations());
     services.providers = {provider};
     services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
     config.budgets.max_llm_calls = 4;  // iteration 1 (3 calls) and the plan of iteration 2
@@ -58,6 +59,7 @@ TEST(EngineStore, StoppedRunResumesFromTheStoreWithoutRepeatingWork) {
   SearchServices services;
   services.backend = backend;
   services.run_log = std::make_shared<StoreRunLog>(db, StoreRunInfo{"k.py", "p.py", "fake", {}});
+  services.evaluations = store::share(db, db->evaluations());
   services.providers = {provider};
   services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
   auto resumed = resume_search(run_id, services, {}, {}, Budgets{});
@@ -71,10 +73,10 @@ TEST(EngineStore, StoppedRunResumesFromTheStoreWithoutRepeatingWork) {
     EXPECT_EQ(backend->evaluations_of(to), 1);
   }
   EXPECT_EQ(backend->evaluations_of(root), 1);
-  auto beams = db->get_beams(run_id);
+  auto beams = db->runs().get_beams(run_id);
   ASSERT_TRUE(beams.ok());
   EXPECT_EQ(beams->size(), 4u);
-  auto counts = db->run_counts(run_id);
+  auto counts = db->runs().run_counts(run_id);
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ(counts->accepted, 4) << "the input and three improvements";
   std::filesystem::remove(path);

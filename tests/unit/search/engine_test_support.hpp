@@ -14,8 +14,8 @@
 #include "backends/backend.hpp"
 #include "core/hash.hpp"
 #include "search/engine/beam_search.hpp"
-#include "search/engine/memory_run_log.hpp"
 #include "search/engine/prompts.hpp"
+#include "search/engine/store_run_log.hpp"
 #include "search/llm/fake_provider.hpp"
 
 namespace autocomp::search::engine::testing {
@@ -220,13 +220,17 @@ inline SearchConfig small_config(const std::string& root) {
 
 struct Rig {
   std::shared_ptr<FakeBackend> backend = std::make_shared<FakeBackend>();
-  std::shared_ptr<MemoryRunLog> log = std::make_shared<MemoryRunLog>();
+  // A real store, in memory; resuming tests share `log` (and with it the store) between rigs.
+  std::shared_ptr<StoreRunLog> log = std::make_shared<StoreRunLog>(
+      std::shared_ptr<store::Store>(store::Store::open(":memory:").value()),
+      StoreRunInfo{"kernel.py", "problem.py", "fake", {"fake"}});
   std::shared_ptr<llm::FakeProvider> provider = std::make_shared<llm::FakeProvider>("fake", 4);
 
   SearchServices services() const {
     SearchServices services;
     services.backend = backend;
     services.run_log = log;
+    services.evaluations = store::share(log->store(), log->store()->evaluations());
     services.providers = {provider};
     services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
     return services;

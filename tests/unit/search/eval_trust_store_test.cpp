@@ -65,45 +65,49 @@ EvalResult measured(double median_us) {
   return result;
 }
 
-EvalKey key_with(const std::string& signature) {
-  EvalKey key;
-  key.candidate_key = core::source_key(k_kernel);
-  key.problem_key = core::source_key(k_problem);
-  key.target = "trn2";
-  key.backend_identity = "sim";
-  key.device = "sim";
-  key.harness_version = "1.1.0";
-  key.input_signature = signature;
-  key.command = EvalCommand::evaluate;
-  return key;
+// The fixture's kernel and problem, evaluated with `command` on the simulator, where the problem
+// produces inputs of `signature`.
+backends::EvalRequest request_for(EvalCommand command = EvalCommand::evaluate) {
+  backends::EvalRequest request;
+  request.command = command;
+  request.kernel_source = k_kernel;
+  request.problem_source = k_problem;
+  request.target = "trn2";
+  return request;
+}
+
+EvalSite site_with(const std::string& signature) {
+  return EvalSite{"sim", "sim", "1.1.0", signature};
+}
+
+core::Result<std::optional<StoredEvaluation>> lookup(Store& store, const std::string& signature,
+                                                     EvalCommand command = EvalCommand::evaluate) {
+  return store.evaluations().lookup(request_for(command), site_with(signature));
 }
 
 std::unique_ptr<Store> open_with_rows(const fs::path& path) {
   auto opened = Store::open(path.string());
   EXPECT_TRUE(opened.ok()) << opened.failure().describe();
   auto store = std::move(opened).value();
-  EXPECT_TRUE(store->put_workload(k_problem, "/p/problem.py").ok());
-  EXPECT_TRUE(store->put_candidate(k_kernel, "user").ok());
+  EXPECT_TRUE(store->evaluations().put_workload(k_problem, "/p/problem.py").ok());
+  EXPECT_TRUE(store->evaluations().put_candidate(k_kernel, "user").ok());
   return store;
 }
 
 TEST(EvalKeySignature, AResultMeasuredAtOneShapeNeverAnswersAnother) {
   TempDir dir;
   auto store = open_with_rows(dir.path() / "a.db");
-  ASSERT_TRUE(store->put_evaluation(key_with("a:float32[128,512]"), measured(40)).ok());
+  ASSERT_TRUE(store->evaluations()
+                  .record(request_for(), site_with("a:float32[128,512]"), measured(40))
+                  .ok());
 
   for (auto command : {EvalCommand::evaluate, EvalCommand::verify, EvalCommand::benchmark}) {
-    EvalKey other = key_with("a:float32[64,512]");
-    other.command = command;
-    auto covering = store->find_covering_evaluation(other);
+    auto covering = lookup(*store, "a:float32[64,512]", command);
     ASSERT_TRUE(covering.ok());
     EXPECT_FALSE(covering.value().has_value()) << to_string(command);
   }
-  auto exact = store->find_evaluation(key_with("a:float32[64,512]"));
-  ASSERT_TRUE(exact.ok());
-  EXPECT_FALSE(exact.value().has_value());
 
-  auto same = store->find_covering_evaluation(key_with("a:float32[128,512]"));
+  auto same = lookup(*store, "a:float32[128,512]");
   ASSERT_TRUE(same.ok());
   ASSERT_TRUE(same.value().has_value());
   EXPECT_EQ(same.value()->key.input_signature, "a:float32[128,512]");
@@ -140,11 +144,11 @@ TEST(EvalKeySignature, RowsFromBeforeSignaturesAreKeptButNeverServed) {
   ASSERT_TRUE(opened.ok()) << opened.failure().describe();
   auto& store = *opened.value();
   for (const std::string signature : {"", "a:float32[128,512]"}) {
-    auto found = store.find_covering_evaluation(key_with(signature));
+    auto found = lookup(store, signature);
     ASSERT_TRUE(found.ok());
     EXPECT_FALSE(found.value().has_value()) << "signature '" << signature << "'";
   }
-  auto kept = store.get_evaluation(1);
+  auto kept = store.evaluations().get_evaluation(1);
   ASSERT_TRUE(kept.ok());
   ASSERT_TRUE(kept.value().has_value());
   EXPECT_DOUBLE_EQ(kept.value()->result.latency->median_us, 9);
@@ -169,10 +173,10 @@ TEST(StoredReceipt, TheWholeReceiptIsStoredAndReadBack) {
   result.receipt.seeds = {0, 1, 2};
   result.receipt.warmup = 2;
   result.receipt.iters = 10;
-  auto id = store->put_evaluation(key_with("a:float32[128,512]"), result);
+  auto id = store->evaluations().record(request_for(), site_with("a:float32[128,512]"), result);
   ASSERT_TRUE(id.ok());
 
-  auto stored = store->get_evaluation(id.value());
+  auto stored = store->evaluations().get_evaluation(id.value());
   ASSERT_TRUE(stored.ok() && stored.value().has_value());
   const backends::Receipt& receipt = stored.value()->result.receipt;
   // Backend and host come from the backend when the harness left them empty.
@@ -206,11 +210,11 @@ TEST(ReadOnlyStore, ReadsWorkAndWritesSayTheStoreIsReadOnly) {
     config.problem_key = core::source_key(k_problem);
     config.target = "trn2";
     config.backend = "sim";
-    run_id = store->create_run(config).value();
+    run_id = store->runs().create_run(config).value();
     Lesson lesson;
     lesson.target = "trn2";
     lesson.text = "fuse the loads";
-    ASSERT_TRUE(store->add_lesson(lesson).ok());
+    ASSERT_TRUE(store->memory().add_lesson(lesson).ok());
   }
   StoreOptions options;
   options.read_only = true;
@@ -219,22 +223,23 @@ TEST(ReadOnlyStore, ReadsWorkAndWritesSayTheStoreIsReadOnly) {
   auto& store = *opened.value();
   EXPECT_TRUE(store.read_only());
 
-  auto runs = store.list_runs();
+  auto runs = store.runs().list_runs();
   ASSERT_TRUE(runs.ok()) << runs.failure().describe();
   ASSERT_EQ(runs.value().size(), 1u);
   EXPECT_EQ(runs.value().front().id, run_id);
-  auto lessons = store.lessons("trn2");
+  auto lessons = store.memory().lessons("trn2");
   ASSERT_TRUE(lessons.ok());
   EXPECT_EQ(lessons.value().size(), 1u);
 
-  auto write = store.put_candidate("def other():\n  pass\n", "user");
+  auto write = store.evaluations().put_candidate("def other():\n  pass\n", "user");
   ASSERT_FALSE(write.ok());
   EXPECT_NE(write.failure().message.find("read-only"), std::string::npos)
       << write.failure().message;
   // Nothing was changed by the refused write.
   auto again = Store::open(path.string(), options);
   ASSERT_TRUE(again.ok());
-  auto candidate = again.value()->get_candidate(core::source_key("def other():\n  pass\n"));
+  auto candidate =
+      again.value()->evaluations().get_candidate(core::source_key("def other():\n  pass\n"));
   ASSERT_TRUE(candidate.ok());
   EXPECT_FALSE(candidate.value().has_value());
 }

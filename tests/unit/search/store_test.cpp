@@ -101,18 +101,30 @@ EvalResult failed_result(FailureKind kind, const std::string& stage) {
   return result;
 }
 
-EvalKey key_for(const std::string& candidate_key, const std::string& problem_key,
-                EvalCommand command, const std::string& backend = "sim") {
-  EvalKey key;
-  key.candidate_key = candidate_key;
-  key.problem_key = problem_key;
-  key.target = "trn2";
-  key.backend_identity = backend;
-  key.device = backend == "sim" ? "sim" : "neuron";
-  key.harness_version = "1.0.0";
-  key.command = command;
-  key.seeds = "0,1";
-  return key;
+// An evaluation request for `kernel` (a source) on `problem` (a source), and where it ran.
+struct Probe {
+  backends::EvalRequest request;
+  EvalSite site;
+};
+
+Probe probe_of(const std::string& kernel, const std::string& problem, EvalCommand command,
+               const std::string& backend = "sim") {
+  Probe probe;
+  probe.request.command = command;
+  probe.request.kernel_source = kernel;
+  probe.request.problem_source = problem;
+  probe.request.target = "trn2";
+  probe.request.seeds = {0, 1};
+  probe.site.backend_identity = backend;
+  probe.site.device = backend == "sim" ? "sim" : "neuron";
+  probe.site.harness_version = "1.0.0";
+  return probe;
+}
+
+std::optional<StoredEvaluation> lookup(Store& store, const Probe& probe) {
+  auto found = store.evaluations().lookup(probe.request, probe.site);
+  EXPECT_TRUE(found.ok()) << (found.ok() ? "" : found.failure().describe());
+  return found.ok() ? found.value() : std::nullopt;
 }
 
 RunCandidate make_run_candidate(const std::string& run_id, int iteration, const std::string& key,
@@ -133,22 +145,31 @@ class StoreTest : public ::testing::Test {
   void SetUp() override {
     m_store = open_store(m_dir.path() / "autocomp.db");
     ASSERT_NE(m_store, nullptr);
-    m_problem = m_store->put_workload(k_problem, "/work/problem.py").value();
-    m_a = m_store->put_candidate(k_kernel_a, "user").value();
-    m_b = m_store->put_candidate(k_kernel_b, "llm").value();
+    m_problem = m_store->evaluations().put_workload(k_problem, "/work/problem.py").value();
+    m_a = m_store->evaluations().put_candidate(k_kernel_a, "user").value();
+    m_b = m_store->evaluations().put_candidate(k_kernel_b, "llm").value();
+  }
+
+  // A probe for the stored candidate `candidate` (a key) on the fixture's problem.
+  Probe probe(const std::string& candidate, EvalCommand command,
+              const std::string& backend = "sim") {
+    auto stored = m_store->evaluations().get_candidate(candidate);
+    EXPECT_TRUE(stored.ok() && stored.value().has_value()) << "candidate " << candidate;
+    const std::string source =
+        stored.ok() && stored.value() ? stored.value()->source : std::string(k_kernel_a);
+    return probe_of(source, k_problem, command, backend);
   }
 
   std::int64_t put(const std::string& candidate, EvalCommand command, const EvalResult& result,
                    const std::string& backend = "sim") {
-    auto id = m_store->put_evaluation(key_for(candidate, m_problem, command, backend), result);
+    const Probe p = probe(candidate, command, backend);
+    auto id = m_store->evaluations().record(p.request, p.site, result);
     EXPECT_TRUE(id.ok()) << (id.ok() ? "" : id.failure().describe());
     return id.ok() ? id.value() : 0;
   }
 
   std::optional<StoredEvaluation> covering(const std::string& candidate, EvalCommand command) {
-    auto found = m_store->find_covering_evaluation(key_for(candidate, m_problem, command));
-    EXPECT_TRUE(found.ok());
-    return found.ok() ? found.value() : std::nullopt;
+    return lookup(*m_store, probe(candidate, command));
   }
 
   TempDir m_dir;
@@ -167,7 +188,7 @@ TEST(StoreOpen, CreatesMissingFoldersAndUsesWal) {
   ASSERT_NE(store, nullptr);
   EXPECT_TRUE(fs::exists(path));
   EXPECT_EQ(store->path(), path.string());
-  ASSERT_TRUE(store->put_candidate(k_kernel_a, "user").ok());
+  ASSERT_TRUE(store->evaluations().put_candidate(k_kernel_a, "user").ok());
   EXPECT_TRUE(fs::exists(path.string() + "-wal"));
 }
 
@@ -226,18 +247,18 @@ TEST(StoreOpen, MigratesAnOldDatabaseAndKeepsItsRows) {
 
   auto store = open_store(path);
   ASSERT_NE(store, nullptr);
-  auto candidate = store->get_candidate(key);
+  auto candidate = store->evaluations().get_candidate(key);
   ASSERT_TRUE(candidate.ok());
   ASSERT_TRUE(candidate.value().has_value());
   EXPECT_EQ(candidate.value()->source, k_kernel_a);
   // The later steps' tables work.
   RunConfig config;
   config.target = "trn2";
-  EXPECT_TRUE(store->create_run(config).ok());
+  EXPECT_TRUE(store->runs().create_run(config).ok());
   Lesson lesson;
   lesson.target = "trn2";
   lesson.text = "fuse the loads";
-  EXPECT_TRUE(store->add_lesson(lesson).ok());
+  EXPECT_TRUE(store->memory().add_lesson(lesson).ok());
   store.reset();
 
   sqlite3* db = nullptr;
@@ -250,16 +271,119 @@ TEST(StoreOpen, MigratesAnOldDatabaseAndKeepsItsRows) {
   sqlite3_close(db);
 }
 
+// A version-4 database as the previous release left it: facts kept inside text (an origin label in
+// a note, a budget stop in a status message, an origin label in an LLM call's prompt, the engine's
+// configuration in config_json) move to their own columns, and nothing else changes.
+TEST(StoreOpen, MigratesASchema4DatabaseMovingFactsOutOfText) {
+  TempDir dir;
+  const fs::path path = dir.path() / "v4.db";
+  std::string sql;
+  for (const auto& step : migrations()) {
+    if (step.version <= 4) {
+      sql += std::string(step.sql);
+    }
+  }
+  const std::string problem = core::source_key(k_problem);
+  const std::string a = core::source_key(k_kernel_a);
+  const std::string b = core::source_key(k_kernel_b);
+  sql += "INSERT INTO workloads VALUES ('" + problem + "', 'src', '/p.py', 1);";
+  sql +=
+      "INSERT INTO candidates VALUES ('" + a + "', 'a', 'user', 1), ('" + b + "', 'b', 'llm', 2);";
+  const std::string run_columns =
+      "(id, kernel_path, problem_path, problem_key, seed_candidate_key, target, backend, "
+      "llm_specs, beam, plans, impls, iterations, dropout, rng_seed, config_json, status, "
+      "status_message, owner_pid, owner_host, created_at, updated_at) ";
+  sql += "INSERT INTO runs " + run_columns + "VALUES ('aaaaaaaaaaaa', 'k.py', 'p.py', '" + problem +
+         "', '" + a +
+         "', 'trn2', 'sim', '[]', 2, 2, 1, 3, 0.5, '7', 'beam=2\nplans=2\n', 'completed', "
+         "'budget_exhausted: LLM call budget reached (4 calls)', 1, 'h', 1, 2);";
+  sql += "INSERT INTO runs " + run_columns + "VALUES ('bbbbbbbbbbbb', 'k.py', 'p.py', '" + problem +
+         "', '" + a +
+         "', 'trn2', 'sim', '[]', 2, 2, 1, 3, 0.5, '7', '', 'completed', "
+         "'all iterations done', 1, 'h', 1, 2);";
+  sql +=
+      "INSERT INTO run_candidates (run_id, candidate_key, iteration, parent_key, plan_text, "
+      "provider, status, note, created_at, updated_at) VALUES ('aaaaaaaaaaaa', '" +
+      a +
+      "', 0, '', '', 'seed', 'accepted', 'origin=i0/m0/p0/k0/r0/seed', 1, 1), ('aaaaaaaaaaaa', '" +
+      b + "', 1, '" + a + "', 'plan', 'llm', 'rejected', 'slower than its parent', 1, 1);";
+  sql +=
+      "INSERT INTO llm_calls (run_id, request_hash, purpose, provider, prompt, response, "
+      "input_tokens, output_tokens, cost_usd, latency_ms, attempts, created_at) VALUES "
+      "('aaaaaaaaaaaa', 'h1', 'implement', 'fake', 'i1/m0/p0/k0/r0/llm', 'code', 5, 6, 0, 1, 1, "
+      "1), ('', 'h2', 'plan', 'fake', 'Plan a faster kernel', 'plan', 1, 1, 0, 1, 1, 1);";
+  sql +=
+      "INSERT INTO lessons (target, text, kind, source_run, speedup, evidence, created_at, seq) "
+      "VALUES ('trn2', 'fuse the loads', 'improvement', 'aaaaaaaaaaaa', 1.5, '', 1, 1);";
+  sql += "PRAGMA user_version = 4;";
+  raw_exec(path, sql);
+
+  auto store = open_store(path);
+  ASSERT_NE(store, nullptr);
+  auto budget = store->runs().get_run("aaaaaaaaaaaa").value();
+  ASSERT_TRUE(budget.has_value());
+  EXPECT_EQ(budget->status, RunStatus::budget_exhausted);
+  EXPECT_EQ(budget->status_message, "LLM call budget reached (4 calls)");
+  EXPECT_EQ(budget->config.engine_config, "beam=2\nplans=2\n");
+  EXPECT_EQ(budget->config.beam, 2);
+  auto done = store->runs().get_run("bbbbbbbbbbbb").value();
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->status, RunStatus::completed);
+  EXPECT_EQ(done->status_message, "all iterations done");
+
+  auto candidates = store->runs().run_candidates("aaaaaaaaaaaa").value();
+  ASSERT_EQ(candidates.size(), 2u);
+  EXPECT_EQ(candidates[0].origin, "i0/m0/p0/k0/r0/seed");
+  EXPECT_EQ(candidates[0].note, "");
+  EXPECT_EQ(candidates[1].origin, "");
+  EXPECT_EQ(candidates[1].note, "slower than its parent");
+  EXPECT_EQ(candidates[1].status, CandidateStatus::rejected);
+
+  auto calls = store->llm_calls().llm_calls("aaaaaaaaaaaa").value();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].origin, "i1/m0/p0/k0/r0/llm");
+  EXPECT_EQ(calls[0].prompt, "");
+  EXPECT_EQ(calls[0].usage.output_tokens, 6);
+  auto outside = store->llm_calls().find_llm_response("", "h2").value();
+  ASSERT_TRUE(outside.has_value());
+  EXPECT_EQ(outside->origin, "");
+  EXPECT_EQ(outside->prompt, "Plan a faster kernel");
+
+  auto lessons = store->memory().lessons("trn2").value();
+  ASSERT_EQ(lessons.size(), 1u);
+  EXPECT_EQ(lessons[0].text, "fuse the loads");
+  EXPECT_EQ(lessons[0].problem_key, "");
+  EXPECT_EQ(store->evaluations().get_candidate(b).value()->origin, "llm");
+
+  // The migrated file is now at the current version and takes new rows of every kind.
+  Lesson lesson;
+  lesson.target = "trn2";
+  lesson.text = "keep tiles in SBUF";
+  lesson.problem_key = problem;
+  ASSERT_TRUE(store->memory().add_lesson(lesson).ok());
+  EXPECT_EQ(store->memory().lessons("trn2").value().front().problem_key, problem);
+  store.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.string().c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), Store::schema_version());
+  EXPECT_EQ(Store::schema_version(), 5);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
 TEST(StoreOpen, ReopeningKeepsEverythingAndDoesNotMigrateAgain) {
   TempDir dir;
   const fs::path path = dir.path() / "a.db";
   std::string key;
   {
     auto store = open_store(path);
-    key = store->put_candidate(k_kernel_a, "user").value();
+    key = store->evaluations().put_candidate(k_kernel_a, "user").value();
   }
   auto store = open_store(path);
-  auto candidate = store->get_candidate(key);
+  auto candidate = store->evaluations().get_candidate(key);
   ASSERT_TRUE(candidate.ok() && candidate.value().has_value());
   EXPECT_EQ(candidate.value()->origin, "user");
 }
@@ -269,21 +393,22 @@ TEST(StoreOpen, ReopeningKeepsEverythingAndDoesNotMigrateAgain) {
 TEST_F(StoreTest, CandidatesAreKeyedByNormalizedSource) {
   EXPECT_EQ(m_a, core::source_key(k_kernel_a));
   // Trailing blanks and CRLF do not make a new candidate.
-  auto same = m_store->put_candidate("def kernel(a):   \r\n  return a\r\n\r\n", "agent");
+  auto same =
+      m_store->evaluations().put_candidate("def kernel(a):   \r\n  return a\r\n\r\n", "agent");
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(same.value(), m_a);
-  auto stored = m_store->get_candidate(m_a).value();
+  auto stored = m_store->evaluations().get_candidate(m_a).value();
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(stored->source, k_kernel_a);  // the first text is kept
   EXPECT_EQ(stored->origin, "user");
-  EXPECT_FALSE(m_store->get_candidate("0000").value().has_value());
+  EXPECT_FALSE(m_store->evaluations().get_candidate("0000").value().has_value());
 }
 
 TEST_F(StoreTest, WorkloadRemembersLatestPath) {
-  auto again = m_store->put_workload(k_problem, "/elsewhere/problem.py");
+  auto again = m_store->evaluations().put_workload(k_problem, "/elsewhere/problem.py");
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again.value(), m_problem);
-  auto workload = m_store->get_workload(m_problem).value();
+  auto workload = m_store->evaluations().get_workload(m_problem).value();
   ASSERT_TRUE(workload.has_value());
   EXPECT_EQ(workload->path, "/elsewhere/problem.py");
   EXPECT_EQ(workload->source, k_problem);
@@ -294,7 +419,7 @@ TEST_F(StoreTest, WorkloadRemembersLatestPath) {
 TEST_F(StoreTest, EvaluationRoundTripsEveryField) {
   const EvalResult result = correct_result(42.0);
   const std::int64_t id = put(m_a, EvalCommand::evaluate, result);
-  auto stored = m_store->get_evaluation(id).value();
+  auto stored = m_store->evaluations().get_evaluation(id).value();
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(stored->id, id);
   EXPECT_EQ(stored->key.candidate_key, m_a);
@@ -324,7 +449,7 @@ TEST_F(StoreTest, EvaluationRoundTripsEveryField) {
 TEST_F(StoreTest, FailureRoundTripsWithLine) {
   const std::int64_t id =
       put(m_a, EvalCommand::verify, failed_result(FailureKind::compile_error, "load"));
-  auto stored = m_store->get_evaluation(id).value();
+  auto stored = m_store->evaluations().get_evaluation(id).value();
   ASSERT_TRUE(stored.has_value());
   ASSERT_TRUE(stored->result.failure.has_value());
   EXPECT_EQ(stored->result.failure->kind, FailureKind::compile_error);
@@ -337,46 +462,53 @@ TEST_F(StoreTest, NonFiniteFiguresSurvive) {
   EvalResult result = correct_result(10.0);
   result.metrics["mfu_estimate"] = std::numeric_limits<double>::quiet_NaN();
   const std::int64_t id = put(m_a, EvalCommand::evaluate, result);
-  auto stored = m_store->get_evaluation(id).value();
+  auto stored = m_store->evaluations().get_evaluation(id).value();
   ASSERT_TRUE(stored.has_value());
   EXPECT_TRUE(std::isnan(stored->result.metrics.at("mfu_estimate")));
 }
 
-TEST_F(StoreTest, EvaluationNeedsStoredCandidateAndWorkload) {
-  auto id = m_store->put_evaluation(key_for(std::string(64, 'f'), m_problem, EvalCommand::verify),
-                                    correct_result(1));
-  ASSERT_FALSE(id.ok());
-  EXPECT_EQ(id.failure().kind, FailureKind::invalid_argument);
-  auto id2 = m_store->put_evaluation(key_for(m_a, std::string(64, 'e'), EvalCommand::verify),
-                                     correct_result(1));
-  EXPECT_FALSE(id2.ok());
+TEST_F(StoreTest, RecordingAnEvaluationStoresBothSources) {
+  const std::string kernel = "def kernel(a):\n  return a + 0\n";
+  const std::string problem = "def inputs(seed):\n  return {'a': 1}\n";
+  const Probe p = probe_of(kernel, problem, EvalCommand::verify);
+  auto id = m_store->evaluations().record(p.request, p.site, correct_result(1));
+  ASSERT_TRUE(id.ok()) << id.failure().describe();
+  auto candidate = m_store->evaluations().get_candidate(core::source_key(kernel)).value();
+  ASSERT_TRUE(candidate.has_value());
+  EXPECT_EQ(candidate->source, kernel);
+  auto workload = m_store->evaluations().get_workload(core::source_key(problem)).value();
+  ASSERT_TRUE(workload.has_value());
+  EXPECT_EQ(workload->source, problem);
+  // A candidate stored earlier keeps its origin.
+  ASSERT_TRUE(m_store->evaluations()
+                  .record(probe(m_b, EvalCommand::verify).request, p.site, correct_result(1))
+                  .ok());
+  EXPECT_EQ(m_store->evaluations().get_candidate(m_b).value()->origin, "llm");
 }
 
 TEST_F(StoreTest, FindEvaluationMatchesTheWholeKeyAndPrefersNewest) {
   put(m_a, EvalCommand::benchmark, correct_result(50));
   const std::int64_t newer = put(m_a, EvalCommand::benchmark, correct_result(40));
-  auto found = m_store->find_evaluation(key_for(m_a, m_problem, EvalCommand::benchmark)).value();
+  auto found = covering(m_a, EvalCommand::benchmark);
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(found->id, newer);
 
-  EvalKey other_harness = key_for(m_a, m_problem, EvalCommand::benchmark);
-  other_harness.harness_version = "1.0.1";
-  EXPECT_FALSE(m_store->find_evaluation(other_harness).value().has_value());
-  EvalKey other_iters = key_for(m_a, m_problem, EvalCommand::benchmark);
-  other_iters.iters = 100;
-  EXPECT_FALSE(m_store->find_evaluation(other_iters).value().has_value());
-  EvalKey other_backend = key_for(m_a, m_problem, EvalCommand::benchmark, "ssh://u@h:22");
-  EXPECT_FALSE(m_store->find_evaluation(other_backend).value().has_value());
-  EXPECT_FALSE(m_store->find_evaluation(key_for(m_b, m_problem, EvalCommand::benchmark)).value());
+  Probe other_harness = probe(m_a, EvalCommand::benchmark);
+  other_harness.site.harness_version = "1.0.1";
+  EXPECT_FALSE(lookup(*m_store, other_harness).has_value());
+  Probe other_iters = probe(m_a, EvalCommand::benchmark);
+  other_iters.request.iters = 100;
+  EXPECT_FALSE(lookup(*m_store, other_iters).has_value());
+  EXPECT_FALSE(lookup(*m_store, probe(m_a, EvalCommand::benchmark, "ssh://u@h:22")).has_value());
+  EXPECT_FALSE(covering(m_b, EvalCommand::benchmark).has_value());
 }
 
 TEST_F(StoreTest, TransientFailuresAreKeptButNeverAnswer) {
   const std::int64_t id = put(m_a, EvalCommand::verify, failed_result(FailureKind::timeout, "run"));
   put(m_a, EvalCommand::verify, failed_result(FailureKind::transport_error, "connect"));
-  EXPECT_TRUE(m_store->get_evaluation(id).value().has_value());
-  EXPECT_FALSE(m_store->find_evaluation(key_for(m_a, m_problem, EvalCommand::verify)).value());
+  EXPECT_TRUE(m_store->evaluations().get_evaluation(id).value().has_value());
   EXPECT_FALSE(covering(m_a, EvalCommand::verify).has_value());
-  EXPECT_EQ(m_store->evaluations_for_candidate(m_a).value().size(), 2u);
+  EXPECT_EQ(m_store->evaluations().evaluations_for_candidate(m_a).value().size(), 2u);
 }
 
 TEST_F(StoreTest, EvaluateAnswersVerifyBenchmarkAndProfile) {
@@ -399,15 +531,15 @@ TEST_F(StoreTest, VerifyDoesNotAnswerBenchmarkOrProfile) {
 
 TEST_F(StoreTest, BenchmarkCoverageNeedsSameWarmupAndIters) {
   put(m_a, EvalCommand::evaluate, correct_result(30));
-  EvalKey key = key_for(m_a, m_problem, EvalCommand::benchmark);
-  key.iters = 50;
-  EXPECT_FALSE(m_store->find_covering_evaluation(key).value().has_value());
+  Probe p = probe(m_a, EvalCommand::benchmark);
+  p.request.iters = 50;
+  EXPECT_FALSE(lookup(*m_store, p).has_value());
   // Verify ignores timing options.
-  key.command = EvalCommand::verify;
-  EXPECT_TRUE(m_store->find_covering_evaluation(key).value().has_value());
+  p.request.command = EvalCommand::verify;
+  EXPECT_TRUE(lookup(*m_store, p).has_value());
   // Different seeds never match.
-  key.seeds = "0,1,2";
-  EXPECT_FALSE(m_store->find_covering_evaluation(key).value().has_value());
+  p.request.seeds = {0, 1, 2};
+  EXPECT_FALSE(lookup(*m_store, p).has_value());
 }
 
 TEST_F(StoreTest, IncorrectEvaluateAnswersVerifyButNotBenchmark) {
@@ -451,13 +583,15 @@ TEST(StoreKeys, MakeEvalKeyHashesSourcesAndCanonicalisesSeeds) {
   request.target = "trn1";
   request.seeds = {3, 1, 2};
   request.iters = 20;
-  const EvalKey key = make_eval_key(request, "ssh://u@h:22?device=neuron", "neuron", "2.0");
+  const EvalKey key =
+      make_eval_key(request, EvalSite{"ssh://u@h:22?device=neuron", "neuron", "2.0", "a:f32[2]"});
   EXPECT_EQ(key.candidate_key, core::source_key(k_kernel_a));
   EXPECT_EQ(key.problem_key, core::source_key(k_problem));
   EXPECT_EQ(key.target, "trn1");
   EXPECT_EQ(key.seeds, "3,1,2");
   EXPECT_EQ(key.iters, 20);
   EXPECT_EQ(key.harness_version, "2.0");
+  EXPECT_EQ(key.input_signature, "a:f32[2]");
   EXPECT_EQ(canonical_seeds({}), "");
 }
 
@@ -465,63 +599,65 @@ TEST(StoreKeys, MakeEvalKeyHashesSourcesAndCanonicalisesSeeds) {
 
 TEST_F(StoreTest, BestForFileSurvivesRegressionsAndIgnoresWrongVersions) {
   const std::string path = "/home/u/kernel.py";
-  const std::string slow = m_store->put_candidate("v1", "agent").value();
-  const std::string fast = m_store->put_candidate("v2", "agent").value();
-  const std::string regressed = m_store->put_candidate("v3", "agent").value();
-  const std::string wrong = m_store->put_candidate("v4", "agent").value();
-  const std::string elsewhere = m_store->put_candidate("v5", "agent").value();
+  const std::string slow = m_store->evaluations().put_candidate("v1", "agent").value();
+  const std::string fast = m_store->evaluations().put_candidate("v2", "agent").value();
+  const std::string regressed = m_store->evaluations().put_candidate("v3", "agent").value();
+  const std::string wrong = m_store->evaluations().put_candidate("v4", "agent").value();
+  const std::string elsewhere = m_store->evaluations().put_candidate("v5", "agent").value();
   put(slow, EvalCommand::evaluate, correct_result(100));
   const std::int64_t fast_id = put(fast, EvalCommand::evaluate, correct_result(80));
   put(regressed, EvalCommand::evaluate, correct_result(120));
   put(wrong, EvalCommand::evaluate, failed_result(FailureKind::mismatch, "verify"));
   put(elsewhere, EvalCommand::evaluate, correct_result(10));  // never in this file
   for (const auto& key : {slow, fast, regressed, wrong}) {
-    ASSERT_TRUE(m_store->record_file_version(path, key, m_problem, "trn2").ok());
+    ASSERT_TRUE(m_store->files().record_file_version(path, key, m_problem, "trn2").ok());
   }
-  ASSERT_TRUE(m_store->record_file_version("/other.py", elsewhere, m_problem, "trn2").ok());
+  ASSERT_TRUE(m_store->files().record_file_version("/other.py", elsewhere, m_problem, "trn2").ok());
 
-  auto best = m_store->best_for_file(path, m_problem, "trn2").value();
+  auto best = m_store->files().best_for_file(path, m_problem, "trn2").value();
   ASSERT_TRUE(best.has_value());
   EXPECT_EQ(best->candidate_key, fast);
   EXPECT_EQ(best->source, "v2");  // as first stored
   EXPECT_DOUBLE_EQ(best->median_us, 80);
   EXPECT_EQ(best->evaluation_id, fast_id);
-  EXPECT_EQ(m_store->file_versions(path).value().size(), 4u);
-  EXPECT_EQ(m_store->file_versions(path).value().front().candidate_key, wrong);
-  EXPECT_FALSE(m_store->best_for_file(path, m_problem, "trn1").value().has_value());
-  EXPECT_FALSE(m_store->best_for_file("/nothing.py", m_problem, "trn2").value().has_value());
+  EXPECT_EQ(m_store->files().file_versions(path).value().size(), 4u);
+  EXPECT_EQ(m_store->files().file_versions(path).value().front().candidate_key, wrong);
+  EXPECT_FALSE(m_store->files().best_for_file(path, m_problem, "trn1").value().has_value());
+  EXPECT_FALSE(
+      m_store->files().best_for_file("/nothing.py", m_problem, "trn2").value().has_value());
 }
 
 TEST_F(StoreTest, BestForFileNeverComparesAcrossBackends) {
   const std::string path = "/k.py";
-  ASSERT_TRUE(m_store->record_file_version(path, m_a, m_problem, "trn2").ok());
-  ASSERT_TRUE(m_store->record_file_version(path, m_b, m_problem, "trn2").ok());
+  ASSERT_TRUE(m_store->files().record_file_version(path, m_a, m_problem, "trn2").ok());
+  ASSERT_TRUE(m_store->files().record_file_version(path, m_b, m_problem, "trn2").ok());
   put(m_a, EvalCommand::evaluate, correct_result(5), "sim");  // simulated, looks fast
   put(m_a, EvalCommand::evaluate, correct_result(60), "ssh://u@h:22");
   put(m_b, EvalCommand::evaluate, correct_result(50), "ssh://u@h:22");
   // Newest qualifying evaluation is on the real device: judge there.
-  auto best = m_store->best_for_file(path, m_problem, "trn2").value();
+  auto best = m_store->files().best_for_file(path, m_problem, "trn2").value();
   ASSERT_TRUE(best.has_value());
   EXPECT_EQ(best->candidate_key, m_b);
   EXPECT_EQ(best->backend_identity, "ssh://u@h:22");
-  auto sim = m_store->best_for_file(path, m_problem, "trn2", "sim").value();
+  auto sim = m_store->files().best_for_file(path, m_problem, "trn2", "sim").value();
   ASSERT_TRUE(sim.has_value());
   EXPECT_EQ(sim->candidate_key, m_a);
 }
 
 TEST_F(StoreTest, RecordingAVersionAgainMakesItTheNewest) {
   const std::string path = "/k.py";
-  ASSERT_TRUE(m_store->record_file_version(path, m_a, m_problem, "trn2").ok());
-  ASSERT_TRUE(m_store->record_file_version(path, m_b, m_problem, "trn2").ok());
-  ASSERT_TRUE(m_store->record_file_version(path, m_a, m_problem, "trn2").ok());  // reverted
-  auto versions = m_store->file_versions(path).value();
+  ASSERT_TRUE(m_store->files().record_file_version(path, m_a, m_problem, "trn2").ok());
+  ASSERT_TRUE(m_store->files().record_file_version(path, m_b, m_problem, "trn2").ok());
+  ASSERT_TRUE(m_store->files().record_file_version(path, m_a, m_problem, "trn2").ok());  // reverted
+  auto versions = m_store->files().file_versions(path).value();
   ASSERT_EQ(versions.size(), 2u);
   EXPECT_EQ(versions[0].candidate_key, m_a);
   EXPECT_EQ(versions[1].candidate_key, m_b);
 }
 
 TEST_F(StoreTest, FileVersionNeedsStoredCandidate) {
-  auto status = m_store->record_file_version("/k.py", std::string(64, 'a'), m_problem, "trn2");
+  auto status =
+      m_store->files().record_file_version("/k.py", std::string(64, 'a'), m_problem, "trn2");
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.failure().kind, FailureKind::invalid_argument);
 }
@@ -541,14 +677,14 @@ RunConfig sample_config(const std::string& problem_key, const std::string& seed_
   config.rng_seed = 18446744073709551615ull;
   config.budgets.max_cost_usd = 2.5;
   config.budgets.max_llm_calls = 100;
-  config.config_json = "{\"beam\":3}";
+  config.engine_config = "{\"beam\":3}";
   return config;
 }
 
 TEST_F(StoreTest, RunRoundTripsConfigAndStatus) {
-  const std::string id = m_store->create_run(sample_config(m_problem, m_a)).value();
+  const std::string id = m_store->runs().create_run(sample_config(m_problem, m_a)).value();
   EXPECT_EQ(id.size(), 12u);
-  auto run = m_store->get_run(id).value();
+  auto run = m_store->runs().get_run(id).value();
   ASSERT_TRUE(run.has_value());
   EXPECT_EQ(run->status, RunStatus::running);
   EXPECT_EQ(run->config.llm_specs.size(), 2u);
@@ -556,18 +692,18 @@ TEST_F(StoreTest, RunRoundTripsConfigAndStatus) {
   EXPECT_EQ(run->config.budgets.max_cost_usd, 2.5);
   EXPECT_EQ(run->config.budgets.max_llm_calls, 100);
   EXPECT_FALSE(run->config.budgets.max_tokens.has_value());
-  EXPECT_EQ(run->config.config_json, "{\"beam\":3}");
+  EXPECT_EQ(run->config.engine_config, "{\"beam\":3}");
   EXPECT_EQ(run->owner_pid, static_cast<int>(getpid()));
   EXPECT_FALSE(run->finished_at_ms.has_value());
 
   // A unique prefix finds it.
-  auto by_prefix = m_store->get_run(id.substr(0, 6)).value();
+  auto by_prefix = m_store->runs().get_run(id.substr(0, 6)).value();
   ASSERT_TRUE(by_prefix.has_value());
   EXPECT_EQ(by_prefix->id, id);
 
-  ASSERT_TRUE(m_store->set_run_progress(id, 2, m_b, 20.0, 40.0).ok());
-  ASSERT_TRUE(m_store->set_run_status(id, RunStatus::completed, "done").ok());
-  run = m_store->get_run(id).value();
+  ASSERT_TRUE(m_store->runs().set_run_progress(id, 2, m_b, 20.0, 40.0).ok());
+  ASSERT_TRUE(m_store->runs().set_run_status(id, RunStatus::completed, "done").ok());
+  run = m_store->runs().get_run(id).value();
   EXPECT_EQ(run->status, RunStatus::completed);
   EXPECT_EQ(run->status_message, "done");
   EXPECT_TRUE(run->finished_at_ms.has_value());
@@ -576,59 +712,95 @@ TEST_F(StoreTest, RunRoundTripsConfigAndStatus) {
   EXPECT_EQ(run->best_latency_us, 20.0);
   EXPECT_EQ(run->baseline_latency_us, 40.0);
 
-  ASSERT_TRUE(m_store->claim_run(id).ok());
-  EXPECT_EQ(m_store->get_run(id).value()->status, RunStatus::running);
+  ASSERT_TRUE(m_store->runs().claim_run(id).ok());
+  EXPECT_EQ(m_store->runs().get_run(id).value()->status, RunStatus::running);
 
-  EXPECT_FALSE(m_store->set_run_status("nope", RunStatus::failed).ok());
-  EXPECT_FALSE(m_store->get_run("zzzz").value().has_value());
+  EXPECT_FALSE(m_store->runs().set_run_status("nope", RunStatus::failed).ok());
+  EXPECT_FALSE(m_store->runs().get_run("zzzz").value().has_value());
+
+  // A run stopped by a budget says so in its status; the message is only the reason.
+  ASSERT_TRUE(m_store->runs()
+                  .set_run_status(id, RunStatus::budget_exhausted, "LLM call budget reached")
+                  .ok());
+  run = m_store->runs().get_run(id).value();
+  EXPECT_EQ(run->status, RunStatus::budget_exhausted);
+  EXPECT_EQ(run->status_message, "LLM call budget reached");
+  EXPECT_TRUE(run->finished_at_ms.has_value());
+}
+
+TEST_F(StoreTest, OriginsOfRunCandidatesAndLlmCallsHaveTheirOwnColumns) {
+  const std::string id = m_store->runs().create_run(sample_config(m_problem, m_a)).value();
+  RunCandidate candidate = make_run_candidate(id, 1, m_b, m_a, "plan", "llm");
+  candidate.origin = "i1/m0/p2/k1/r0/llm";
+  candidate.note = "slower than its parent";
+  ASSERT_TRUE(m_store->runs().add_run_candidate(candidate).value());
+  auto stored = m_store->runs().get_run_candidate(id, m_b).value();
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->origin, "i1/m0/p2/k1/r0/llm");
+  EXPECT_EQ(stored->note, "slower than its parent");
+
+  LlmCall call;
+  call.run_id = id;
+  call.request_hash = "h";
+  call.origin = "i1/m0/p2/k1/r0/llm";
+  call.prompt = "the prompt";
+  ASSERT_TRUE(m_store->llm_calls().put_llm_call(call).ok());
+  auto found = m_store->llm_calls().find_llm_response(id, "h").value();
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->origin, "i1/m0/p2/k1/r0/llm");
+  EXPECT_EQ(found->prompt, "the prompt");
 }
 
 TEST_F(StoreTest, ListRunsNewestFirst) {
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) {
-    ids.push_back(m_store->create_run(sample_config(m_problem, m_a)).value());
+    ids.push_back(m_store->runs().create_run(sample_config(m_problem, m_a)).value());
   }
-  auto runs = m_store->list_runs(2).value();
+  auto runs = m_store->runs().list_runs(2).value();
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0].id, ids[2]);
   EXPECT_EQ(runs[1].id, ids[1]);
 }
 
 TEST_F(StoreTest, BeamsAreReplacedPerIteration) {
-  const std::string id = m_store->create_run(sample_config(m_problem, m_a)).value();
-  ASSERT_TRUE(m_store->record_beam(id, 0, {m_a}).ok());
-  ASSERT_TRUE(m_store->record_beam(id, 1, {m_a, m_b}).ok());
-  ASSERT_TRUE(m_store->record_beam(id, 1, {m_b, m_a}).ok());  // re-recorded on resume
-  auto beams = m_store->get_beams(id).value();
+  const std::string id = m_store->runs().create_run(sample_config(m_problem, m_a)).value();
+  ASSERT_TRUE(m_store->runs().record_beam(id, 0, {m_a}).ok());
+  ASSERT_TRUE(m_store->runs().record_beam(id, 1, {m_a, m_b}).ok());
+  ASSERT_TRUE(m_store->runs().record_beam(id, 1, {m_b, m_a}).ok());  // re-recorded on resume
+  auto beams = m_store->runs().get_beams(id).value();
   ASSERT_EQ(beams.size(), 2u);
-  EXPECT_EQ(beams[0].candidate_keys, std::vector<std::string>{m_a});
-  EXPECT_EQ(beams[1].candidate_keys, (std::vector<std::string>{m_b, m_a}));
-  EXPECT_FALSE(m_store->record_beam("missing", 0, {m_a}).ok());
+  EXPECT_EQ(beams[0].members, std::vector<std::string>{m_a});
+  EXPECT_EQ(beams[1].members, (std::vector<std::string>{m_b, m_a}));
+  EXPECT_FALSE(m_store->runs().record_beam("missing", 0, {m_a}).ok());
 }
 
 TEST_F(StoreTest, RunCandidatesKeepLineageAndAreNeverDuplicated) {
-  const std::string id = m_store->create_run(sample_config(m_problem, m_a)).value();
-  const std::string c = m_store->put_candidate("child of b", "llm").value();
+  const std::string id = m_store->runs().create_run(sample_config(m_problem, m_a)).value();
+  const std::string c = m_store->evaluations().put_candidate("child of b", "llm").value();
   RunCandidate seed = make_run_candidate(id, 0, m_a, "", "", "seed");
   RunCandidate b = make_run_candidate(id, 1, m_b, m_a, "tile the loop by 128", "openai:gpt-4o");
   RunCandidate child =
       make_run_candidate(id, 2, c, m_b, "double buffer the DMA", "anthropic:claude");
-  EXPECT_TRUE(m_store->add_run_candidate(seed).value());
-  EXPECT_TRUE(m_store->add_run_candidate(b).value());
-  EXPECT_TRUE(m_store->add_run_candidate(child).value());
+  EXPECT_TRUE(m_store->runs().add_run_candidate(seed).value());
+  EXPECT_TRUE(m_store->runs().add_run_candidate(b).value());
+  EXPECT_TRUE(m_store->runs().add_run_candidate(child).value());
   RunCandidate again = b;
   again.plan_text = "something else";
-  EXPECT_FALSE(m_store->add_run_candidate(again).value());  // same source: not twice in a run
+  EXPECT_FALSE(
+      m_store->runs().add_run_candidate(again).value());  // same source: not twice in a run
 
   const std::int64_t eval_b = put(m_b, EvalCommand::evaluate, correct_result(25));
   const std::int64_t eval_seed = put(m_a, EvalCommand::evaluate, correct_result(40));
   const std::int64_t eval_c =
       put(c, EvalCommand::evaluate, failed_result(FailureKind::runtime_error, "verify"));
-  ASSERT_TRUE(m_store->update_run_candidate(id, m_a, CandidateStatus::accepted, eval_seed).ok());
-  ASSERT_TRUE(m_store->update_run_candidate(id, m_b, CandidateStatus::accepted, eval_b).ok());
-  ASSERT_TRUE(m_store->update_run_candidate(id, c, CandidateStatus::failed, eval_c, "crash").ok());
+  ASSERT_TRUE(
+      m_store->runs().update_run_candidate(id, m_a, CandidateStatus::accepted, eval_seed).ok());
+  ASSERT_TRUE(
+      m_store->runs().update_run_candidate(id, m_b, CandidateStatus::accepted, eval_b).ok());
+  ASSERT_TRUE(
+      m_store->runs().update_run_candidate(id, c, CandidateStatus::failed, eval_c, "crash").ok());
 
-  auto got = m_store->get_run_candidate(id, m_b).value();
+  auto got = m_store->runs().get_run_candidate(id, m_b).value();
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->plan_text, "tile the loop by 128");
   EXPECT_EQ(got->status, CandidateStatus::accepted);
@@ -636,38 +808,39 @@ TEST_F(StoreTest, RunCandidatesKeepLineageAndAreNeverDuplicated) {
   EXPECT_EQ(got->median_us, 25.0);
   EXPECT_TRUE(got->correct);
 
-  auto chain = m_store->lineage(id, c).value();
+  auto chain = m_store->runs().lineage(id, c).value();
   ASSERT_EQ(chain.size(), 3u);
   EXPECT_EQ(chain[0].candidate_key, m_a);
   EXPECT_EQ(chain[1].candidate_key, m_b);
   EXPECT_EQ(chain[2].note, "crash");
 
-  auto counts = m_store->run_counts(id).value();
+  auto counts = m_store->runs().run_counts(id).value();
   EXPECT_EQ(counts.candidates, 3);
   EXPECT_EQ(counts.evaluated, 3);
   EXPECT_EQ(counts.accepted, 2);
   EXPECT_EQ(counts.failed, 1);
 
-  auto best = m_store->best_for_run(id).value();
+  auto best = m_store->runs().best_for_run(id).value();
   ASSERT_TRUE(best.has_value());
   EXPECT_EQ(best->candidate_key, m_b);
   EXPECT_DOUBLE_EQ(best->median_us, 25.0);
-  EXPECT_EQ(m_store->run_candidates(id).value().size(), 3u);
+  EXPECT_EQ(m_store->runs().run_candidates(id).value().size(), 3u);
 
-  EXPECT_FALSE(
-      m_store->update_run_candidate(id, std::string(64, 'd'), CandidateStatus::rejected).ok());
-  EXPECT_FALSE(m_store->best_for_run("nope").ok());
+  EXPECT_FALSE(m_store->runs()
+                   .update_run_candidate(id, std::string(64, 'd'), CandidateStatus::rejected)
+                   .ok());
+  EXPECT_FALSE(m_store->runs().best_for_run("nope").ok());
 }
 
 TEST_F(StoreTest, StatusUpdateWithoutEvaluationKeepsFigures) {
-  const std::string id = m_store->create_run(sample_config(m_problem, m_a)).value();
+  const std::string id = m_store->runs().create_run(sample_config(m_problem, m_a)).value();
   const std::int64_t eval = put(m_a, EvalCommand::evaluate, correct_result(33));
   RunCandidate seed = make_run_candidate(id, 0, m_a, "", "", "seed");
   seed.status = CandidateStatus::evaluated;
   seed.evaluation_id = eval;
-  ASSERT_TRUE(m_store->add_run_candidate(seed).value());
-  ASSERT_TRUE(m_store->update_run_candidate(id, m_a, CandidateStatus::rejected).ok());
-  auto got = m_store->get_run_candidate(id, m_a).value();
+  ASSERT_TRUE(m_store->runs().add_run_candidate(seed).value());
+  ASSERT_TRUE(m_store->runs().update_run_candidate(id, m_a, CandidateStatus::rejected).ok());
+  auto got = m_store->runs().get_run_candidate(id, m_a).value();
   EXPECT_EQ(got->status, CandidateStatus::rejected);
   EXPECT_EQ(got->evaluation_id, eval);
   EXPECT_EQ(got->median_us, 33.0);
@@ -681,7 +854,7 @@ TEST_F(StoreTest, RunsLeftRunningByADeadProcessAreInterrupted) {
   if (child == 0) {
     close(fds[0]);
     auto store = Store::open((m_dir.path() / "autocomp.db").string());
-    std::string id = store ? store.value()->create_run(RunConfig{}).value() : std::string();
+    std::string id = store ? store.value()->runs().create_run(RunConfig{}).value() : std::string();
     if (write(fds[1], id.data(), id.size()) < 0) {
       _exit(2);
     }
@@ -695,18 +868,18 @@ TEST_F(StoreTest, RunsLeftRunningByADeadProcessAreInterrupted) {
   waitpid(child, &status, 0);
   ASSERT_EQ(n, 12);
   const std::string orphan(buffer, 12);
-  const std::string mine = m_store->create_run(RunConfig{}).value();
+  const std::string mine = m_store->runs().create_run(RunConfig{}).value();
 
-  auto interrupted = m_store->interrupt_orphaned_runs().value();
+  auto interrupted = m_store->runs().interrupt_orphaned_runs().value();
   EXPECT_EQ(interrupted, std::vector<std::string>{orphan});
-  EXPECT_EQ(m_store->get_run(orphan).value()->status, RunStatus::interrupted);
-  EXPECT_EQ(m_store->get_run(mine).value()->status, RunStatus::running);
+  EXPECT_EQ(m_store->runs().get_run(orphan).value()->status, RunStatus::interrupted);
+  EXPECT_EQ(m_store->runs().get_run(mine).value()->status, RunStatus::running);
 }
 
 // -- LLM calls ---------------------------------------------------------------------------------
 
 TEST_F(StoreTest, LlmResponsesAreFoundAgainAndTotalled) {
-  const std::string id = m_store->create_run(sample_config(m_problem, m_a)).value();
+  const std::string id = m_store->runs().create_run(sample_config(m_problem, m_a)).value();
   LlmCall call;
   call.run_id = id;
   call.request_hash = "h1";
@@ -716,34 +889,34 @@ TEST_F(StoreTest, LlmResponsesAreFoundAgainAndTotalled) {
   call.response = "1. tile";
   call.usage = {1000, 200, 0.01};
   call.latency_ms = 1500;
-  ASSERT_TRUE(m_store->put_llm_call(call).ok());
+  ASSERT_TRUE(m_store->llm_calls().put_llm_call(call).ok());
   LlmCall second = call;
   second.request_hash = "h2";
   second.usage = {500, 100, 0.005};
-  ASSERT_TRUE(m_store->put_llm_call(second).ok());
+  ASSERT_TRUE(m_store->llm_calls().put_llm_call(second).ok());
   LlmCall duplicate = call;
   duplicate.response = "a different answer";
-  ASSERT_TRUE(m_store->put_llm_call(duplicate).ok());
+  ASSERT_TRUE(m_store->llm_calls().put_llm_call(duplicate).ok());
 
-  auto found = m_store->find_llm_response(id, "h1").value();
+  auto found = m_store->llm_calls().find_llm_response(id, "h1").value();
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(found->response, "1. tile");
   EXPECT_EQ(found->usage.input_tokens, 1000);
-  EXPECT_FALSE(m_store->find_llm_response(id, "h3").value().has_value());
-  auto totals = m_store->llm_totals(id).value();
+  EXPECT_FALSE(m_store->llm_calls().find_llm_response(id, "h3").value().has_value());
+  auto totals = m_store->llm_calls().llm_totals(id).value();
   EXPECT_EQ(totals.calls, 2);
   EXPECT_EQ(totals.input_tokens, 1500);
   EXPECT_EQ(totals.output_tokens, 300);
   EXPECT_NEAR(totals.cost_usd, 0.015, 1e-12);
-  EXPECT_EQ(m_store->llm_calls(id).value().size(), 2u);
+  EXPECT_EQ(m_store->llm_calls().llm_calls(id).value().size(), 2u);
 
   LlmCall outside = call;
   outside.run_id = "";
-  ASSERT_TRUE(m_store->put_llm_call(outside).ok());
-  EXPECT_TRUE(m_store->find_llm_response("", "h1").value().has_value());
+  ASSERT_TRUE(m_store->llm_calls().put_llm_call(outside).ok());
+  EXPECT_TRUE(m_store->llm_calls().find_llm_response("", "h1").value().has_value());
   LlmCall unknown_run = call;
   unknown_run.run_id = "ffffffffffff";
-  EXPECT_FALSE(m_store->put_llm_call(unknown_run).ok());
+  EXPECT_FALSE(m_store->llm_calls().put_llm_call(unknown_run).ok());
 }
 
 // -- Memory lessons ----------------------------------------------------------------------------
@@ -762,14 +935,15 @@ TEST(StoreLessons, BoundedPerTargetEvictingTheWeakestFirst) {
   StoreOptions options;
   options.lesson_limit = 4;
   auto store = open_store(dir.path() / "l.db", options);
-  ASSERT_TRUE(store->add_lesson(make_lesson("trn2", "big win", 3.0)).ok());
-  ASSERT_TRUE(store->add_lesson(make_lesson("trn2", "clear regression", 0.4)).ok());  // value 2.5
-  ASSERT_TRUE(store->add_lesson(make_lesson("trn2", "small win", 1.05)).ok());
-  ASSERT_TRUE(store->add_lesson(make_lesson("trn2", "medium win", 1.5)).ok());
-  ASSERT_TRUE(store->add_lesson(make_lesson("trn1", "other target", 1.01)).ok());
-  ASSERT_TRUE(store->add_lesson(make_lesson("trn2", "newest small", 1.04)).ok());
+  ASSERT_TRUE(store->memory().add_lesson(make_lesson("trn2", "big win", 3.0)).ok());
+  ASSERT_TRUE(
+      store->memory().add_lesson(make_lesson("trn2", "clear regression", 0.4)).ok());  // value 2.5
+  ASSERT_TRUE(store->memory().add_lesson(make_lesson("trn2", "small win", 1.05)).ok());
+  ASSERT_TRUE(store->memory().add_lesson(make_lesson("trn2", "medium win", 1.5)).ok());
+  ASSERT_TRUE(store->memory().add_lesson(make_lesson("trn1", "other target", 1.01)).ok());
+  ASSERT_TRUE(store->memory().add_lesson(make_lesson("trn2", "newest small", 1.04)).ok());
 
-  auto kept = store->lessons("trn2", 100).value();
+  auto kept = store->memory().lessons("trn2", 100).value();
   ASSERT_EQ(kept.size(), 4u);
   std::set<std::string> texts;
   for (const auto& l : kept) {
@@ -778,19 +952,21 @@ TEST(StoreLessons, BoundedPerTargetEvictingTheWeakestFirst) {
   EXPECT_EQ(texts,
             (std::set<std::string>{"big win", "clear regression", "medium win", "newest small"}));
   EXPECT_EQ(kept.front().text, "newest small");  // newest first
-  EXPECT_EQ(store->lessons("trn1", 100).value().size(), 1u);
-  EXPECT_EQ(store->lessons("", 100).value().size(), 5u);
+  EXPECT_EQ(store->memory().lessons("trn1", 100).value().size(), 1u);
+  EXPECT_EQ(store->memory().lessons("", 100).value().size(), 5u);
 }
 
 TEST(StoreLessons, RepeatedTextRefreshesInsteadOfDuplicating) {
   TempDir dir;
   auto store = open_store(dir.path() / "l.db");
-  const auto first = store->add_lesson(make_lesson("trn2", "use nc_matmul with 128 tiles", 1.2));
-  ASSERT_TRUE(store->add_lesson(make_lesson("trn2", "other", 1.1)).ok());
-  const auto second = store->add_lesson(make_lesson("trn2", "use nc_matmul with 128 tiles", 1.1));
+  const auto first =
+      store->memory().add_lesson(make_lesson("trn2", "use nc_matmul with 128 tiles", 1.2));
+  ASSERT_TRUE(store->memory().add_lesson(make_lesson("trn2", "other", 1.1)).ok());
+  const auto second =
+      store->memory().add_lesson(make_lesson("trn2", "use nc_matmul with 128 tiles", 1.1));
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first.value(), second.value());
-  auto kept = store->lessons("trn2", 10).value();
+  auto kept = store->memory().lessons("trn2", 10).value();
   ASSERT_EQ(kept.size(), 2u);
   EXPECT_EQ(kept.front().text, "use nc_matmul with 128 tiles");
   EXPECT_DOUBLE_EQ(kept.front().speedup, 1.2);  // stronger evidence kept
@@ -799,14 +975,14 @@ TEST(StoreLessons, RepeatedTextRefreshesInsteadOfDuplicating) {
 TEST(StoreLessons, ClearByTargetOrAll) {
   TempDir dir;
   auto store = open_store(dir.path() / "l.db");
-  ASSERT_TRUE(store->add_lesson(make_lesson("trn2", "a", 1.2)).ok());
-  ASSERT_TRUE(store->add_lesson(make_lesson("trn2", "b", 1.2)).ok());
-  ASSERT_TRUE(store->add_lesson(make_lesson("trn1", "c", 1.2)).ok());
-  EXPECT_EQ(store->clear_lessons("trn2").value(), 2);
-  EXPECT_EQ(store->lessons("", 10).value().size(), 1u);
-  EXPECT_EQ(store->clear_lessons("").value(), 1);
-  EXPECT_TRUE(store->lessons("", 10).value().empty());
-  EXPECT_FALSE(store->add_lesson(make_lesson("", "no target", 1.2)).ok());
+  ASSERT_TRUE(store->memory().add_lesson(make_lesson("trn2", "a", 1.2)).ok());
+  ASSERT_TRUE(store->memory().add_lesson(make_lesson("trn2", "b", 1.2)).ok());
+  ASSERT_TRUE(store->memory().add_lesson(make_lesson("trn1", "c", 1.2)).ok());
+  EXPECT_EQ(store->memory().clear_lessons("trn2").value(), 2);
+  EXPECT_EQ(store->memory().lessons("", 10).value().size(), 1u);
+  EXPECT_EQ(store->memory().clear_lessons("").value(), 1);
+  EXPECT_TRUE(store->memory().lessons("", 10).value().empty());
+  EXPECT_FALSE(store->memory().add_lesson(make_lesson("", "no target", 1.2)).ok());
 }
 
 // -- Reflexions --------------------------------------------------------------------------------
@@ -821,24 +997,24 @@ TEST(StoreReflexions, RecentNewestFirstPerScope) {
     r.diagnosis_right = i % 2 == 0;
     r.lessons = "lesson " + std::to_string(i);
     r.try_next = "try " + std::to_string(i);
-    ASSERT_TRUE(store->add_reflexion(r).ok());
+    ASSERT_TRUE(store->memory().add_reflexion(r).ok());
   }
   Reflexion other;
   other.scope = "abcdef123456";
   other.raw_text = "not json at all";
-  ASSERT_TRUE(store->add_reflexion(other).ok());
+  ASSERT_TRUE(store->memory().add_reflexion(other).ok());
 
-  auto recent = store->recent_reflexions("/home/u/kernel.py", 2).value();
+  auto recent = store->memory().recent_reflexions("/home/u/kernel.py", 2).value();
   ASSERT_EQ(recent.size(), 2u);
   EXPECT_EQ(recent[0].lessons, "lesson 3");
   EXPECT_EQ(recent[0].diagnosis_right, false);
   EXPECT_FALSE(recent[0].fix_worked.has_value());
   EXPECT_EQ(recent[1].try_next, "try 2");
-  auto others = store->recent_reflexions("abcdef123456", 5).value();
+  auto others = store->memory().recent_reflexions("abcdef123456", 5).value();
   ASSERT_EQ(others.size(), 1u);
   EXPECT_EQ(others[0].raw_text, "not json at all");
   Reflexion unscoped;
-  EXPECT_FALSE(store->add_reflexion(unscoped).ok());
+  EXPECT_FALSE(store->memory().add_reflexion(unscoped).ok());
 }
 
 // -- Concurrency -------------------------------------------------------------------------------
@@ -848,8 +1024,8 @@ TEST(StoreConcurrency, ThreadsAndConnectionsWriteAtOnceWithoutLoss) {
   const fs::path path = dir.path() / "c.db";
   auto shared = open_store(path);
   auto second = open_store(path);  // a second connection, as another process would have
-  const std::string problem = shared->put_workload(k_problem, "").value();
-  const std::string run = shared->create_run(RunConfig{}).value();
+  const std::string problem = shared->evaluations().put_workload(k_problem, "").value();
+  const std::string run = shared->runs().create_run(RunConfig{}).value();
   constexpr int k_threads = 6;
   constexpr int k_per_thread = 40;
   std::vector<std::thread> threads;
@@ -859,29 +1035,28 @@ TEST(StoreConcurrency, ThreadsAndConnectionsWriteAtOnceWithoutLoss) {
       Store& store = t % 2 == 0 ? *shared : *second;
       for (int i = 0; i < k_per_thread; ++i) {
         const std::string source = "kernel " + std::to_string(t) + " " + std::to_string(i);
-        auto key = store.put_candidate(source, "test");
+        auto key = store.evaluations().put_candidate(source, "test");
         if (!key) {
           ++failures;
           continue;
         }
-        if (!store.put_evaluation(key_for(key.value(), problem, EvalCommand::evaluate),
-                                  correct_result(10 + i))) {
+        const Probe evaluated = probe_of(source, k_problem, EvalCommand::evaluate);
+        if (!store.evaluations().record(evaluated.request, evaluated.site,
+                                        correct_result(10 + i))) {
           ++failures;
         }
         RunCandidate candidate = make_run_candidate(run, i, key.value(), "", "", "test");
-        if (!store.add_run_candidate(candidate)) {
+        if (!store.runs().add_run_candidate(candidate)) {
           ++failures;
         }
         LlmCall call;
         call.run_id = run;
         call.request_hash = source;
         call.response = "r";
-        if (!store.put_llm_call(call)) {
+        if (!store.llm_calls().put_llm_call(call)) {
           ++failures;
         }
-        if (!store.find_covering_evaluation(key_for(key.value(), problem, EvalCommand::verify))
-                 .value()
-                 .has_value()) {
+        if (!lookup(store, probe_of(source, k_problem, EvalCommand::verify)).has_value()) {
           ++failures;
         }
       }
@@ -891,9 +1066,9 @@ TEST(StoreConcurrency, ThreadsAndConnectionsWriteAtOnceWithoutLoss) {
     thread.join();
   }
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(shared->run_candidates(run).value().size(),
+  EXPECT_EQ(shared->runs().run_candidates(run).value().size(),
             static_cast<std::size_t>(k_threads * k_per_thread));
-  EXPECT_EQ(second->llm_totals(run).value().calls, k_threads * k_per_thread);
+  EXPECT_EQ(second->llm_calls().llm_totals(run).value().calls, k_threads * k_per_thread);
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ TEST(ToolEnvStore, AStoreThatCannotBeWrittenIsOpenedForReading) {
   {
     auto store = search::store::Store::open(db.string());
     ASSERT_TRUE(store.ok());
-    ASSERT_TRUE(store.value()->put_candidate("def k():\n  pass\n", "user").ok());
+    ASSERT_TRUE(store.value()->evaluations().put_candidate("def k():\n  pass\n", "user").ok());
   }
   ::chmod(db.c_str(), 0444);
   ::chmod(dir.c_str(), 0555);
@@ -77,8 +77,8 @@ TEST(ToolEnvStore, AStoreThatCannotBeWrittenIsOpenedForReading) {
   auto store = env.store();
   ASSERT_TRUE(store.ok()) << store.failure().describe();
   EXPECT_TRUE(store.value()->read_only());
-  EXPECT_TRUE(store.value()->list_runs().ok());
-  auto write = store.value()->put_candidate("def other():\n  pass\n", "user");
+  EXPECT_TRUE(store.value()->runs().list_runs(20).ok());
+  auto write = store.value()->evaluations().put_candidate("def other():\n  pass\n", "user");
   ASSERT_FALSE(write.ok());
   EXPECT_NE(write.failure().message.find("read-only"), std::string::npos);
   ::chmod(dir.c_str(), 0755);
