@@ -62,7 +62,7 @@ def _pass_costs(target):
 
 def target_facts(target):
     costs = _pass_costs(target)
-    effective = min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns)
+    effective = runtime.hbm_dma_bandwidth(target)
     return {
         "tensor_ghz": _round(target.tensor_hz / 1e9),
         "vector_ghz": _round(target.vector_hz / 1e9),

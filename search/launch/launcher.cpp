@@ -72,7 +72,7 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
   std::string target;
   std::string backend_spec = request.backend_spec;
   if (!request.resume_run_id.empty()) {
-    auto run = db->get_run(request.resume_run_id);
+    auto run = db->runs().get_run(request.resume_run_id);
     if (!run.ok()) {
       return run.failure();
     }

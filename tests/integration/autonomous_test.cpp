@@ -379,11 +379,11 @@ TEST_F(Autonomous, AProblemsTargetIsTheHardwareTheKernelRunsOn) {
   int code = run(args({"--beam", "1", "--iterations", "1"}), "trn1");
   ASSERT_EQ(code, 0) << err("trn1");
   auto store = open_store();
-  auto runs = store->list_runs(1);
+  auto runs = store->runs().list_runs(1);
   ASSERT_TRUE(runs.ok());
   ASSERT_EQ(runs->size(), 1u);
   EXPECT_EQ(runs->front().config.target, "trn1");
-  auto evaluations = store->evaluations_for_candidate(autocomp::core::source_key(naive));
+  auto evaluations = store->evaluations().evaluations_for_candidate(autocomp::core::source_key(naive));
   ASSERT_TRUE(evaluations.ok());
   ASSERT_FALSE(evaluations->empty());
   for (const auto& stored : *evaluations) {

@@ -84,7 +84,7 @@ TEST_F(SearchLaunch, AProblemsTargetIsTheHardwareTheToolsSearchRunsOn) {
 
   auto db = env->store();
   ASSERT_TRUE(db.ok());
-  auto evaluations = db.value()->evaluations_for_candidate(core::source_key(m_kernel));
+  auto evaluations = db.value()->evaluations().evaluations_for_candidate(core::source_key(m_kernel));
   ASSERT_TRUE(evaluations.ok());
   ASSERT_FALSE(evaluations->empty());
   for (const auto& stored : *evaluations) {

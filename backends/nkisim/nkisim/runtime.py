@@ -9,6 +9,13 @@ from .timing import NullScheduler, Scheduler
 CUR = None
 
 
+def hbm_dma_bandwidth(target):
+    """Bytes/ns a core's DMA queues sustain between HBM and on-chip memory: the lower of the DMA
+    and HBM rates, times the target's measured DMA efficiency (constants.py)."""
+    eff = getattr(target, "dma_efficiency", 1.0)
+    return min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns) * eff
+
+
 class Sim:
     """Everything one `simulate` call accumulates."""
 
@@ -49,6 +56,5 @@ class Sim:
         self.ns_vector = 1e9 / target.vector_hz
         self.ns_scalar = 1e9 / target.scalar_hz
         self.ns_gpsimd = 1e9 / target.gpsimd_hz
-        eff = getattr(target, "dma_efficiency", 1.0)
-        self.dma_bw = min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns) * eff
-        self.dma_bw_onchip = target.dma_bytes_per_ns * eff
+        self.dma_bw = hbm_dma_bandwidth(target)
+        self.dma_bw_onchip = target.dma_bytes_per_ns * getattr(target, "dma_efficiency", 1.0)
