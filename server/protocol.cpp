@@ -700,6 +700,16 @@ nlohmann::json Session::dispatch_modern(const jsonrpc::Request& request,
                                         const std::shared_ptr<ModernCall>& call) {
   const std::string& method = request.method;
   const nlohmann::json& params = request.params;
+  if (method == "tools/list") {
+    // Once per client connection in practice: says which era a client settled on.
+    std::string version = "?";
+    if (auto meta = params.find("_meta");
+        params.is_object() && meta != params.end() && meta->is_object() &&
+        meta->value(k_meta_protocol_version, nlohmann::json()).is_string()) {
+      version = (*meta)[k_meta_protocol_version].get<std::string>();
+    }
+    spdlog::info("stateless tools/list, protocol {}", version);
+  }
   if (method == "server/discover") {
     const auto& options = m_server.options();
     nlohmann::json server_info = {{"name", options.name}, {"version", options.version}};

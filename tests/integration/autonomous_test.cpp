@@ -253,7 +253,9 @@ TEST_F(Autonomous, RepairsRejectsDedupsRetriesAndKeepsTheFasterKernel) {
   auto lessons = store->memory().lessons("trn2", 16);
   ASSERT_TRUE(lessons.ok());
   ASSERT_EQ(lessons->size(), 1u);
-  EXPECT_EQ(lessons->front().text, k_lesson);
+  // Lessons carry the workload they were learned on, so other workloads' prompts can label them.
+  const std::string scoped_lesson = std::string("[rmsnorm_kernel] ") + k_lesson;
+  EXPECT_EQ(lessons->front().text, scoped_lesson);
   EXPECT_EQ(lessons->front().source_run, run_id);
   auto reflexions = store->memory().recent_reflexions(run_id, 10);
   ASSERT_TRUE(reflexions.ok());
@@ -277,7 +279,7 @@ TEST_F(Autonomous, RepairsRejectsDedupsRetriesAndKeepsTheFasterKernel) {
   EXPECT_NE(html.find("ZQ-FASTER"), std::string::npos) << "the winner's plan in words";
   EXPECT_NE(markdown.find("ZQ-FASTER"), std::string::npos);
   EXPECT_NE(markdown.find("Lineage"), std::string::npos);
-  EXPECT_NE(markdown.find(std::string("## Lessons learned\n\n- ") + k_lesson), std::string::npos)
+  EXPECT_NE(markdown.find("## Lessons learned\n\n- " + scoped_lesson), std::string::npos)
       << markdown;
   EXPECT_NE(html.find(k_lesson), std::string::npos);
 }

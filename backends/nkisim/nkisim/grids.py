@@ -16,7 +16,7 @@ one access pattern there (`is_data_representable` is False) and is an error.
 """
 import math
 
-from .buffers import Tensor, as_buffer
+from .buffers import Tensor, as_buffer, front_end
 from .errors import compile_error
 
 
@@ -236,7 +236,7 @@ def blocks(source, *, tile_shape=None, block_shape):
 
 
 def _allocate(cls, tile_shape, block_shape, element_shape, buffer, dtype, address, name):
-    from . import language as L
+    ndarray = front_end("ndarray")  # the language's, registered at package load
     tile_shape = _shape_tuple("tile_shape", tile_shape, 2)
     element_shape = _shape_tuple("element_shape", element_shape, len(tile_shape))
     if address is not None:
@@ -248,12 +248,12 @@ def _allocate(cls, tile_shape, block_shape, element_shape, buffer, dtype, addres
         if buf is not None and buf.kind != "hbm" and len(element_shape) != 2:
             raise compile_error("alloc_tiles/alloc_blocks on %s: only rank-two element shapes "
                                 "are modelled by nkisim, got %r" % (buf.kind, element_shape))
-        t = L.ndarray(element_shape, dtype, buffer=buffer, name=name)
+        t = ndarray(element_shape, dtype, buffer=buffer, name=name)
         return _grid_of_tensor(cls, t, tile_shape, block_shape)
     rows, cols = element_shape
     tp = tile_shape[0]
     bands = math.ceil(rows / tp)
-    t = L.ndarray((tp, bands * cols), dtype, buffer=buffer, name=name)
+    t = ndarray((tp, bands * cols), dtype, buffer=buffer, name=name)
     g = cls(None, tile_shape, block_shape, (0, 0), (rows, cols), (0, 1), (),
             _Dense(t, rows, cols, tp))
     return g
