@@ -159,9 +159,13 @@ def isa_facts():
         fn = getattr(isa, name, None)
         if fn is None:
             continue
-        args = (["dst"] if new_first else []) + [n for n in names if n != "name"]
+        plain = [n for n in names if n != "name"]
+        args = (["dst"] if new_first else []) + plain
         entry = {"signature": "nisa.%s(%s)" % (name, ", ".join(args)),
                  "summary": _first_line(inspect.getdoc(fn))}
+        if new_first:
+            # neuronxcc.nki (before NKI 0.3) returns the result instead of taking dst
+            entry["legacy_signature"] = "y = nisa.%s(%s)" % (name, ", ".join(plain))
         if engine:
             entry["engine"] = engine
         facts["nisa." + name] = entry

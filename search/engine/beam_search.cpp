@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
@@ -63,6 +64,22 @@ std::string failure_text(const Candidate& candidate) {
 
 constexpr double k_lesson_speedup = 1.04;       // a child this much faster than its parent
 constexpr double k_regression_slowdown = 1.25;  // a correct child this much slower
+constexpr double k_noise_pct = 2.0;             // latency changes below this are noise
+
+// The measured outcome of a correct child in words, with its latency change in percent.
+std::string change_outcome(double parent_us, double child_us) {
+  const double pct = (child_us - parent_us) / parent_us * 100.0;
+  char buffer[96];
+  if (pct <= -k_noise_pct) {
+    std::snprintf(buffer, sizeof(buffer), "faster (latency %.1f%%)", pct);
+  } else if (pct >= k_noise_pct) {
+    std::snprintf(buffer, sizeof(buffer), "slower (latency +%.1f%%)", pct);
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "within noise (latency %+.1f%%, under %.0f%%)", pct,
+                  k_noise_pct);
+  }
+  return buffer;
+}
 
 // Failures of one iteration in origin order, at most `limit`, for the next planning prompts.
 std::vector<std::string> failures_of(std::vector<Candidate> candidates, int iteration, int limit) {
@@ -351,14 +368,11 @@ void SearchRun::summarize_lessons(int iteration, const std::vector<Candidate>& b
     LessonAttempt attempt{child.plan, parent_us, std::nullopt, ""};
     if (child.correct() && parent_us > 0 && child.latency_us() > 0) {
       const double speedup = parent_us / child.latency_us();
+      attempt.outcome = change_outcome(parent_us, child.latency_us());  // neutral ones teach too
       if (speedup >= k_lesson_speedup) {
-        attempt.outcome = "faster";
         best_speedup = std::max(best_speedup, speedup);
       } else if (speedup <= 1.0 / k_regression_slowdown) {
-        attempt.outcome = "slower";
         worst_speedup = worst_speedup == 0 ? speedup : std::min(worst_speedup, speedup);
-      } else {
-        attempt.outcome = "no measurable change";  // neutral results teach too
       }
       attempt.latency_us = child.latency_us();
     } else if (!child.correct()) {
@@ -389,13 +403,16 @@ void SearchRun::summarize_lessons(int iteration, const std::vector<Candidate>& b
     return;
   }
   // One reply mixes lessons from wins and losses when the iteration had both: then no kind.
-  const bool had_loss = std::any_of(input.attempts.begin(), input.attempts.end(),
-                                    [](const LessonAttempt& a) { return a.outcome != "faster"; });
+  const bool had_loss =
+      std::any_of(input.attempts.begin(), input.attempts.end(),
+                  [](const LessonAttempt& a) { return a.outcome.rfind("faster", 0) != 0; });
   const std::string kind = best_speedup > 0    ? (had_loss ? "" : "improvement")
                            : worst_speedup > 0 ? "regression"
                                                : "";
   const double evidence = best_speedup > 0 ? (had_loss ? 0 : best_speedup) : worst_speedup;
-  for (const auto& text : parsed) {
+  // Stored newest first: recorded last to first, a reply's lessons load in the order written.
+  for (auto it = parsed.rbegin(); it != parsed.rend(); ++it) {
+    const auto& text = *it;
     if (auto status =
             m_services.run_log->record_lesson(m_config.target, text, kind, m_run_id, evidence);
         !status) {

@@ -53,6 +53,7 @@ class TemplatePromptFactory : public PromptFactory {
     in.kernel = snapshot(input.kernel_source, nullptr);
     in.plan = input.plan;
     in.problem_notes = prompts::describe_problem(input.problem_source, input.input_signature);
+    in.lessons = prompts::lessons_for(input.lessons, workload_of(input.problem_source));
     return m_builder->implement(in);
   }
 
@@ -174,6 +175,10 @@ prompts::PlanPromptInput plan_builder_input(const PlanPromptInput& input) {
   in.total_iterations = input.iterations;
   in.dropout = input.dropout;
   in.seed = input.seed;
+  in.plan_index = input.plan_index;
+  const auto launch = prompts::problem_launch(input.problem_source);
+  in.rtol = launch.rtol;
+  in.programs = launch.programs;
   return in;
 }
 

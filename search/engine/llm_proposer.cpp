@@ -120,6 +120,7 @@ class LlmProposer : public Proposer {
     prompt.iterations = config.iterations;
     prompt.dropout = config.dropout;
     prompt.seed = seed_for(config, origin, 1);
+    prompt.plan_index = origin.plan;
     auto request = ctx.prompts->planning(prompt);
     auto call_id = "i" + std::to_string(origin.iteration) + "/m" + std::to_string(origin.member) +
                    "/p" + std::to_string(origin.plan) + "/" + name() + "/plan";
@@ -165,6 +166,7 @@ class LlmProposer : public Proposer {
     prompt.plan = plan;
     prompt.problem_source = config.problem_source;
     prompt.input_signature = parent.candidate->eval.input_signature;
+    prompt.lessons = ctx.lessons;
     prompt.seed = seed_for(config, origin, 2);
     auto request = ctx.prompts->implementation(prompt);
     auto answer = request ? ctx.llm->complete(*request, origin.label() + "/implement",

@@ -32,6 +32,7 @@ struct PlanPromptInput {
   int iterations = 1;
   double dropout = 0.7;
   std::uint64_t seed = 0;  // drives menu dropout and the occasional "invent"/"unlike" request
+  int plan_index = -1;     // which of a parent's plan requests (0: always shows the best item)
 };
 
 struct ImplementPromptInput {
@@ -39,7 +40,8 @@ struct ImplementPromptInput {
   std::string kernel_source;
   std::string plan;
   std::string problem_source;
-  std::string input_signature;  // the parent's measured inputs ("name:dtype[d0,d1];...")
+  std::string input_signature;       // the parent's measured inputs ("name:dtype[d0,d1];...")
+  std::vector<std::string> lessons;  // from earlier runs on this target, newest first
   std::uint64_t seed = 0;
 };
 
@@ -58,7 +60,7 @@ struct LessonAttempt {
   std::string plan;
   double parent_latency_us = 0;
   std::optional<double> latency_us;
-  std::string outcome;  // faster | slower | the failure
+  std::string outcome;  // "faster (latency -5.0%)", "slower ...", "within noise ...", the failure
 };
 
 struct SummarizePromptInput {

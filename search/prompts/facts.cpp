@@ -67,6 +67,7 @@ core::Result<HardwareFacts> HardwareFacts::parse(std::string_view json_text,
       }
       InstructionFact fact;
       fact.signature = value.value("signature", "");
+      fact.legacy_signature = value.value("legacy_signature", "");
       fact.summary = value.value("summary", "");
       fact.engine = value.value("engine", "");
       facts.m_instructions[name] = std::move(fact);

@@ -13,9 +13,10 @@ namespace autocomp::search::prompts {
 
 // What the simulator knows about one NKI call (prompts/generated/facts.json "instructions").
 struct InstructionFact {
-  std::string signature;  // "nisa.bn_stats(dst, data, mask, dtype)"
-  std::string summary;    // one line
-  std::string engine;     // "VectorE", ...; empty when it depends on arguments
+  std::string signature;         // "nisa.bn_stats(dst, data, mask, dtype)" (nki, NKI 0.3+)
+  std::string legacy_signature;  // "y = nisa.bn_stats(data, mask, dtype)" (neuronxcc.nki)
+  std::string summary;           // one line
+  std::string engine;            // "VectorE", ...; empty when it depends on arguments
 };
 
 // The hardware numbers and instruction signatures the prompts state, generated from the simulator

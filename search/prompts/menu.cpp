@@ -1,7 +1,10 @@
 #include "search/prompts/menu.hpp"
 
 #include <algorithm>
+#include <regex>
 #include <set>
+
+#include "search/prompts/facts.hpp"
 
 namespace autocomp::search::prompts {
 
@@ -93,8 +96,29 @@ core::Result<Menu> load_menu(const PromptLibrary& library, const std::string& ta
         "no optimization menu for target '" + target + "': " + text.failure().message);
   }
   auto menu = parse_menu(text.value(), library.dir() + "/" + relative);
-  if (menu.ok()) {
-    menu->target = target;
+  if (!menu.ok()) {
+    return menu;
+  }
+  menu->target = target;
+  // Item texts may name hardware numbers as {{placeholders}} over the target's facts, so a menu
+  // and the hardware notes never disagree.
+  if (!library.exists(std::string(HardwareFacts::k_file))) {
+    return menu;
+  }
+  auto facts = HardwareFacts::load(library);
+  if (!facts.ok()) {
+    return facts.failure();
+  }
+  auto values = facts->values(target);
+  if (!values.ok()) {
+    return menu;  // no facts for this target: the texts stay as written
+  }
+  for (auto& item : menu->items) {
+    auto rendered = render_template(item.text, values.value(), library.dir() + "/" + relative);
+    if (!rendered.ok()) {
+      return rendered.failure();
+    }
+    item.text = std::move(rendered).value();
   }
   return menu;
 }
@@ -169,6 +193,11 @@ struct Signals {
   bool sequential_loop = false;
   bool reduction = false;
   bool division = false;
+  bool partition_reduction = false;  // a reduction across partitions
+  bool attention = false;            // exponentials and matmuls: attention-like
+  bool narrow_tiles = false;         // no sign of 128-partition tiles
+  bool bf16_tolerance = true;        // the tolerance admits bf16 rounding (or is not stated)
+  bool grid_launch = false;          // the evaluation launches several programs
   bool fp32 = false;
   bool small_dma = false;
   bool spills = false;
@@ -217,8 +246,23 @@ Signals read_signals(const MenuContext& context) {
   s.sequential_loop = contains(src, "sequential_range");
   s.reduction = contains(src, "sum(") || contains(src, "reduce") || contains(src, "mean") ||
                 contains(src, "max(");
-  s.division = contains(src, "divide") || contains(src, "rsqrt") || contains(src, "/ ") ||
-               contains(src, "reciprocal");
+  std::string code;  // the source without comments, where a "/" is a division
+  for (std::size_t start = 0; start < src.size();) {
+    auto end = src.find('\n', start);
+    end = end == std::string::npos ? src.size() : end;
+    const auto line = src.substr(start, end - start);
+    code += line.substr(0, line.find('#')) + "\n";
+    start = end + 1;
+  }
+  static const std::regex k_true_division(R"([^/]/[^/=])");
+  s.division = contains(code, "divide") || std::regex_search(code, k_true_division);
+  s.partition_reduction = contains(code, "partition_reduce") ||
+                          contains(code, "partition_all_reduce") || contains(code, "axis=0") ||
+                          contains(code, "axis=(0") || contains(code, "axis=[0");
+  s.attention = s.exp && s.matmul;
+  s.narrow_tiles = !contains(code, "128") && !contains(code, "pmax");
+  s.bf16_tolerance = !context.rtol || *context.rtol >= 1e-2;
+  s.grid_launch = context.programs > 1;
   s.fp32 = !contains(src, "bfloat16") && !contains(src, "bf16");
   const double average_bytes = metric(m, "dma_transfer_average_bytes", -1);
   s.small_dma = average_bytes >= 0 && average_bytes < 256 * 1024;
@@ -259,7 +303,8 @@ const std::map<std::string, ItemRules>& item_rules() {
   using S = Signals;
   static const std::map<std::string, ItemRules> k_rules = {
       {"tile_partitions_128",
-       {{{1, "underutilized", &S::underutilized}, {1, "compute-bound", &S::compute}}}},
+       {{{1, "underutilized", &S::underutilized}, {1, "compute-bound", &S::compute}},
+        &S::narrow_tiles}},
       {"moving_free_512",
        {{{2, "TensorE busy", &S::tensor_hot}, {1, "compute-bound", &S::compute}}, &S::matmul}},
       {"psum_accumulate_k", {{{2, "uses matmul", &S::matmul}}, &S::matmul}},
@@ -303,9 +348,11 @@ const std::map<std::string, ItemRules>& item_rules() {
       {"dma_transpose",
        {{{1, "transposes", &S::transpose}, {1, "TensorE busy", &S::tensor_hot}}, &S::transpose}},
       {"avoid_transposes", {{{2, "transposes", &S::transpose}}, &S::transpose}},
-      {"bf16_compute", {{{1, "fp32 compute", &S::fp32}, {1, "compute-bound", &S::compute}}}},
+      {"bf16_compute",
+       {{{1, "fp32 compute", &S::fp32}, {1, "compute-bound", &S::compute}}, &S::bf16_tolerance}},
       {"downcast_early", {{{1, "memory-bound", &S::memory}}, &S::transpose}},
-      {"spmd_grid", {{{1, "compute-bound", &S::compute}, {1, "memory-bound", &S::memory}}}},
+      {"spmd_grid",
+       {{{1, "compute-bound", &S::compute}, {1, "memory-bound", &S::memory}}, &S::grid_launch}},
       {"loop_reorder",
        {{{1, "uses matmul", &S::matmul}, {1, "loads inside a loop", &S::load_in_loop}}, &S::loops}},
       {"psum_banks", {{{1, "TensorE busy", &S::tensor_hot}}, &S::matmul}},
@@ -316,11 +363,12 @@ const std::map<std::string, ItemRules>& item_rules() {
       {"bn_stats",
        {{{2, "has a reduction", &S::reduction}, {1, "VectorE busy", &S::vector_hot}},
         &S::reduction}},
-      {"online_softmax", {{{2, "exponentials", &S::exp}}, &S::exp}},
+      {"online_softmax", {{{2, "exponentials", &S::exp}}, &S::attention}},
       {"defer_division", {{{2, "divides", &S::division}}, &S::division}},
       {"reciprocal_scalar",
        {{{2, "divides", &S::division}, {1, "VectorE busy", &S::vector_hot}}, &S::division}},
-      {"cross_partition_reduce", {{{1, "has a reduction", &S::reduction}}, &S::reduction}},
+      {"cross_partition_reduce",
+       {{{1, "reduces across partitions", &S::partition_reduction}}, &S::partition_reduction}},
       {"scan_instruction", {{{3, "sequential loop", &S::sequential_loop}}, &S::sequential_loop}},
       {"mask_with_affine_select", {{{2, "masks", &S::mask}}, &S::mask}},
       {"skip_masked_tiles", {{{2, "masks", &S::mask}}, &S::mask}},

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -57,6 +58,8 @@ struct MenuContext {
   std::vector<std::string> hot_engines;    // engines of the hottest source lines, busiest first
   std::string kernel_source;
   std::set<std::string> tried;  // item ids already tried on this kernel
+  std::optional<double> rtol;   // the problem's relative tolerance, when it states one
+  long long programs = 1;       // programs the evaluation launches (the problem's GRID)
 };
 
 // A menu item with how well it fits the kernel and the reasons, in words.

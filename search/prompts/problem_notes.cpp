@@ -1,5 +1,7 @@
 #include "search/prompts/problem_notes.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <regex>
 
 #include "core/text.hpp"
@@ -122,6 +124,28 @@ std::vector<InputSpec> parse_input_signature(std::string_view signature) {
     }
   }
   return inputs;
+}
+
+ProblemLaunch problem_launch(std::string_view problem_source) {
+  const std::string source(problem_source);
+  ProblemLaunch launch;
+  if (const auto rtol = module_value(source, "RTOL"); !rtol.empty()) {
+    char* end = nullptr;
+    const double value = std::strtod(rtol.c_str(), &end);
+    if (end != rtol.c_str() && (*end == '\0' || *end == ' ')) {
+      launch.rtol = value;
+    }
+  }
+  if (const auto grid = module_value(source, "GRID"); !grid.empty()) {
+    static const std::regex k_number(R"(\d+)");
+    long long programs = 1;
+    for (auto it = std::sregex_iterator(grid.begin(), grid.end(), k_number);
+         it != std::sregex_iterator(); ++it) {
+      programs *= std::max(1LL, std::stoll(it->str().substr(0, 9)));
+    }
+    launch.programs = programs;
+  }
+  return launch;
 }
 
 std::string describe_problem(std::string_view problem_source, std::string_view input_signature,

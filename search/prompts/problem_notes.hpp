@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,14 @@ std::vector<InputSpec> parse_input_signature(std::string_view signature);
 // name, dtype and shape (from `input_signature`, else the source of inputs()), the tolerances
 // (RTOL/ATOL) and the reference's source, bounded to `max_code_chars`. Empty when both arguments
 // are empty.
+// What a problem file says about how its kernel is evaluated: the relative tolerance when RTOL
+// is a number, and how many programs its launch grid (GRID, e.g. `(2,)`) runs; 1 without GRID.
+struct ProblemLaunch {
+  std::optional<double> rtol;
+  long long programs = 1;
+};
+ProblemLaunch problem_launch(std::string_view problem_source);
+
 std::string describe_problem(std::string_view problem_source, std::string_view input_signature,
                              std::size_t max_code_chars = 2000);
 

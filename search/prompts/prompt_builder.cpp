@@ -230,6 +230,17 @@ std::vector<std::string> named_instructions(const std::string& text, const Hardw
        it != std::sregex_iterator(); ++it) {
     const std::string module = (*it)[1].str();
     const std::string prefix = (module == "nisa" || module == "nki.isa") ? "nisa." : "nl.";
+    // An nl name counts only when called ("nl.copy("): as a value ("op=nl.copy") it is an
+    // activation function, not the nl function the note describes.
+    if (prefix == "nl.") {
+      auto after = static_cast<std::size_t>(it->position() + it->length());
+      while (after < text.size() && text[after] == ' ') {
+        ++after;
+      }
+      if (after >= text.size() || text[after] != '(') {
+        continue;
+      }
+    }
     found.emplace_back(static_cast<std::size_t>(it->position()), prefix + (*it)[2].str());
   }
   for (const auto& [name, fact] : facts.instructions()) {
@@ -264,15 +275,25 @@ std::vector<std::string> named_instructions(const std::string& text, const Hardw
   return out;
 }
 
-// One line per instruction: its signature and engine as the simulator has them.
-std::string signature_lines(const HardwareFacts& facts, const std::vector<std::string>& names) {
+// Whether the kernel imports NKI from neuronxcc (before NKI 0.3), where the ISA calls return
+// their result instead of writing a `dst` argument.
+bool imports_neuronxcc(const std::string& source) {
+  static const std::regex k_import(R"((^|\n)\s*(from|import)\s+neuronxcc\.nki\b)");
+  return std::regex_search(source, k_import);
+}
+
+// One line per instruction: its signature in the kernel's namespace and its engine, as the
+// simulator has them.
+std::string signature_lines(const HardwareFacts& facts, const std::vector<std::string>& names,
+                            bool legacy) {
   std::string out;
   for (const auto& name : names) {
     const auto* fact = facts.instruction(name);
     if (fact == nullptr || fact->signature.empty()) {
       continue;
     }
-    out += "- Signature: `" + fact->signature + "`";
+    const bool returns = legacy && !fact->legacy_signature.empty();
+    out += "- Signature: `" + (returns ? fact->legacy_signature : fact->signature) + "`";
     if (!fact->engine.empty()) {
       out += " (" + fact->engine + ")";
     }
@@ -288,6 +309,7 @@ core::Result<Notes> instruction_notes(const PromptLibrary& library, const Hardwa
                                       const std::map<std::string, std::string>& values,
                                       const std::string& source, const std::string& plan = "") {
   Notes notes;
+  const bool legacy = imports_neuronxcc(source);
   notes.instructions = detect_instructions(source);
   std::vector<std::string> all = notes.instructions;
   for (auto& name : named_instructions(plan, facts)) {
@@ -332,7 +354,7 @@ core::Result<Notes> instruction_notes(const PromptLibrary& library, const Hardwa
     if (!texts.insert(text).second) {
       continue;  // two names for one text
     }
-    const auto signatures = signature_lines(facts, members);
+    const auto signatures = signature_lines(facts, members, legacy);
     notes.text += text + (signatures.empty() ? "" : "\n" + trim_trailing(signatures)) + "\n\n";
   }
   notes.text = trim_trailing(notes.text);
@@ -381,10 +403,12 @@ llm::CompletionRequest make_request(std::string system, std::string user, int ma
 
 // The menu items that fit this kernel, in menu order: items it cannot use as written (matmul
 // strategies for a kernel without matmul) and items its tried plans already named are left out
-// before dropout, so dropout picks among the relevant ones.
+// before dropout, so dropout picks among the relevant ones. `best` gets the best-fitting id.
 std::vector<MenuItem> relevant_items(const std::vector<MenuItem>& items,
-                                     const PlanPromptInput& input) {
+                                     const PlanPromptInput& input, std::string& best) {
   MenuContext context;
+  context.rtol = input.rtol;
+  context.programs = input.programs;
   context.bottleneck = input.kernel.bottleneck;
   context.metrics = input.kernel.metrics;
   context.roofline = input.kernel.roofline;
@@ -397,6 +421,9 @@ std::vector<MenuItem> relevant_items(const std::vector<MenuItem>& items,
   std::set<std::string> fitting;
   for (const auto& ranked : rank_menu(items, context)) {
     if (ranked.score >= 0) {
+      if (fitting.empty()) {
+        best = ranked.item.id;
+      }
       fitting.insert(ranked.item.id);
     }
   }
@@ -426,7 +453,22 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
   }
 
   SeededRng rng(input.seed);
-  const auto kept = apply_dropout(relevant_items(menu->items, input), input.dropout, rng);
+  std::string best;
+  const auto relevant = relevant_items(menu->items, input, best);
+  auto kept = apply_dropout(relevant, input.dropout, rng);
+  if (input.plan_index == 0 && !best.empty() &&
+      std::none_of(kept.begin(), kept.end(), [&best](const MenuItem& i) { return i.id == best; })) {
+    std::vector<MenuItem> with_best;  // in menu order
+    for (const auto& item : relevant) {
+      const bool keep =
+          item.id == best || std::any_of(kept.begin(), kept.end(),
+                                         [&item](const MenuItem& k) { return k.id == item.id; });
+      if (keep) {
+        with_best.push_back(item);
+      }
+    }
+    kept = std::move(with_best);
+  }
   PlanPrompt prompt;
   const double draw = rng.uniform();
   if (kept.empty()) {
@@ -525,11 +567,15 @@ core::Result<llm::CompletionRequest> PromptBuilder::implement(
   if (!notes.ok()) {
     return notes.failure();
   }
+  const auto lesson_count = std::min(input.lessons.size(), m_options.max_implement_lessons);
+  const std::vector<std::string> lessons(input.lessons.begin(),
+                                         input.lessons.begin() + static_cast<long>(lesson_count));
   auto user =
       render("templates/implement.md", {{"target", input.target},
                                         {"architecture", target->architecture},
                                         {"instruction_notes", notes->text},
                                         {"problem_notes", trim_trailing(input.problem_notes)},
+                                        {"lessons", bullet_list(lessons, 300)},
                                         {"code", trim_trailing(input.kernel.source)},
                                         {"plan", trim_trailing(input.plan)},
                                         {"function_name", name},
@@ -611,7 +657,8 @@ core::Result<llm::CompletionRequest> PromptBuilder::summarize_lessons(
   int index = 0;
   for (const auto& attempt : input.attempts) {
     attempts += "## Attempt " + std::to_string(++index) + "\n";
-    attempts += "Plan: " + truncate(trim_trailing(attempt.plan), 1200) + "\n";
+    // Head and tail of long plans: the end says why it should help and what could go wrong.
+    attempts += "Plan: " + truncate_middle(trim_trailing(attempt.plan), 1600) + "\n";
     if (attempt.parent_latency_us || attempt.latency_us) {
       attempts +=
           "Latency: " + (attempt.parent_latency_us ? format_us(*attempt.parent_latency_us) : "?") +
@@ -622,7 +669,7 @@ core::Result<llm::CompletionRequest> PromptBuilder::summarize_lessons(
       }
       attempts += "\n";
     }
-    attempts += "Outcome: " + truncate(trim_trailing(attempt.outcome), 600) + "\n\n";
+    attempts += "Outcome: " + truncate_middle(trim_trailing(attempt.outcome), 600) + "\n\n";
   }
   auto user = render("templates/summarize_lessons.md",
                      {{"target", input.target},

@@ -50,6 +50,17 @@ class ExportFactsTest(unittest.TestCase):
         self.assertEqual(instructions["nl.rsqrt"]["engine"], "ScalarE")
         self.assertEqual(instructions["nl.add"]["engine"], "VectorE")
 
+    def test_dst_first_instructions_have_the_return_value_form_too(self):
+        instructions = self.facts["instructions"]
+        self.assertEqual(instructions["nisa.activation"]["legacy_signature"].split("(")[0],
+                         "y = nisa.activation")
+        # dma_copy takes dst in both namespaces
+        self.assertNotIn("legacy_signature", instructions["nisa.dma_copy"])
+        for name, entry in instructions.items():
+            if "legacy_signature" in entry:
+                self.assertEqual(entry["legacy_signature"],
+                                 "y = " + entry["signature"].replace("(dst, ", "("), name)
+
     def test_check_mode_reports_a_stale_file(self):
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:

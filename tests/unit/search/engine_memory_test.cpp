@@ -69,10 +69,14 @@ TEST(EngineMemory, FasterChildIsSummarizedIntoStoredLessons) {
   auto summaries = requests_with_purpose(*rig.provider, "summarize");
   ASSERT_EQ(summaries.size(), 1u);
   EXPECT_NE(text_of(summaries[0]).find(script.plan), std::string::npos);
+  EXPECT_NE(text_of(summaries[0]).find("Outcome: faster (latency -"), std::string::npos)
+      << "the outcome states the measured change";
+  EXPECT_EQ(text_of(summaries[0]).find("Merge them"), std::string::npos)
+      << "nothing to merge with on the first call";
   auto lessons = rig.log->load_lessons(config.target, 16);
   ASSERT_EQ(lessons.size(), 2u);
-  EXPECT_EQ(lessons[0], "Keep tiles at 128 rows.") << "newest first";
-  EXPECT_EQ(lessons[1], "Fuse loops to cut DMA traffic.");
+  EXPECT_EQ(lessons[0], "Fuse loops to cut DMA traffic.") << "in the order the reply wrote them";
+  EXPECT_EQ(lessons[1], "Keep tiles at 128 rows.");
 }
 
 TEST(EngineMemory, LaterRunOnTheSameTargetPlansWithTheLessons) {
@@ -90,6 +94,14 @@ TEST(EngineMemory, LaterRunOnTheSameTargetPlansWithTheLessons) {
   auto plans = requests_with_purpose(*second, "plan");
   ASSERT_FALSE(plans.empty());
   EXPECT_NE(text_of(plans[0]).find("Fuse loops to cut DMA traffic."), std::string::npos);
+  auto implementations = requests_with_purpose(*second, "implement");
+  ASSERT_FALSE(implementations.empty());
+  const auto implement_text = text_of(implementations[0]);
+  const auto first = implement_text.find("Fuse loops to cut DMA traffic.");
+  const auto then = implement_text.find("Keep tiles at 128 rows.");
+  ASSERT_NE(first, std::string::npos) << "implementation prompts carry the lessons";
+  ASSERT_NE(then, std::string::npos);
+  EXPECT_LT(first, then) << "in their stored order";
 }
 
 TEST(EngineMemory, GarbageSummaryStoresNothingAndTheRunCompletes) {

@@ -182,7 +182,8 @@ TEST(PromptBuilderTest, FullDropoutAsksForAFreeChoiceWithoutAMenu) {
   input.dropout = 0.0;
   auto full = builder.plan(input);
   ASSERT_TRUE(full.ok());
-  EXPECT_GE(full->menu_ids.size(), 30u);
+  // the whole relevant menu (items that cannot pay for this kernel are left out)
+  EXPECT_GE(full->menu_ids.size(), 25u);
 }
 
 TEST(PromptBuilderTest, ImplementationPromptAsksForOneCompleteKernelWithKnobSyntax) {

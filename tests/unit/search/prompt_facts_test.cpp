@@ -11,6 +11,8 @@
 #include "search/engine/beam_search.hpp"
 #include "search/engine/prompts.hpp"
 #include "search/prompts/facts.hpp"
+#include "search/prompts/library.hpp"
+#include "search/prompts/menu.hpp"
 #include "search/prompts/problem_notes.hpp"
 #include "search/prompts/prompt_builder.hpp"
 #include "unit/search/engine_test_support.hpp"
@@ -98,14 +100,174 @@ TEST(PromptFacts, ImplementationPromptCarriesTheNotesOfInstructionsThePlanIntrod
   const auto text = user_text(*request);
   // bn_stats and bn_aggr share one note, sent once, with both signatures from the facts file
   EXPECT_EQ(count(text, "## nisa.bn_stats / nisa.bn_aggr"), 1u) << text;
-  EXPECT_NE(text.find("Signature: `nisa.bn_stats(dst, data"), std::string::npos);
-  EXPECT_NE(text.find("Signature: `nisa.bn_aggr(dst, data"), std::string::npos);
+  // the seed imports neuronxcc.nki: ISA calls return their result there
+  EXPECT_NE(text.find("Signature: `y = nisa.bn_stats(data"), std::string::npos);
+  EXPECT_NE(text.find("Signature: `y = nisa.bn_aggr(data"), std::string::npos);
   EXPECT_NE(text.find("[P, 6]"), std::string::npos);
   EXPECT_NE(text.find("## nisa.activation_reduce"), std::string::npos);
   EXPECT_NE(text.find("reduce_res is a separate [P, 1] tile"), std::string::npos);
   EXPECT_NE(text.find("- input_tensor: float32 [4096, 8192]"), std::string::npos);
   // the kernel is still the last python block (what a model rewrites)
   EXPECT_NE(testing::kernel_in(*request).find("def layernorm_kernel"), std::string::npos);
+}
+
+TEST(PromptFacts, SignaturesFollowTheKernelsNamespace) {
+  ImplementPromptInput input;
+  input.target = "trn2";
+  input.plan = "Fold the shift into nisa.activation(op=nl.exp, bias=...) with reduce_res.";
+  input.kernel_source = read_file("seeds/layernorm/naive.py");  // neuronxcc.nki
+  auto legacy = shipped()->implementation(input);
+  ASSERT_TRUE(legacy.ok()) << legacy.failure().describe();
+  EXPECT_NE(user_text(*legacy).find("Signature: `y = nisa.activation(op, data, bias"),
+            std::string::npos)
+      << user_text(*legacy);
+  EXPECT_EQ(user_text(*legacy).find("nisa.activation(dst"), std::string::npos);
+
+  input.kernel_source = read_file("seeds/softmax/naive.py");  // nki (0.3+)
+  auto modern = shipped()->implementation(input);
+  ASSERT_TRUE(modern.ok()) << modern.failure().describe();
+  EXPECT_NE(user_text(*modern).find("Signature: `nisa.activation(dst, op, data, bias"),
+            std::string::npos);
+  EXPECT_EQ(user_text(*modern).find("y = nisa.activation("), std::string::npos);
+}
+
+TEST(PromptFacts, AnNlFunctionsNoteComesOnlyWhenThePlanCallsIt) {
+  ImplementPromptInput input;
+  input.target = "trn2";
+  input.kernel_source = read_file("seeds/softmax/naive.py");
+  ASSERT_EQ(input.kernel_source.find("nl.copy"), std::string::npos);
+  input.plan = "Use nisa.activation with op=nl.copy and scale=inv as a plain scaling pass.";
+  auto as_op = shipped()->implementation(input);
+  ASSERT_TRUE(as_op.ok()) << as_op.failure().describe();
+  EXPECT_EQ(user_text(*as_op).find("## nl.copy"), std::string::npos) << user_text(*as_op);
+  input.plan = "Replace the store of the row by out_tile = nl.copy(row) and one store.";
+  auto called = shipped()->implementation(input);
+  ASSERT_TRUE(called.ok()) << called.failure().describe();
+  EXPECT_NE(user_text(*called).find("## nl.copy"), std::string::npos) << user_text(*called);
+}
+
+TEST(PromptFacts, MenuTextsTakeHardwareNumbersFromTheFacts) {
+  const auto facts = nlohmann::json::parse(read_file("prompts/generated/facts.json"));
+  for (const std::string target : {"trn1", "trn2"}) {
+    PlanPromptInput input;
+    input.target = target;
+    input.kernel_source = read_file("seeds/softmax/naive.py");
+    input.dropout = 0;
+    auto request = shipped()->planning(input);
+    ASSERT_TRUE(request.ok()) << request.failure().describe();
+    const auto text = user_text(*request);
+    std::ostringstream fixed;
+    fixed << "~" << facts["targets"][target]["dma_fixed_us"].get<double>() << " us fixed latency";
+    const auto item = text.find("[larger_dma]");
+    ASSERT_NE(item, std::string::npos) << text;
+    EXPECT_NE(text.find(fixed.str(), item), std::string::npos) << target;
+    EXPECT_EQ(text.find("{{"), std::string::npos);
+  }
+}
+
+TEST(PromptFacts, MenuOffersOnlyItemsThatCanPayForThisKernelAndProblem) {
+  const auto eval = measured(900);
+  PlanPromptInput input;
+  input.target = "trn2";
+  input.kernel_source = read_file("seeds/softmax/naive.py");
+  input.problem_source = read_file("seeds/softmax/problem.py");  // RTOL = 1e-4, no GRID
+  input.evaluation = &eval;
+  input.dropout = 0;
+  auto softmax = shipped()->planning(input);
+  ASSERT_TRUE(softmax.ok()) << softmax.failure().describe();
+  auto text = user_text(*softmax);
+  EXPECT_EQ(text.find("[tile_partitions_128]"), std::string::npos) << "uses pmax tiles already";
+  EXPECT_EQ(text.find("[bf16_compute]"), std::string::npos) << "rtol 1e-4 is tighter than bf16";
+  EXPECT_EQ(text.find("[online_softmax]"), std::string::npos) << "no matmul: not attention";
+  EXPECT_EQ(text.find("[cross_partition_reduce]"), std::string::npos);
+  EXPECT_EQ(text.find("[defer_division]"), std::string::npos) << "no division in the kernel";
+  EXPECT_EQ(text.find("[spmd_grid]"), std::string::npos) << "one program is launched";
+  EXPECT_EQ(text.find("side by side"), std::string::npos);
+  EXPECT_NE(text.find("[activation_reduce]"), std::string::npos);
+
+  input.kernel_source = read_file("seeds/attention/naive.py");
+  input.problem_source = read_file("seeds/attention/problem.py") + "\nGRID = (2,)\n";
+  auto attention = shipped()->planning(input);
+  ASSERT_TRUE(attention.ok()) << attention.failure().describe();
+  text = user_text(*attention);
+  EXPECT_NE(text.find("[online_softmax]"), std::string::npos) << text;
+  EXPECT_NE(text.find("[bf16_compute]"), std::string::npos) << "RTOL = 2e-2";
+  EXPECT_NE(text.find("[spmd_grid]"), std::string::npos) << "the problem launches two programs";
+}
+
+TEST(PromptFacts, DropoutNeverHidesTheBestItemFromAParentsFirstPlanRequest) {
+  const auto eval = measured(900);
+  PlanPromptInput input;
+  input.target = "trn2";
+  input.kernel_source = read_file("seeds/softmax/naive.py");
+  input.problem_source = read_file("seeds/softmax/problem.py");
+  input.evaluation = &eval;
+  input.dropout = 0.95;
+  auto library = prompts::PromptLibrary::open(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts");
+  ASSERT_TRUE(library.ok());
+  auto menu = prompts::load_menu(library.value(), "trn2");
+  ASSERT_TRUE(menu.ok());
+  prompts::MenuContext context;
+  context.kernel_source = input.kernel_source;
+  context.rtol = 1e-4;
+  const auto best = "[" + prompts::rank_menu(menu->items, context).front().item.id + "]";
+  int hidden_elsewhere = 0;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    input.seed = seed;
+    input.plan_index = 0;
+    auto first = shipped()->planning(input);
+    ASSERT_TRUE(first.ok()) << first.failure().describe();
+    EXPECT_NE(user_text(*first).find(best), std::string::npos) << "seed " << seed;
+    input.plan_index = 1;
+    auto second = shipped()->planning(input);
+    ASSERT_TRUE(second.ok());
+    hidden_elsewhere += user_text(*second).find(best) == std::string::npos ? 1 : 0;
+  }
+  EXPECT_GT(hidden_elsewhere, 0) << "later requests still sample the menu";
+}
+
+TEST(PromptFacts, LessonPromptKeepsEachAttemptsOutcomeAndMergesOnlyWhenThereAreLessons) {
+  SummarizePromptInput input;
+  input.target = "trn2";
+  std::string plan = "Fuse the passes. ";
+  for (int i = 0; i < 200; ++i) {
+    plan += "Details of the change. ";
+  }
+  plan += "Risk: the bias tile may need fp32.";
+  input.attempts.push_back(LessonAttempt{plan, 100.0, 105.4, "slower (latency +5.4%)"});
+  auto first = shipped()->summarize(input);
+  ASSERT_TRUE(first.ok()) << first.failure().describe();
+  auto text = user_text(*first);
+  EXPECT_NE(text.find("Risk: the bias tile may need fp32."), std::string::npos) << text;
+  EXPECT_NE(text.find("Outcome: slower (latency +5.4%)"), std::string::npos);
+  EXPECT_EQ(text.find("Merge them"), std::string::npos);
+  EXPECT_EQ(text.find("recorded so far"), std::string::npos);
+  input.existing_lessons = {"Keep rows on partitions."};
+  auto later = shipped()->summarize(input);
+  ASSERT_TRUE(later.ok());
+  text = user_text(*later);
+  EXPECT_NE(text.find("Merge them"), std::string::npos);
+  EXPECT_NE(text.find("- Keep rows on partitions."), std::string::npos);
+}
+
+TEST(PromptFacts, ImplementationPromptsCarryBoundedLessonsInOrder) {
+  ImplementPromptInput input;
+  input.target = "trn1";
+  input.kernel_source = read_file("seeds/layernorm/naive.py");
+  input.plan = "Fuse the scale and shift.";
+  input.lessons = {
+      "Fuse the scale and shift.",        "Keep rows on partitions.", "Load whole rows in one DMA.",
+      "Use bn_stats per 512 columns.",    "Put exp on ScalarE.",      "Hoist the gamma load.",
+      "Store results in one transfer.",   "Avoid fp32 transposes.",   "Prefer affine_range loops.",
+      "Split work evenly across engines."};
+  auto request = shipped()->implementation(input);
+  ASSERT_TRUE(request.ok()) << request.failure().describe();
+  const auto text = user_text(*request);
+  const auto first = text.find("- Fuse the scale and shift.");
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_LT(first, text.find("- Keep rows on partitions."));
+  EXPECT_NE(text.find("- Avoid fp32 transposes."), std::string::npos) << text;
+  EXPECT_EQ(text.find("- Prefer affine_range loops."), std::string::npos) << "bounded";
 }
 
 TEST(PromptFacts, HardwareNumbersComeFromTheGeneratedFacts) {
