@@ -276,7 +276,7 @@ class _DeviceRun:
     def call(self, inputs, numerics, reference=None, timing=True):
         """Run the kernel once: (device result, output arrays, output dtype names or None).
         timing=False (simulator only): outputs only, for a kernel whose timing is known."""
-        from harnesslib.problem import make_outputs  # noqa: PLC0415
+        from harnesslib.problem import is_array, make_outputs  # noqa: PLC0415
         problem, device = self.problem, self.device
         allocated = make_outputs(problem, inputs, reference)
         call_args = dict(inputs)
@@ -285,9 +285,21 @@ class _DeviceRun:
             call_args[name] = arr
             if nki_name != arr.dtype.name:
                 dtypes[name] = nki_name
-        extra = {} if timing or not _is_sim(device) else {"timing": False}
+        # the kernel may write only the OUTPUTS parameters: the reference (run after the
+        # kernel when it is not cached) must see the inputs as inputs(seed) made them
+        read_only = [n for n in inputs if n not in allocated and is_array(inputs[n])]
+        if _is_sim(device):
+            extra = {"read_only": read_only}
+            if not timing:
+                extra["timing"] = False
+            digests = None
+        else:
+            extra = {}
+            digests = _digests(inputs, read_only) if numerics else None
         result = device.run(self.kernel, call_args, grid=problem.grid, numerics=numerics,
                             input_dtypes=dtypes, **extra)
+        if digests is not None:
+            _check_unchanged(inputs, digests)
         if allocated:
             return (result, [arr for arr, _ in allocated.values()],
                     [nki_name for _, nki_name in allocated.values()])
@@ -312,6 +324,28 @@ class _DeviceRun:
                 self.out_shapes = [(o.shape, (names[i] if names else o.dtype.name))
                                    for i, o in enumerate(outs)]
         return self.sim_result
+
+
+def _digests(inputs, names):
+    """name -> digest of the bytes of each named input array (one read of each)."""
+    import hashlib  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+    out = {}
+    for name in names:
+        h = hashlib.blake2b(digest_size=16)
+        h.update(memoryview(np.ascontiguousarray(inputs[name])).cast("B"))
+        out[name] = h.digest()
+    return out
+
+
+def _check_unchanged(inputs, digests):
+    """A device run must leave its inputs as they were: a kernel that writes into one (and
+    could so change what the reference computes) fails verification."""
+    changed = [n for n, d in _digests(inputs, digests).items() if d != digests[n]]
+    if changed:
+        raise HarnessFailure("mismatch", "the kernel wrote into its input %s: inputs are "
+                             "read-only (return the results, or write them to the problem's "
+                             "OUTPUTS parameters)" % ", ".join(repr(n) for n in changed))
 
 
 def _shares_inputs(outputs, inputs):

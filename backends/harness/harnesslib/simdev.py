@@ -138,10 +138,12 @@ class SimDevice:
         session.traces[key] = trace
         return trace
 
-    def run(self, handle, inputs, grid=None, numerics=True, input_dtypes=None, timing=True):
+    def run(self, handle, inputs, grid=None, numerics=True, input_dtypes=None, timing=True,
+            read_only=()):
         """Simulate one call; returns the simulator result. Failures become HarnessFailure.
         timing=False: only the outputs are wanted (the trace was timed on another seed;
-        latency and metrics of this result are zero)."""
+        latency and metrics of this result are zero). read_only: names of the inputs the
+        kernel must leave alone; a write into one is a `mismatch` at the writing line."""
         path = handle.path
         nk = self.nkisim
         from nkisim import boundary, replay  # noqa: PLC0415
@@ -149,7 +151,10 @@ class SimDevice:
         try:
             return replay.replay(trace, dict(inputs), target=self.target, grid=grid,
                                  numerics=numerics, input_dtypes=input_dtypes,
-                                 kernel_path=path, hotspots=timing, timing=timing)
+                                 kernel_path=path, hotspots=timing, timing=timing,
+                                 read_only=frozenset(read_only))
+        except boundary.NkiInputWritten as e:
+            raise HarnessFailure("mismatch", e.message, line=e.line)
         except boundary.NkiForbiddenAccess as e:
             raise HarnessFailure("forbidden_access", e.message, line=e.line)
         except nk.NkiCompileError as e:

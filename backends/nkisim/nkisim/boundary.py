@@ -41,6 +41,15 @@ class NkiForbiddenAccess(NkiError):
     instructions, numpy applied to kernel tensors)."""
 
 
+class NkiInputWritten(NkiError):
+    """The kernel wrote into an input the caller passed as read-only (`replay(read_only=)`);
+    `names` are the read-only inputs among the arguments of the refused instruction."""
+
+    def __init__(self, message, line=None, names=()):
+        super().__init__(message, line)
+        self.names = tuple(names)
+
+
 class Divergence(Exception):
     """A trace does not replay as recorded (tampered or data dependent)."""
 

@@ -17,6 +17,7 @@ from . import boundary as B
 from . import constants as C
 from . import errors as E
 from . import runtime
+from .buffers import Tensor
 from .simulator import TensorSpec, _input_tensor, _norm_grid, _spec_tensor, finish
 
 
@@ -55,6 +56,7 @@ class _Replayer:
         self.table = table
         self.objs = {}
         self.lines = lines
+        self.read_only = {}  # storage id -> name of a read-only input
 
     def deref(self, e):
         if "$r" in e:
@@ -106,6 +108,16 @@ class _Replayer:
             raise B.Divergence("operation returned %s, the trace says %s"
                                % (_short(actual), _short(rec)))
 
+    def _read_only_in(self, args, kwargs):
+        """Names of the read-only inputs among an instruction's tensor arguments."""
+        names = []
+        for a in list(args) + list(kwargs.values()):
+            st = getattr(a, "st", None) if isinstance(a, Tensor) else None
+            name = self.read_only.get(id(st)) if st is not None else None
+            if name is not None and name not in names:
+                names.append(name)
+        return names
+
     def event(self, ev):
         if type(ev) is not list or len(ev) < 2:
             raise B.Divergence("malformed event")
@@ -152,6 +164,15 @@ class _Replayer:
                 e.line = line if type(line) is int else None
                 e.args = (str(e),)
             raise
+        except ValueError as e:
+            if not self.read_only or "read-only" not in str(e):
+                raise
+            names = self._read_only_in(args, kwargs)
+            raise B.NkiInputWritten(
+                "the kernel writes into its input %s: inputs are read-only (return the results, "
+                "or write them to the problem's OUTPUTS parameters)"
+                % ", ".join(repr(n) for n in names or sorted(self.read_only.values())),
+                line if type(line) is int else None, names) from None
         if res_rec == {"$x": 1}:
             raise B.Divergence("iteration did not end where recorded")
         self.bind(res_rec, res)
@@ -243,11 +264,13 @@ def check_trace(trace):
 
 
 def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=None,
-           kernel_path="<kernel>", hotspots=True, timing=True):
+           kernel_path="<kernel>", hotspots=True, timing=True, read_only=()):
     """Re-execute `trace` with `inputs` (name -> numpy array / TensorSpec / scalar). Returns a
     SimResult like `simulate`; with timing=False only its outputs mean anything (no
     instruction is timed: latency and metrics are zero; for a trace already timed once). Raises NkiCompileError / NkiRuntimeError from the simulator,
-    and NkiForbiddenAccess when the trace does not replay as recorded."""
+    and NkiForbiddenAccess when the trace does not replay as recorded. read_only: names of
+    inputs the kernel must not write (their arrays are used without a copy and never
+    changed); an instruction that writes one raises NkiInputWritten."""
     try:
         check_trace(trace)
         grid = _norm_grid(trace["grid"] if grid is None else grid)
@@ -283,8 +306,10 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
                 t = _spec_tensor(a, dts.get(name))
             else:
                 arr = np.asarray(a)
-                t = _input_tensor(arr, numerics, dts.get(name))
-                if isinstance(a, np.ndarray):
+                t = _input_tensor(arr, numerics, dts.get(name), read_only=name in read_only)
+                if name in read_only:
+                    rp.read_only[id(t.st)] = name
+                elif isinstance(a, np.ndarray):
                     originals[name] = (a, t)
             rp.objs[ids[name]] = t
         runtime.CUR = None  # events before the first program ran at import time

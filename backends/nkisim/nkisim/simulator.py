@@ -72,7 +72,9 @@ def _norm_grid(grid):
     return tuple(int(g) for g in grid)
 
 
-def _input_tensor(arr, numerics, dtype=None):
+def _input_tensor(arr, numerics, dtype=None, read_only=False):
+    """The HBM tensor of an input array. read_only: its data refuses writes (numpy raises
+    ValueError), without a copy when the array is used as it is."""
     a = np.asarray(arr)
     dt = D.lookup(a.dtype) if dtype is None else D.lookup(dtype)
     if dt is None:
@@ -85,6 +87,9 @@ def _input_tensor(arr, numerics, dtype=None):
         data = np.ascontiguousarray(data).copy()
     if data is not None and data.ndim == 0:
         data = data.reshape(1)
+    if data is not None and read_only:
+        data = data.view()
+        data.flags.writeable = False
     st = Storage(tuple(a.shape) if a.ndim else (1,), dt, shared_hbm, data=data, name="input")
     return Tensor.root(st)
 
