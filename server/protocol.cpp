@@ -327,9 +327,11 @@ int modern_http_status(int code) {
 
 bool is_modern_method(std::string_view method) {
   static const std::set<std::string, std::less<>> k_methods = {
-      "server/discover",     "tools/list",          "tools/call",  "resources/list",
-      "resources/read",      "prompts/list",        "prompts/get", "resources/templates/list",
-      "completion/complete", "subscriptions/listen"};
+      "server/discover", "tools/list", "tools/call", "resources/list", "resources/read",
+      "prompts/list", "prompts/get", "resources/templates/list", "completion/complete",
+      "subscriptions/listen",
+      // The io.modelcontextprotocol/tasks extension (SEP-2663); no tasks/result or tasks/list.
+      "tasks/get", "tasks/update", "tasks/cancel"};
   return k_methods.count(method) != 0;
 }
 
@@ -684,6 +686,10 @@ void Session::handle_modern(jsonrpc::Request request, const std::shared_ptr<Outb
     }
     if (request.method == "subscriptions/listen") {
       listen(request, outbox);
+      return;
+    }
+    if (request.method.rfind("tasks/", 0) == 0) {
+      handle_task_request(request, outbox);  // server/tasks.cpp
       return;
     }
     outbox->finish(jsonrpc::make_result(request.id, dispatch_modern(request, call)));
@@ -1597,12 +1603,18 @@ void Server::close_all_sessions() {
   }
 }
 
-nlohmann::json Server::capabilities(bool /*modern*/) const {
-  return {{"tools", {{"listChanged", false}}},
-          {"resources", {{"subscribe", true}, {"listChanged", false}}},
-          {"prompts", {{"listChanged", false}}},
-          {"logging", nlohmann::json::object()},
-          {"completions", nlohmann::json::object()}};
+nlohmann::json Server::capabilities(bool modern) const {
+  nlohmann::json capabilities = {{"tools", {{"listChanged", false}}},
+                                 {"resources", {{"subscribe", true}, {"listChanged", false}}},
+                                 {"prompts", {{"listChanged", false}}},
+                                 {"logging", nlohmann::json::object()},
+                                 {"completions", nlohmann::json::object()}};
+  if (modern) {
+    // 2026-07-28 has tasks only as an extension (no `tasks` slot); a request that declares it in
+    // its _meta gets tasks for the calls that support them.
+    capabilities["extensions"][std::string(k_tasks_extension)] = nlohmann::json::object();
+  }
+  return capabilities;
 }
 
 std::string Server::seal_state(const nlohmann::json& payload) const {

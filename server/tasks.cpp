@@ -376,6 +376,16 @@ std::optional<JobStatus> TaskStore::wait_terminal(const std::string& id,
   }
 }
 
+std::optional<std::string> TaskStore::owner(const std::string& id) {
+  std::lock_guard lock(m_mutex);
+  purge();
+  auto it = m_tasks.find(id);
+  if (it == m_tasks.end()) {
+    return std::nullopt;
+  }
+  return it->second->owner;
+}
+
 std::vector<std::string> TaskStore::list(const std::string& owner) {
   std::lock_guard lock(m_mutex);
   purge();
@@ -534,7 +544,9 @@ bool Session::start_task(const ToolDef& tool, const jsonrpc::Request& request,
   TaskCall call = [self, tool_ptr, request, task_outbox](ToolContext& call_context) {
     return self->run_tool(*tool_ptr, request, task_outbox, call_context.cancel, nullptr);
   };
-  const std::string owner = task_owner();
+  // A stateless (2026-07-28) request belongs to no session: its task is owned by nobody and is
+  // read by whoever holds its unguessable id; a session's task stays with its session.
+  const std::string owner = is_stateless_request(params) ? std::string() : task_owner();
   auto created = m_server.tasks().create(tool, std::move(context), std::move(call), ttl, owner);
   if (created.error) {
     return refuse(jsonrpc::k_internal_error, "Server busy: " + *created.error);
@@ -622,6 +634,13 @@ void Session::handle_task_request(const jsonrpc::Request& request,
   }
   const std::string id = id_it->get<std::string>();
   const std::string unknown = "Invalid params: no task " + id + " (unknown, or expired)";
+  // Another session's task, or a session's task asked about statelessly (or the reverse), is
+  // answered as unknown: a task is visible only where it was created.
+  const std::string requester = is_stateless_request(params) ? std::string() : task_owner();
+  if (auto task_owner_key = tasks.owner(id); task_owner_key && *task_owner_key != requester) {
+    refuse(jsonrpc::k_invalid_params, unknown);
+    return;
+  }
   if (method == "tasks/get") {
     auto task = tasks.describe(id, wire, wire == TaskWire::extension);
     if (!task) {

@@ -109,6 +109,8 @@ class TaskStore {
   // The CreateTaskResult for a task just created.
   nlohmann::json create_result(const std::string& id, TaskWire wire);
   std::optional<TaskState> state(const std::string& id);
+  // The key of the task's owner ("" for a task of a stateless request); nullopt when unknown.
+  std::optional<std::string> owner(const std::string& id);
 
   enum class CancelOutcome { unknown, already_terminal, cancelled };
   CancelOutcome cancel(const std::string& id);

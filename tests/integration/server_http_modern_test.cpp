@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <chrono>
+#include <thread>
+
 #include "integration/server_test_support.hpp"
 
 namespace autocomp::test {
@@ -201,6 +204,85 @@ TEST_F(ServerHttpModern, LegacySessionsWorkAlongside) {
       m_client->Post("/mcp", {{"Accept", "application/json"}},
                      body_of(3, "server/discover", nlohmann::json::object()), "application/json");
   EXPECT_EQ(nlohmann::json::parse(probe->body)["error"]["code"], -32601);
+}
+
+TEST_F(ServerHttpModern, TasksExtensionServedStatelessly) {
+  const nlohmann::json with_tasks = {
+      {"extensions", {{"io.modelcontextprotocol/tasks", nlohmann::json::object()}}}};
+  auto [discover_status, discover] = post(
+      headers_for("server/discover"), body_of(1, "server/discover", {{"_meta", modern_meta()}}));
+  ASSERT_EQ(discover_status, 200);
+  const auto& capabilities = discover["result"]["capabilities"];
+  EXPECT_TRUE(capabilities["extensions"].contains("io.modelcontextprotocol/tasks"));
+  EXPECT_FALSE(capabilities.contains("tasks")) << "2026-07-28 has no v1 tasks slot";
+
+  auto [call_status, call] = post(headers_for("tools/call", "slow_compute"),
+                                  body_of(2, "tools/call",
+                                          {{"name", "slow_compute"},
+                                           {"arguments", {{"seconds", 0}, {"label", "stateless"}}},
+                                           {"_meta", modern_meta(with_tasks)}}));
+  ASSERT_EQ(call_status, 200) << call.dump();
+  ASSERT_EQ(call["result"]["resultType"], "task") << call.dump();
+  const std::string id = call["result"]["taskId"].get<std::string>();
+  EXPECT_EQ(id.size(), 32U) << "a 128-bit id";
+
+  auto get = [&](int request_id, const nlohmann::json& declared) {
+    return post(
+        headers_for("tasks/get", id),
+        body_of(request_id, "tasks/get", {{"taskId", id}, {"_meta", modern_meta(declared)}}));
+  };
+  // Another request (a new connection, no session) reads the task by its id alone.
+  nlohmann::json task;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto [status, body] = get(3, with_tasks);
+    ASSERT_EQ(status, 200) << body.dump();
+    task = body["result"];
+    if (task["status"] != "working") {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(task["status"], "completed") << task.dump();
+  EXPECT_EQ(task["result"]["content"][0]["text"].get<std::string>().rfind("computed stateless", 0),
+            0U)
+      << task.dump();
+
+  auto [gated_status, gated] = get(4, nlohmann::json::object());
+  EXPECT_EQ(gated_status, 400);
+  EXPECT_EQ(gated["error"]["code"], -32021) << "tasks/get without the extension declared";
+
+  auto [cancel_status, cancel] =
+      post(headers_for("tasks/cancel", id),
+           body_of(5, "tasks/cancel", {{"taskId", id}, {"_meta", modern_meta(with_tasks)}}));
+  EXPECT_EQ(cancel_status, 200);
+  EXPECT_EQ(cancel["result"], nlohmann::json({{"resultType", "complete"}}));
+
+  auto [result_status, result] =
+      post(headers_for("tasks/result", id),
+           body_of(6, "tasks/result", {{"taskId", id}, {"_meta", modern_meta(with_tasks)}}));
+  EXPECT_EQ(result_status, 404);
+  EXPECT_EQ(result["error"]["code"], -32601) << "no tasks/result in the extension";
+
+  // A legacy session does not see a task that belongs to no session.
+  const std::string initialize =
+      nlohmann::json{{"jsonrpc", "2.0"},
+                     {"id", 7},
+                     {"method", "initialize"},
+                     {"params",
+                      {{"protocolVersion", "2025-11-25"},
+                       {"capabilities", with_tasks},
+                       {"clientInfo", {{"name", "legacy"}, {"version", "1"}}}}}}
+          .dump();
+  auto opened = m_client->Post("/mcp", {{"Accept", "application/json, text/event-stream"}},
+                               initialize, "application/json");
+  ASSERT_TRUE(opened);
+  const std::string session = opened->get_header_value("Mcp-Session-Id");
+  ASSERT_FALSE(session.empty());
+  auto other =
+      m_client->Post("/mcp", {{"Mcp-Session-Id", session}, {"MCP-Protocol-Version", "2025-11-25"}},
+                     body_of(8, "tasks/get", {{"taskId", id}}), "application/json");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(nlohmann::json::parse(other->body)["error"]["code"], -32602) << other->body;
 }
 
 }  // namespace
