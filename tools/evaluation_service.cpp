@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "core/hash.hpp"
-#include "search/engine/input_signature.hpp"
+#include "search/engine/evaluation_service.hpp"
 #include "tools/evaluation_json.hpp"
 
 namespace autocomp::tools {
@@ -84,27 +84,29 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
   if (!problem.ok()) {
     return problem.failure();
   }
-  auto opened = env.store();
+  auto opened = env.shared_store();
   if (!opened.ok()) {
     return opened.failure();
   }
-  store::Store& db = *opened.value();
+  const std::shared_ptr<store::Store>& db = opened.value();
   auto backend = env.backend(args.backend);
   if (!backend.ok()) {
     return backend.failure();
   }
+  const search::engine::EvaluationService service(
+      backend.value(), store::share(db, db->evaluations()), store::share(db, db->files()));
 
   EvaluationOutcome outcome;
   outcome.kernel = std::move(kernel).value();
   outcome.problem = std::move(problem).value();
   outcome.target = env.target_for(args.target, outcome.problem.text);
 
-  auto problem_key = db.evaluations().put_workload(outcome.problem.text, outcome.problem.path);
+  auto problem_key = db->evaluations().put_workload(outcome.problem.text, outcome.problem.path);
   if (!problem_key.ok()) {
     return problem_key.failure();
   }
   outcome.problem_key = problem_key.value();
-  auto candidate_key = db.evaluations().put_candidate(outcome.kernel.text, "agent");
+  auto candidate_key = db->evaluations().put_candidate(outcome.kernel.text, "agent");
   if (!candidate_key.ok()) {
     return candidate_key.failure();
   }
@@ -126,14 +128,13 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
 
   // The inputs the problem produces here are part of the key: the same problem file can produce
   // other shapes elsewhere or under another environment (AUTOCOMP_SMALL=1).
-  store::EvalSite site = store::site_of(*backend.value());
-  site.input_signature = search::engine::input_signature(*backend.value(), request, context.cancel);
+  const store::EvalSite site = service.site_for(request, context.cancel);
   if (context.cancel.cancelled()) {
     return core::make_failure(core::FailureKind::cancelled, "evaluate", "the call was cancelled");
   }
   std::optional<store::StoredEvaluation> stored;
   if (!args.fresh) {
-    auto found = db.evaluations().lookup(request, site);
+    auto found = service.lookup(request, site);
     if (!found.ok()) {
       return found.failure();
     }
@@ -154,30 +155,18 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
         context.progress(static_cast<double>(done), static_cast<double>(total), message);
       }
     };
-    auto results = backend.value()->evaluate({request}, context.cancel, progress);
-    if (context.cancel.cancelled()) {
-      return core::make_failure(core::FailureKind::cancelled, "evaluate", "the call was cancelled");
+    // Looked up already: run and record.
+    auto evaluated = service.evaluate(request, site, context.cancel, /*fresh=*/true, progress);
+    if (!evaluated.ok()) {
+      return evaluated.failure();
     }
-    if (results.size() != 1) {
-      return core::make_failure(core::FailureKind::internal, "evaluate",
-                                "the backend returned no result");
-    }
-    outcome.result = std::move(results.front());
-    auto id = db.evaluations().record(request, site, outcome.result);
-    if (!id.ok()) {
-      return id.failure();
-    }
-    outcome.evaluation_id = id.value();
+    outcome.result = std::move(evaluated.value().result);
+    outcome.evaluation_id = evaluated.value().id;
     context.progress(1, 1, verdict_text(outcome.result));
   }
 
-  if (auto recorded = db.files().record_file_version(outcome.kernel.path, outcome.candidate_key,
-                                                     outcome.problem_key, outcome.target);
-      !recorded.ok()) {
-    return recorded.failure();
-  }
-  auto best =
-      db.files().best_for_file(outcome.kernel.path, outcome.problem_key, outcome.target, "");
+  auto best = service.record_file(outcome.kernel.path, outcome.candidate_key, outcome.problem_key,
+                                  outcome.target);
   if (!best.ok()) {
     return best.failure();
   }

@@ -5,7 +5,6 @@
 #include <future>
 
 #include "backends/cacheable.hpp"
-#include "search/engine/input_signature.hpp"
 
 namespace autocomp::search::engine {
 
@@ -26,7 +25,7 @@ constexpr int k_dispatchers = 2;
 Evaluator::Evaluator(std::shared_ptr<backends::Backend> backend,
                      std::shared_ptr<store::EvaluationCache> cache, const SearchConfig& config,
                      StopControl& stop)
-    : m_backend(std::move(backend)), m_cache(std::move(cache)), m_stop(stop) {
+    : m_service(std::move(backend), std::move(cache)), m_stop(stop) {
   m_template.command = backends::EvalCommand::evaluate;
   m_template.kernel_filename = config.kernel_filename;
   m_template.problem_source = config.problem_source;
@@ -40,9 +39,8 @@ Evaluator::Evaluator(std::shared_ptr<backends::Backend> backend,
   // A search is background work: interactive tool calls go first (Lane).
   m_template.lane = backends::Lane::background;
 
-  m_site = EvalSite{m_backend->identity(), m_backend->device(), m_backend->harness_version(),
-                    input_signature(*m_backend, m_template, m_stop.token())};
-  m_batch_size = static_cast<std::size_t>(std::max(1, m_backend->slots()));
+  m_site = m_service.site_for(m_template, m_stop.token());
+  m_batch_size = static_cast<std::size_t>(std::max(1, m_service.backend().slots()));
 
   for (int i = 0; i < k_dispatchers; ++i) {
     m_dispatchers.emplace_back([this] { dispatch(); });
@@ -106,23 +104,13 @@ backends::EvalResult Evaluator::evaluate_now(const std::string& key, const std::
 backends::EvalResult Evaluator::reverify(const std::string& source, std::string* ref) {
   backends::EvalRequest request = request_for(source);
   request.command = backends::EvalCommand::verify;
-  std::vector<backends::EvalResult> results;
-  try {
-    results = m_backend->evaluate({request}, core::CancelToken{}, {});
-  } catch (const std::exception& error) {
-    backends::EvalResult failed;
-    failed.failure = core::make_failure(core::FailureKind::internal, "verify",
-                                        std::string("the backend failed: ") + error.what());
-    results = {failed};
-  }
-  backends::EvalResult result =
-      results.empty() ? cancelled_result("the backend returned no result") : results.front();
-  if (m_cache) {
-    auto stored = m_cache->record(request, m_site, result);
-    if (stored && ref != nullptr) {
-      *ref = std::to_string(stored.value());
-    } else if (!stored) {
-      spdlog::warn("could not store a re-verification: {}", stored.failure().describe());
+  auto ran = m_service.run({request}, m_site, core::CancelToken{});
+  backends::EvalResult result = std::move(ran.front().result);
+  if (const auto& stored = ran.front().stored) {
+    if (stored->ok() && ref != nullptr) {
+      *ref = std::to_string(stored->value());
+    } else if (!stored->ok()) {
+      spdlog::warn("could not store a re-verification: {}", stored->failure().describe());
     }
   }
   return result;
@@ -168,13 +156,10 @@ void Evaluator::dispatch() {
         continue;
       }
       std::optional<store::StoredEvaluation> cached;
-      if (m_cache) {
-        auto found = m_cache->lookup(request_for(source), m_site);
-        if (found) {
-          cached = std::move(found).value();
-        } else {
-          spdlog::warn("evaluation cache lookup failed: {}", found.failure().describe());
-        }
+      if (auto found = m_service.lookup(request_for(source), m_site); found) {
+        cached = std::move(found).value();
+      } else {
+        spdlog::warn("evaluation cache lookup failed: {}", found.failure().describe());
       }
       if (cached) {
         ++m_cache_hits;
@@ -192,33 +177,20 @@ void Evaluator::dispatch() {
     for (const auto& [key, source] : misses) {
       requests.push_back(request_for(source));
     }
-    std::vector<backends::EvalResult> results;
-    try {
-      results = m_backend->evaluate(requests, m_stop.token(), {});
-    } catch (const std::exception& error) {
-      backends::EvalResult failed;
-      failed.failure = core::make_failure(core::FailureKind::internal, "evaluate",
-                                          std::string("the backend failed: ") + error.what());
-      results.assign(requests.size(), failed);
-    }
+    auto ran = m_service.run(requests, m_site, m_stop.token());
     for (std::size_t i = 0; i < misses.size(); ++i) {
-      backends::EvalResult result = i < results.size()
-                                        ? results[i]
-                                        : cancelled_result("the backend returned too few results");
-      const bool ran = !(result.failure && result.failure->kind == core::FailureKind::cancelled);
-      if (ran) {
+      if (ran[i].ran) {
         ++m_backend_evaluations;
       }
       std::string ref;
-      if (m_cache && ran) {
-        auto stored = m_cache->record(requests[i], m_site, result);
-        if (stored) {
-          ref = std::to_string(stored.value());
+      if (const auto& stored = ran[i].stored) {
+        if (stored->ok()) {
+          ref = std::to_string(stored->value());
         } else {
-          spdlog::warn("could not store an evaluation: {}", stored.failure().describe());
+          spdlog::warn("could not store an evaluation: {}", stored->failure().describe());
         }
       }
-      finish(misses[i].first, result, ref, false);
+      finish(misses[i].first, ran[i].result, ref, false);
     }
   }
 }

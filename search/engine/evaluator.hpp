@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "search/engine/evaluation_service.hpp"
 #include "search/engine/run_log.hpp"
 #include "search/engine/search_config.hpp"
 #include "search/engine/stop_control.hpp"
@@ -20,9 +21,9 @@
 namespace autocomp::search::engine {
 
 // Sends children to the backend in batches and serves repeats without evaluating them again:
-// the store's evaluation cache answers repeats, and a kernel already queued or running is shared
-// by everyone who asks for it. Results whose failure is not a property of the kernel (timeout,
-// transport, cancellation, ...) are not cached.
+// the evaluation service (the cache-through path the tools use too) answers repeats, and a kernel
+// already queued or running is shared by everyone who asks for it. Results whose failure is not a
+// property of the kernel (timeout, transport, cancellation, ...) are not cached.
 class Evaluator {
  public:
   // The result, the store's reference to it, and whether it came from the cache (or from another
@@ -66,8 +67,7 @@ class Evaluator {
   void finish(const std::string& key, const backends::EvalResult& result, const std::string& ref,
               bool reused);
 
-  std::shared_ptr<backends::Backend> m_backend;
-  std::shared_ptr<store::EvaluationCache> m_cache;
+  EvaluationService m_service;
   backends::EvalRequest m_template;
   EvalSite m_site;
   StopControl& m_stop;
