@@ -175,13 +175,13 @@ BINDINGS = {
         {"img_ref": T(64, 96), "permutation": (1, 0)},
     "neuron-team-kernels/transpose.py::tiled_dve_transpose_210": {"img_ref": T(4, 32, 32)},
     "neuron-team-kernels/rmsnorm_quant.py::rmsnorm_quant":
-        {"hidden": T(1, 128, 512), "ln_w": T(1, 512), "lower_bound": T(1),
+        {"hidden": T(1, 128, 512), "ln_w": T(1, 512), "lower_bound": 0.5,
          "out": Out(1, 128, 516, dtype="float8_e4m3"), "kernel_name": "RMSNormQuant"},
     "neuron-team-kernels/rmsnorm_quant.py::shard_rmsnorm_quant":
-        {"hidden": T(1, 256, 512), "ln_w": T(1, 512), "lower_bound": T(1),
+        {"hidden": T(1, 256, 512), "ln_w": T(1, 512), "lower_bound": 0.5,
          "out": Out(1, 256, 516, dtype="float8_e4m3"), "kernel_name": "RMSNormQuant"},
     "neuron-team-kernels/rmsnorm_quant.py::compatible_rmsnorm_quant":
-        {"hidden": T(1, 128, 512), "ln_w": T(1, 512), "lower_bound": T(1),
+        {"hidden": T(1, 128, 512), "ln_w": T(1, 512), "lower_bound": 0.5,
          "kernel_name": "RMSNormQuant"},
     "neuron-team-kernels/conv.py::conv2d":
         {"in_ref": T(1, 64, 16, 16), "filter_ref": T(64, 64, 3, 3),

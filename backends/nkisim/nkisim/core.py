@@ -257,8 +257,8 @@ def fuse_or_copy(dst, src, mask=None):
     """Write tile `src` into `dst`: free when `src` is the fresh result of the previous
     instruction or DMA (the compiler writes it in place), else a tensor_copy."""
     s = sim()
-    if src.st is s.last_st and src.st.name in (_TMP, _MM) \
-            and src.box is None and dst.st.kind != "hbm" and mask is None:
+    if src.st is s.last_st and src.st.name in (_TMP, _MM) and src.box is None \
+            and dst.st.kind != "hbm" and (mask is None or src.st.name == _TMP):
         if src.size != dst.size:
             raise compile_error("shape mismatch: cannot assign a tile of shape %s to %s"
                                 % (list(src.shape), list(dst.shape)))
@@ -266,7 +266,7 @@ def fuse_or_copy(dst, src, mask=None):
             if src.st.name == _MM and dst.st.kind == "psum":
                 psum_accumulate(dst, src.read().reshape(dst.shape), False)
             else:
-                dst.write(src.read())
+                dst.write(src.read(), mask)  # a masked instruction writes only where mask holds
         r = [(src.st.dep, src.box)]
         w = [(dst.st.dep, dst.box)]
         t = ready_time(src.st.dep.wr_max, r, w)

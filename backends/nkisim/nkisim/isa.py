@@ -11,7 +11,7 @@ from . import core
 from . import dtypes as D
 from . import ops as O
 from . import runtime
-from .buffers import Tensor, sbuf
+from .buffers import Tensor, psum, sbuf
 from .core import (alloc, check_onchip, compute, dma as _dma, dt_of, free_size, value_of,
                    vector_cost, scalar_cost, gpsimd_cost, perf_factor, matmul_core,
                    transpose_core, copy_op, memset_tile)
@@ -217,11 +217,55 @@ def nc_transpose(*args, **kw):
     """Transpose partition and free axes (TensorE into PSUM, or VectorE for <=32x32)."""
     new = _is_new(args, kw, 1)
     p = _bind("nc_transpose", args, kw, ["data", "engine", "mask", "dtype", "name"], new)
-    _reject("nc_transpose", p, "mask")
     eng = _engine(p.get("engine"), TENSOR)
-    check_onchip(p["data"], "nisa.nc_transpose")
-    return transpose_core(p["data"], dst=p.get("dst"),
-                          engine=VECTOR if eng == VECTOR else None)
+    data = p["data"]
+    check_onchip(data, "nisa.nc_transpose")
+    engine = VECTOR if eng == VECTOR else None
+    box = _mask_box("nc_transpose", p.get("mask"), data.shape)
+    if box is None:
+        return transpose_core(data, dst=p.get("dst"), engine=engine)
+    # a mask over the input's indices restricts the instruction to the rectangle it selects
+    # (the compiler narrows the input and output access patterns): input [r0:r1, c0:c1]
+    # lands in output [c0:c1, r0:r1]; the rest of the output is not written
+    dst = p.get("dst")
+    if dst is None:
+        dst = core.tmp((data.shape[1], data.shape[0]), data.st.dt,
+                       sbuf if engine == VECTOR else psum)
+    elif tuple(dst.shape) != (data.shape[1], data.shape[0]):
+        raise compile_error("transpose output shape %s does not match %s"
+                            % (list(dst.shape), [data.shape[1], data.shape[0]]))
+    (r0, r1), (c0, c1) = box
+    if r1 > r0 and c1 > c0:
+        transpose_core(data[r0:r1, c0:c1], dst=dst[c0:c1, r0:r1], engine=engine)
+    return None if p.get("dst") is not None else dst
+
+
+def _mask_box(fname, mask, shape):
+    """A 2-D instruction's `mask` as the rectangle it selects, ((r0, r1), (c0, c1)); None when
+    it masks nothing. Instructions run over affine access patterns, so a predicate that is
+    not one rectangle of the tile cannot be expressed and is a compile error."""
+    if mask is None or (type(mask) in (bool, np.bool_) and mask):
+        return None
+    m = np.asarray(mask)
+    if m.dtype != np.bool_ or len(shape) != 2 or m.ndim > 2:
+        raise compile_error("nisa.%s: mask must be a predicate over the input tile's "
+                            "indices (got %r)" % (fname, mask))
+    try:
+        m = np.broadcast_to(m.reshape((1,) * (2 - m.ndim) + m.shape), tuple(shape))
+    except ValueError:
+        raise compile_error("nisa.%s: mask of shape %s does not match the input tile %s"
+                            % (fname, list(np.shape(mask)), list(shape)))
+    if m.all():
+        return None
+    rows = np.flatnonzero(m.any(axis=1))
+    cols = np.flatnonzero(m.any(axis=0))
+    if not rows.size:
+        return (0, 0), (0, 0)
+    r0, r1, c0, c1 = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+    if not m[r0:r1, c0:c1].all() or m.sum() != (r1 - r0) * (c1 - c0):
+        raise compile_error("nisa.%s: a mask that does not select one rectangle of the tile "
+                            "is not modelled by nkisim" % fname)
+    return (r0, r1), (c0, c1)
 
 
 # ---- ScalarE ------------------------------------------------------------------------------

@@ -14,7 +14,9 @@ from . import constants as C
 from . import core
 from . import dtypes as D
 from . import ops as O
+from . import reinterpret as _reinterpret
 from . import runtime
+from .buffers import _advanced_index  # noqa: E402  (the general indexing path)
 from .buffers import (Buffer, IExpr, ParDim, Storage, Tensor, arange, ds, hbm, mgrid, private_hbm,
                       psum, sbuf, shared_hbm, as_buffer)
 from .core import (alloc, compute, dma, check_onchip, free_size, engine_cost, dt_of,
@@ -318,6 +320,26 @@ def static_cast(arr, dtype):
 
 
 # ---- memory movement ----------------------------------------------------------------------
+# The fresh result of the last masked call: `t[...] = nl.load(x, mask=m)` is one masked
+# instruction writing `t` in place, so the assignment carries the mask (elements of `t` the
+# mask excludes keep their values).
+_LAST_MASKED = [None, None]
+
+
+def _masked_result(out, mask):
+    if mask is not None and not (type(mask) in (bool, np.bool_) and mask):
+        _LAST_MASKED[0], _LAST_MASKED[1] = out.st, mask
+    return out
+
+
+def _result_mask(value):
+    if _LAST_MASKED[0] is None:
+        return None
+    st, mask = _LAST_MASKED
+    _LAST_MASKED[0] = _LAST_MASKED[1] = None
+    return mask if value.st is st and value.box is None else None
+
+
 def load(src, mask=None, dtype=None, **kw):
     """HBM -> new SBUF tile with the shape of `src`."""
     if kw:
@@ -327,7 +349,7 @@ def load(src, mask=None, dtype=None, **kw):
     dt = dt_of(dtype) if dtype is not None else src.st.dt
     out = core.tmp(src.shape, dt, sbuf)
     dma(out, src, mask)
-    return out
+    return _masked_result(out, mask)
 
 
 def store(dst, value, mask=None, **kw):
@@ -358,7 +380,7 @@ def load_transpose2d(src, mask=None, dtype=None, **kw):
     dt = dt_of(dtype) if dtype is not None else src.st.dt
     out = alloc((src.shape[1], src.shape[0]), dt, sbuf)
     dma(out, src, mask, transpose=True)
-    return out
+    return _masked_result(out, mask)
 
 
 def copy(src, mask=None, dtype=None, **kw):
@@ -371,9 +393,9 @@ def copy(src, mask=None, dtype=None, **kw):
     out = core.tmp(src.shape, dt, sbuf)
     if src.st.kind == "hbm":
         dma(out, src, mask)
-        return out
+        return _masked_result(out, mask)
     core.copy_op(out, src, mask=mask)
-    return out
+    return _masked_result(out, mask)
 
 
 # id(tile) -> (tile, op name): results of nl.loop_reduce not yet assigned
@@ -431,7 +453,7 @@ def assign(view, value):
         if value.st.kind == "hbm":
             dma(view, value)
         else:
-            fuse_or_copy(view, value)
+            fuse_or_copy(view, value, mask=_result_mask(value))
     else:
         core.memset_tile(view, value)
 
@@ -474,6 +496,7 @@ def _reshape(self, *shape, **kw):
 
 _reshape.__name__ = "reshape"
 Tensor.reshape = _reshape
+_reinterpret.install()  # `t.view(dtype)`
 _plain_index = Tensor.__getitem__
 
 
@@ -483,6 +506,8 @@ def _keep_free_axes(self, key):
     axis with size 1 (as NKI does: the result is [P, 1]). Otherwise integers drop their axis
     (`t[:, i, :]` of a [P, n, 1] tile is [P, 1]); HBM tensors and keys with index
     expressions follow their own rules."""
+    if type(key) in (bool, np.bool_) or (type(key) is np.ndarray and key.dtype == np.bool_):
+        return _predicated(self, key)
     try:
         r = _plain_index(self, key)
     except _NkiRuntimeError as e:
@@ -515,11 +540,30 @@ def _keep_free_axes(self, key):
     return _plain_index(self, tuple(out))
 
 
+def _predicated(t, pred):
+    """`tile[predicate]` (old API): the operand access restricted to where the predicate
+    holds. A predicate true on the whole tile restricts nothing and is the tile itself;
+    a partial one would have to narrow the instruction's iteration domain, which nkisim
+    does not model for operands (use the instruction's `mask=`)."""
+    m = np.asarray(pred)
+    if m.all():
+        return t
+    raise compile_error("tile[predicate] with a predicate that is false for some elements "
+                        "is not modelled by nkisim; pass it as the instruction's mask= "
+                        "instead")
+
+
 def _masked_slices(t, key, err):
     """`x[nl.ds(p, 128), ...]` reaching past the tensor's end: legal in NKI when the access
     is masked (`nl.load(..., mask=...)`). The slices become index expressions on their own
     axes, whose out-of-range elements are then checked against the access's mask."""
     keys = key if isinstance(key, tuple) else (key,)
+    ints = (int, np.int64, np.int32)
+    if (builtins.any(type(k) is IExpr for k in keys)
+            and builtins.all(type(k) is IExpr or type(k) in ints for k in keys)):
+        # an integer index past the end next to index expressions (`w[i_p, h, i_f]` with
+        # h == H under mask h < H): the general path checks it against the access's mask
+        return _advanced_index(t, key)
     if not builtins.all(type(k) in (int, slice, np.int64, np.int32) for k in keys):
         raise err
     rest = builtins.max(0, len(t.shape) - len(keys))
@@ -577,7 +621,7 @@ def unary(name, x, dtype=None, mask=None):
                 v = v.astype(np.float32)
         return f(v)
     compute(eng, engine_cost(eng, free_size(out)), [x], [out], run, name, mask=mask)
-    return out
+    return _masked_result(out, mask)
 
 
 def _make_unary(name):
@@ -689,7 +733,7 @@ def binary(name, a, b, dtype=None, mask=None):
                 vb = vb.astype(np.float32)
         return f(va, vb)
     compute(VECTOR, cost, ins, [out], run, name, mask=mask)
-    return out
+    return _masked_result(out, mask)
 
 
 # `nki` namespace: binary ops the hardware rejects (hwrules); the value is the alternative

@@ -156,7 +156,11 @@ BINARY = {
     "left_shift": np.left_shift, "right_shift": np.right_shift,
     "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
     "bypass": lambda a, b: np.broadcast_to(a, np.broadcast_shapes(np.shape(a), np.shape(b))),
+    # one-input ALU operators an instruction with an operand slot may name (the operand is
+    # ignored): `tensor_scalar(data, op0=nl.abs, operand0=0.0)` is |data|
     "rsqrt": lambda a, b: rsqrt(a),
+    "abs": lambda a, b: np.abs(a),
+    "reciprocal": lambda a, b: reciprocal(a),
 }
 
 BITWISE = {"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "invert",
