@@ -171,6 +171,22 @@ BINDINGS = {
          "use_full_pe": True},
     "neuron-team-kernels/hw_ubench.py::column_tiled_matmul_isa_kernel":
         {"A": T(128, 512), "B": T(128, 512), "n_tile": 512, "use_full_pe": True},
+    # token generation, unsharded: B * n_heads * S_tkg <= 128 rows of softmax, S_ctx a
+    # multiple of 512 (one PSUM bank of scores per tile)
+    "neuron-team-kernels/attention_token_gen.py::attention_token_gen_kernel":
+        {"Q": T(2, 128, 4, 4, dtype="bfloat16"), "K": T(2, 128, 4, dtype="bfloat16"),
+         "V": T(2, 4, 128, dtype="bfloat16"), "K_cache": T(2, 128, 512, dtype="bfloat16"),
+         "V_cache": T(2, 512, 128, dtype="bfloat16"),
+         "mask_cache": T(2, 4, 4, 512, ints=2, dtype="uint8"),
+         "mask_active": T(2, 4, 4, 4, ints=2, dtype="uint8"), "out": Out(128, 2, 4, 4)},
+    # blockwise MoE matmul: H in [4096, 8192], block size 128, two blocks over two experts
+    "neuron-team-kernels/blockwise_mm.py::blockwise_mm_baseline_allocated":
+        {"hidden_states": T(256, 4096, dtype="bfloat16"),
+         "expert_affinities_masked": T(256 * 2, 1, dtype="bfloat16"),
+         "gate_up_proj_weight": T(2, 4096, 2, 128, dtype="bfloat16"),
+         "down_proj_weight": T(2, 128, 4096, dtype="bfloat16"), "block_size": 128,
+         "token_position_to_id": T(256, ints=256, dtype="int32"),
+         "block_to_expert": T(2, 1, ints=2, dtype="int32")},
     "neuron-team-kernels/transpose.py::tiled_dve_transpose_10":
         {"img_ref": T(64, 96), "permutation": (1, 0)},
     "neuron-team-kernels/transpose.py::tiled_dve_transpose_210": {"img_ref": T(4, 32, 32)},

@@ -37,7 +37,7 @@ def _alias(name, src):
 
 def _build():
     typing = _module("nki.typing", "nki.typing (nkisim)")
-    for n in ("tensor", "mutable_tensor", "scalar"):
+    for n in ("tensor", "mutable_tensor", "scalar", "mutable"):
         setattr(typing, n, getattr(frontend, n))
 
     compiler = _module("nki.compiler", "nki.compiler (nkisim)")
@@ -100,12 +100,31 @@ def _build():
     }
 
 
+def _isa_constants(mods):
+    """`nki.isa.constants` / `neuronxcc.nki.isa.constants`: the ISA's enums (`oob_mode`...)
+    under the module path older kernels import them from."""
+    out = {}
+    for name in ("nki.isa", "neuronxcc.nki.isa"):
+        m = _module(name + ".constants", "%s.constants (nkisim)" % name)
+        for k in ("engine", "dge_mode", "oob_mode", "reduce_cmd", "matmul_perf_mode",
+                  "dma_engine", "nc_version"):
+            setattr(m, k, getattr(isa, k))
+        mods[name].__path__ = []
+        mods[name].constants = m
+        out[name + ".constants"] = m
+    return out
+
+
 def activate():
     """Make `nki`, `nki.language`, `nki.isa`, `nki.typing` and `neuronxcc.nki.*` resolve to
     the simulator in this process. Idempotent."""
     if _installed and all(sys.modules.get(k) is v for k, v in _installed.items()):
         return
-    mods = _installed or _build()
+    if not _installed:
+        mods = _build()
+        mods.update(_isa_constants(mods))
+    else:
+        mods = _installed
     for k, v in mods.items():
         sys.modules[k] = v
     _installed.update(mods)

@@ -115,6 +115,7 @@ class _TensorTypeMaker:
 tensor = _TensorTypeMaker()
 mutable_tensor = _TensorTypeMaker()
 scalar = _TensorTypeMaker()
+mutable = ("nkisim_tensor_qualifier", "mutable")  # `nt.tensor[nt.mutable]`: writable input
 
 
 # ---- nki.compiler (old allocation-control API) ----------------------------------------------

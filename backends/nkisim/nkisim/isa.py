@@ -172,16 +172,49 @@ def nc_matmul(*args, **kw):
                                       "is_moving_onezero", "is_transpose", "accumulate",
                                       "tile_position", "tile_size", "perf_mode", "mask",
                                       "name", "dtype", "psum_accumulate_flag"], new)
-    _reject("nc_matmul", p, "tile_position", "tile_size", "perf_mode", "mask",
-            "psum_accumulate_flag")
+    _reject("nc_matmul", p, "tile_position", "tile_size", "perf_mode", "psum_accumulate_flag")
     dst = p.get("dst")
     if p.get("is_transpose"):
+        _reject("nc_matmul", p, "mask")
         return _matmul_transpose(p)
     st, mv = p["stationary"], p["moving"]
     if not _hw.strict():
         # the legacy compiler placed a PSUM operand (an nc_transpose result) in SBUF first
         st, mv = _psum_to_sbuf(st), _psum_to_sbuf(mv)
+    if p.get("mask") is not None:
+        return _masked_matmul(dst, st, mv, p)
     return matmul_core(dst, st, mv, p.get("accumulate"), "nisa.nc_matmul")
+
+
+def _masked_matmul(dst, st, mv, p):
+    """nc_matmul(mask=...): the mask is a predicate over the output [M, N] (stationary free x
+    moving free; a [1, N] predicate on the moving free axis broadcasts over M). It restricts
+    the instruction to the rectangle it selects: stationary[:, r0:r1] x moving[:, c0:c1] into
+    output [r0:r1, c0:c1]; the rest of the output is not written (nor accumulated by
+    `psum += nc_matmul(...)`)."""
+    from . import language as L
+    for t in (st, mv):
+        if not isinstance(t, Tensor) or len(t.shape) != 2:
+            raise compile_error("nisa.nc_matmul: mask= needs 2-D stationary and moving tiles")
+    m_rows, n_cols = st.shape[1], mv.shape[1]
+    box = _mask_box("nc_matmul", p["mask"], (m_rows, n_cols))
+    if box is None:
+        return matmul_core(dst, st, mv, p.get("accumulate"), "nisa.nc_matmul")
+    (r0, r1), (c0, c1) = box
+    out = dst
+    if out is None:
+        out = Tensor.root(core.Storage((m_rows, n_cols), D.FLOAT32, psum, name=core._MM,
+                                       charge=False))
+    elif tuple(out.shape) != (m_rows, n_cols):
+        raise compile_error("nisa.nc_matmul: output tile shape %s does not match [%d, %d]"
+                            % (list(out.shape), m_rows, n_cols))
+    if r1 > r0 and c1 > c0:
+        matmul_core(out[r0:r1, c0:c1], st[:, r0:r1], mv[:, c0:c1], p.get("accumulate"),
+                    "nisa.nc_matmul")
+    if dst is not None:
+        return None
+    return L._masked_result(out, np.broadcast_to(np.asarray(p["mask"]).reshape(
+        (1,) * (2 - np.ndim(p["mask"])) + np.shape(p["mask"])), (m_rows, n_cols)))
 
 
 def _psum_to_sbuf(t):
@@ -327,10 +360,31 @@ def _activation(fname, args, kw, force_reduce=False):
         s = runtime.CUR
         if s.numerics:
             axes = tuple(range(1, len(dst.shape)))
-            r = O.REDUCE[reduce_op](_f32(dst.read()), axis=axes, keepdims=True)
+            r = O.REDUCE[reduce_op](_skip_masked(reduce_op, _f32(dst.read()), mask),
+                                    axis=axes, keepdims=True)
             rres.write(r.reshape(rres.shape) if r.size == rres.size else r)
         s.sched.issue_zero(SCALAR, [(dst.st.dep, dst.box)], [(rres.st.dep, rres.box)])
     return None if p.get("dst") is not None else dst
+
+
+_REDUCE_IDENTITY = {"add": 0.0, "sum": 0.0, "subtract": 0.0, "maximum": -np.inf,
+                    "max": -np.inf, "minimum": np.inf, "min": np.inf, "multiply": 1.0,
+                    "prod": 1.0}
+
+
+def _skip_masked(op, v, mask):
+    """Values to reduce with the elements a mask excludes replaced by op's identity (the
+    instruction does not compute them, so they do not enter its reduction)."""
+    if mask is None or (type(mask) in (bool, np.bool_) and mask):
+        return v
+    if op not in _REDUCE_IDENTITY:
+        raise compile_error("a masked reduction with op %r is not modelled by nkisim" % (op,))
+    try:
+        m = np.broadcast_to(np.asarray(mask, dtype=bool), v.shape)
+    except ValueError:
+        raise compile_error("mask of shape %s does not match the tile %s"
+                            % (list(np.shape(mask)), list(v.shape)))
+    return np.where(m, v, np.float32(_REDUCE_IDENTITY[op]))
 
 
 def activation(*args, **kw):

@@ -7,6 +7,7 @@ instructions to the timing model (see engine helpers in `core`).
 import contextlib
 import math
 import sys
+import weakref
 
 import numpy as np
 
@@ -320,30 +321,32 @@ def static_cast(arr, dtype):
 
 
 # ---- memory movement ----------------------------------------------------------------------
-# The fresh result of the last masked call: `t[...] = nl.load(x, mask=m)` is one masked
-# instruction writing `t` in place, so the assignment carries the mask (elements of `t` the
-# mask excludes keep their values).
-_LAST_MASKED = [None, None]
+# Results of masked calls: `t[...] = nl.load(x, mask=m)` is one masked instruction writing
+# `t` in place, so the assignment carries the mask (elements of `t` the mask excludes keep
+# their values); `psum += nisa.nc_matmul(..., mask=m)` accumulates only where m holds.
+_RESULT_MASKS = weakref.WeakKeyDictionary()
 
 
 def _masked_result(out, mask):
     if mask is not None and not (type(mask) in (bool, np.bool_) and mask):
-        _LAST_MASKED[0], _LAST_MASKED[1] = out.st, mask
+        _RESULT_MASKS[out.st] = mask
     return out
 
 
 def _result_mask(value):
-    if _LAST_MASKED[0] is None:
+    """The mask of the masked call that produced `value` (a whole result tile), else None."""
+    if not _RESULT_MASKS or value.box is not None:
         return None
-    st, mask = _LAST_MASKED
-    _LAST_MASKED[0] = _LAST_MASKED[1] = None
-    return mask if value.st is st and value.box is None else None
+    return _RESULT_MASKS.get(value.st)
 
 
-def load(src, mask=None, dtype=None, **kw):
-    """HBM -> new SBUF tile with the shape of `src`."""
+def load(src, mask=None, dtype=None, mode=None, **kw):
+    """HBM -> new SBUF tile with the shape of `src`. `mode` (out-of-bounds handling):
+    only the default, oob_mode.error, is modelled."""
     if kw:
         _unmodelled("nl.load", kw)
+    if mode not in (None, 0):
+        _unmodelled("nl.load", {"mode=%r" % (mode,): None})
     if not isinstance(src, Tensor):
         raise compile_error("nl.load expects a tensor, got %r" % (type(src).__name__,))
     dt = dt_of(dtype) if dtype is not None else src.st.dt
@@ -453,7 +456,10 @@ def assign(view, value):
         if value.st.kind == "hbm":
             dma(view, value)
         else:
-            fuse_or_copy(view, value, mask=_result_mask(value))
+            m = _result_mask(value)
+            if view.valid is not None:
+                view.check_valid(m)  # out of bounds only where the mask excludes it
+            fuse_or_copy(view, value, mask=m)
     else:
         core.memset_tile(view, value)
 
@@ -473,6 +479,11 @@ def broadcast_to(src, shape, **kw):
         raise compile_error("cannot broadcast tile of shape %s to %s"
                             % (list(src.shape), list(shape)))
     eng = GPSIMD if padded[0] != shape[0] else VECTOR
+    if eng == GPSIMD and src.st.kind == "psum":
+        # GpSimdE cannot read PSUM: the compiler evacuates the tile to SBUF first (VectorE)
+        staged = core.tmp(src.shape, src.st.dt, sbuf)
+        core.copy_op(staged, src)
+        src = staged
     # a partition broadcast reads one source row per core and writes every partition: one
     # element stream per partition (the output)
     compute(eng, engine_cost(eng, free_size(out), streams=1), [src], [out],
@@ -586,6 +597,19 @@ def _masked_slices(t, key, err):
 
 _keep_free_axes.__name__ = "__getitem__"
 Tensor.__getitem__ = _keep_free_axes
+
+
+def _setitem(self, key, value):
+    """`t[key] = value`; like indexing, a slice past the end is legal when the assigned
+    masked result excludes it (checked by `assign`)."""
+    try:
+        view = _plain_index(self, key)
+    except _NkiRuntimeError as e:
+        view = _masked_slices(self, key, e)
+    assign(view, value)
+
+
+Tensor.__setitem__ = _setitem
 
 
 # ---- element-wise ------------------------------------------------------------------------
@@ -799,7 +823,21 @@ def inplace(t, o, name):
     instruction); anything else is an element-wise op written back into `t`."""
     if (name == "add" and isinstance(o, Tensor) and t.st.kind == "psum"
             and o.st.name == "__matmul__"):
-        core.accumulate_fused(t, o)
+        m = _result_mask(o)
+        if m is None:
+            core.accumulate_fused(t, o)
+            return t
+        # a masked matmul accumulates only the rectangle it computed
+        from .isa import _mask_box
+        box = _mask_box("nc_matmul", m, o.shape)
+        if box is None:
+            core.accumulate_fused(t, o)
+        elif box[0][1] > box[0][0] and box[1][1] > box[1][0]:
+            if tuple(t.shape) != tuple(o.shape):
+                raise compile_error("shape mismatch in PSUM accumulation of a masked matmul: "
+                                    "%s += %s" % (list(t.shape), list(o.shape)))
+            (r0, r1), (c0, c1) = box
+            core.accumulate_fused(t[r0:r1, c0:c1], o[r0:r1, c0:c1])
         return t
     res = binary(name, t, o)
     fuse_or_copy(t, res)
@@ -832,7 +870,7 @@ def where(condition, x, y, dtype=None, mask=None, **kw):
         return np.where(np.asarray(c) != 0, vx, vy)
     compute(VECTOR, core.vector_cost(free_size(out), 2.0), tensors, [out], run, "select",
             mask=mask)
-    return out
+    return _masked_result(out, mask)
 
 
 select = where
@@ -1044,7 +1082,18 @@ def transpose(x, dtype=None, mask=None, **kw):
     if kw:
         _unmodelled("nl.transpose", kw)
     check_onchip(x, "transpose")
-    return transpose_core(x)
+    if len(x.shape) == 1:
+        x = _positional_reshape(x, (x.shape[0], 1))  # a reduced [P] tile is [P, 1]
+    if dtype is not None and dt_of(dtype) is not x.st.dt:
+        _unmodelled("nl.transpose", {"dtype": dtype})
+    if mask is None:
+        return transpose_core(x)
+    # the mask is a predicate over x's indices; the result carries it transposed
+    from .isa import nc_transpose
+    out = nc_transpose(x, mask=mask)
+    m = np.asarray(mask)
+    m = np.broadcast_to(m.reshape((1,) * (2 - m.ndim) + m.shape), x.shape)
+    return _masked_result(out, m.T)
 
 
 # ---- debugging ----------------------------------------------------------------------------
