@@ -185,8 +185,9 @@ BINDINGS = {
          "expert_affinities_masked": T(256 * 2, 1, dtype="bfloat16"),
          "gate_up_proj_weight": T(2, 4096, 2, 128, dtype="bfloat16"),
          "down_proj_weight": T(2, 128, 4096, dtype="bfloat16"), "block_size": 128,
-         "token_position_to_id": T(256, ints=256, dtype="int32"),
-         "block_to_expert": T(2, 1, ints=2, dtype="int32")},
+         "token_position_to_id":  # each token in one block (a permutation)
+             lambda mod: np.random.default_rng(1).permutation(256).astype(np.int32),
+         "block_to_expert": T(2, ints=2, dtype="int32")},
     "neuron-team-kernels/transpose.py::tiled_dve_transpose_10":
         {"img_ref": T(64, 96), "permutation": (1, 0)},
     "neuron-team-kernels/transpose.py::tiled_dve_transpose_210": {"img_ref": T(4, 32, 32)},

@@ -226,8 +226,10 @@ def _shape(shape):
     return tuple(map(int, shape))
 
 
-def ndarray(shape, dtype, buffer=None, name="", **kw):
-    """Uninitialised tensor (filled with NaN / a sentinel so unwritten data is detectable)."""
+def ndarray(shape, dtype, buffer=None, name="", lazy_initialization=False, **kw):
+    """Uninitialised tensor (filled with NaN / a sentinel so unwritten data is detectable).
+    `lazy_initialization` changes nothing here: the contents are undefined either way, and a
+    PSUM location's first accumulation already overwrites it (see PSUM accumulation)."""
     if kw:
         _unmodelled("nl.ndarray", kw)
     pdim = 0
@@ -350,15 +352,19 @@ def load(src, mask=None, dtype=None, mode=None, **kw):
     if not isinstance(src, Tensor):
         raise compile_error("nl.load expects a tensor, got %r" % (type(src).__name__,))
     dt = dt_of(dtype) if dtype is not None else src.st.dt
-    out = core.tmp(src.shape, dt, sbuf)
+    # one element (`x[i]` of a 1-D tensor) lands in a [1, 1] tile: on-chip tiles have a
+    # partition and a free axis
+    out = core.tmp(src.shape if len(src.shape) else (1, 1), dt, sbuf)
     dma(out, src, mask)
     return _masked_result(out, mask)
 
 
-def store(dst, value, mask=None, **kw):
-    """Tile (SBUF/PSUM) or scalar -> HBM (or any tensor) via DMA."""
+def store(dst, value, mask=None, mode=None, **kw):
+    """Tile (SBUF/PSUM) or scalar -> HBM (or any tensor) via DMA. `mode`: as nl.load's."""
     if kw:
         _unmodelled("nl.store", kw)
+    if mode not in (None, 0):
+        _unmodelled("nl.store", {"mode=%r" % (mode,): None})
     if not isinstance(dst, Tensor):
         raise compile_error("nl.store expects a destination tensor")
     if not isinstance(value, Tensor):
