@@ -172,8 +172,11 @@ def nc_matmul(*args, **kw):
                                       "is_moving_onezero", "is_transpose", "accumulate",
                                       "tile_position", "tile_size", "perf_mode", "mask",
                                       "name", "dtype", "psum_accumulate_flag"], new)
-    _reject("nc_matmul", p, "tile_position", "tile_size", "perf_mode", "psum_accumulate_flag")
+    _reject("nc_matmul", p, "tile_position", "tile_size", "psum_accumulate_flag")
     dst = p.get("dst")
+    if _is_double_row(p.get("perf_mode")):
+        _reject("nc_matmul", p, "is_transpose", "mask")
+        return _double_row_matmul(dst, p["stationary"], p["moving"], p.get("accumulate"))
     if p.get("is_transpose"):
         _reject("nc_matmul", p, "mask")
         return _matmul_transpose(p)
@@ -184,6 +187,76 @@ def nc_matmul(*args, **kw):
     if p.get("mask") is not None:
         return _masked_matmul(dst, st, mv, p)
     return matmul_core(dst, st, mv, p.get("accumulate"), "nisa.nc_matmul")
+
+
+_FP8 = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")
+
+
+def _is_double_row(mode):
+    if mode is None or mode in (0, "none", matmul_perf_mode.none):
+        return False
+    if mode in (matmul_perf_mode.double_row, "double_row", "double_row_gen3"):
+        return True
+    raise compile_error("nisa.nc_matmul: unknown perf_mode %r (none or double_row)" % (mode,))
+
+
+def _double_row_matmul(dst, st, mv, accumulate):
+    """nc_matmul(perf_mode=double_row): TensorE's FP8 double-row mode (NeuronCore-v3/v4, i.e.
+    trn2 and later; not NeuronCore-v2/trn1), which packs two FP8 rows per PE row for 2x
+    throughput. stationary [K, 2, M] and moving [K, 2, N] hold two K-row sets each; the
+    result is the [M, N] product contracted over both, sum_k,r st[k, r, m] * mv[k, r, n],
+    in the time of one K-row pass."""
+    s = runtime.CUR
+    if s.target.name == "trn1":
+        raise compile_error("nisa.nc_matmul: perf_mode double_row is not supported on "
+                            "NeuronCore-v2 (trn1); it needs trn2 or later")
+    for nm, t in (("stationary", st), ("moving", mv)):
+        if not isinstance(t, Tensor) or len(t.shape) != 3 or t.shape[1] != 2:
+            raise compile_error("nisa.nc_matmul(perf_mode=double_row): %s must be a [K, 2, F] "
+                                "tile (got %s)" % (nm, list(getattr(t, "shape", ()))))
+        if t.st.kind != "sbuf":
+            raise compile_error("err_unsupported_memory: nisa.nc_matmul %s must be in SBUF (it "
+                                "is in %s)" % (nm, t.st.kind.upper()))
+        if t.st.dt.name not in _FP8:
+            raise compile_error("nisa.nc_matmul(perf_mode=double_row) is an FP8 mode; %s is %s"
+                                % (nm, t.st.dt.name))
+    k, m_size, n_size = st.shape[0], st.shape[2], mv.shape[2]
+    if mv.shape[0] != k:
+        raise compile_error("nisa.nc_matmul: contraction (partition) sizes differ: stationary "
+                            "%d vs moving %d" % (k, mv.shape[0]))
+    if k > C.PMAX or m_size > C.GEMM_STATIONARY_FMAX or n_size > C.GEMM_MOVING_FMAX:
+        raise compile_error("nisa.nc_matmul(perf_mode=double_row): tile [K=%d, M=%d, N=%d] "
+                            "exceeds [%d, %d, %d]" % (k, m_size, n_size, C.PMAX,
+                                                      C.GEMM_STATIONARY_FMAX,
+                                                      C.GEMM_MOVING_FMAX))
+    if dst is None:
+        out = Tensor.root(core.Storage((m_size, n_size), D.FLOAT32, psum, name=core._MM,
+                                       charge=False))
+    else:
+        out = dst
+        if out.st.kind != "psum" or out.shape[0] != m_size or free_size(out) != n_size:
+            raise compile_error("nisa.nc_matmul: output must be a PSUM tile of shape [%d, %d]"
+                                % (m_size, n_size))
+    if s.numerics:
+        a = _f32(st.read()).reshape(2 * k, m_size)   # rows (k, r): the same order in both
+        b = _f32(mv.read()).reshape(2 * k, n_size)
+        res = O.matmul_tn(a, b).reshape(out.shape)
+        if dst is None:
+            out.write(res)
+        else:
+            core.psum_accumulate(out, res, accumulate)
+    cyc = max(min(64, m_size), n_size)  # one pass over the moving tile, as a plain FP8 matmul
+    flops = 2.0 * 2 * k * m_size * n_size
+    s.flops += flops
+    s.flops_peak_ns += flops / (2 * s.target.peak_flops_bf16) * 1e9  # FP8 double: 2x peak
+    s.matmul_count += 1
+    s.sbuf_read += st.size * st.st.dt.itemsize + mv.size * mv.st.dt.itemsize
+    s.psum_write += out.size * 4
+    s.sched.issue(TENSOR, cyc * s.ns_tensor, [(st.st.dep, st.box), (mv.st.dep, mv.box)],
+                  [(out.st.dep, out.box)], C.MATMUL_INIT_CYCLES * s.ns_tensor)
+    s.last_st = out.st
+    s.last_eng = TENSOR
+    return None if dst is not None else out
 
 
 def _masked_matmul(dst, st, mv, p):
