@@ -117,9 +117,23 @@ BINDINGS = {
     "sd_attention/sd_attention_nki_kernels.py::fused_self_attn_for_SD_small_head_size":
         {"q_ref": T(1024, 64, dtype="bfloat16"), "k_ref": T(1024, 64, dtype="bfloat16"),
          "v_ref": T(1024, 64, dtype="bfloat16")},
-    "mxfp-matmul/mx_kernels.py::kernel_offline_quantized_mx_matmul": None,
-    "mxfp-matmul/mx_kernels.py::kernel_on_device_quantize_matmul_mx": None,
-    "mxfp-matmul/mx_kernels.py::kernel_copy_strided_quantize_matmul_mx": None,
+    # MX (microscaling) matmul: trn3 (NeuronCore-v4) instructions and dtypes, which nkisim
+    # rejects by name; shapes as in the tutorial's driver (M, K, N = 128, 128, 512; packed
+    # x4 data, one e8m0 scale per 32 elements)
+    "mxfp-matmul/mx_kernels.py::kernel_offline_quantized_mx_matmul":
+        {"stationary_mx_data": T(128, 512, ints=255, dtype="uint8"),
+         "stationary_mx_scale": T(16, 128, ints=255, dtype="uint8"),
+         "moving_mx_data": T(128, 2048, ints=255, dtype="uint8"),
+         "moving_mx_scale": T(16, 512, ints=255, dtype="uint8"),
+         "mx_dtype": _nl("float8_e5m2_x4")},
+    "mxfp-matmul/mx_kernels.py::kernel_on_device_quantize_matmul_mx":
+        {"stationary_mx_data": T(128, 512, ints=255, dtype="uint8"),
+         "stationary_mx_scale": T(16, 128, ints=255, dtype="uint8"),
+         "moving_data_bf16": T(128, 2048, dtype="bfloat16"),
+         "stationary_mx_dtype": _nl("float8_e5m2_x4"), "moving_mx_dtype": _nl("float8_e5m2_x4")},
+    "mxfp-matmul/mx_kernels.py::kernel_copy_strided_quantize_matmul_mx":
+        {"stationary_hbm": T(512, 128, dtype="bfloat16"),
+         "moving_hbm": T(512, 512, dtype="bfloat16"), "mx_dtype": _nl("float8_e5m2_x4")},
     # ---- reference ----
     "reference/tutorial.py::add_kernel_nx8x128x512":
         {"a_ptr": T(2, 8, 128, 512), "b_ptr": T(2, 8, 128, 512),

@@ -52,6 +52,26 @@ float8_e5m2 = DTypeToken("float8_e5m2")
 float8_e4m3fn = DTypeToken("float8_e4m3fn")
 
 
+class Trn3OnlyDType(DTypeToken):
+    """An MX (microscaling) dtype of NeuronCore-v4 (trn3), for nisa.nc_matmul_mx /
+    quantize_mx. nkisim models trn1 and trn2, so any use is an error naming the reason."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return ("%s (an MX dtype of NeuronCore-v4 / trn3; nkisim models trn1 and trn2 only)"
+                % self.name)
+
+    @property
+    def dtype(self):
+        return np.dtype(np.uint32 if self.name.endswith("_x4") else np.uint8)
+
+
+float8_e5m2_x4 = Trn3OnlyDType("float8_e5m2_x4")
+float8_e4m3fn_x4 = Trn3OnlyDType("float8_e4m3fn_x4")
+float4_e2m1fn_x4 = Trn3OnlyDType("float4_e2m1fn_x4")
+float8_e8m0fnu = Trn3OnlyDType("float8_e8m0fnu")
+
+
 class DT:
     """Internal description of a dtype."""
     __slots__ = ("name", "public", "np", "itemsize", "is_float", "is_int", "mant_bits",
@@ -117,6 +137,8 @@ def lookup(d):
     """Internal DT for any dtype spelling (NKI object, numpy type/dtype, string); None if unknown."""
     if isinstance(d, DT):
         return d
+    if isinstance(d, Trn3OnlyDType):
+        return None  # not a storage dtype here (its numpy stand-in is only for itemsize)
     try:
         r = _LOOKUP.get(d)
     except TypeError:

@@ -956,6 +956,19 @@ def dma_compute(dst, srcs, reduce_op, scales=None, **kw):
 
 
 # ---- misc ---------------------------------------------------------------------------------
+def _trn3_only(name):
+    def f(*args, **kw):
+        raise compile_error("nisa.%s is a NeuronCore-v4 (trn3) instruction (MX microscaling); "
+                            "nkisim models trn1 and trn2 only" % name)
+    f.__name__ = name
+    f.__doc__ = "trn3 only: raises a compile error (see MODEL.md)."
+    return f
+
+
+nc_matmul_mx = _trn3_only("nc_matmul_mx")
+quantize_mx = _trn3_only("quantize_mx")
+
+
 def core_barrier(*args, **kw):
     return None
 
