@@ -343,7 +343,12 @@ def nc_transpose(*args, **kw):
     (r0, r1), (c0, c1) = box
     if r1 > r0 and c1 > c0:
         transpose_core(data[r0:r1, c0:c1], dst=dst[c0:c1, r0:r1], engine=engine)
-    return None if p.get("dst") is not None else dst
+    if p.get("dst") is not None:
+        return None
+    from . import language as L
+    written = np.zeros(dst.shape, dtype=bool)
+    written[c0:c1, r0:r1] = True
+    return L._masked_result(dst, written)  # assigning the result writes only the rectangle
 
 
 def _mask_box(fname, mask, shape):
