@@ -193,6 +193,15 @@ BINDINGS = {
          "V_cache": T(2, 512, 128, dtype="bfloat16"),
          "mask_cache": T(2, 4, 4, 512, ints=2, dtype="uint8"),
          "mask_active": T(2, 4, 4, 4, ints=2, dtype="uint8"), "out": Out(128, 2, 4, 4)},
+    # the whole attention block: B=2, S_tkg=4, H=512, 4 query heads of 128 (+ K and V heads)
+    "neuron-team-kernels/attention_token_gen.py::llama3_attention_block_token_gen_kernel":
+        {"X": T(2, 4, 512, dtype="bfloat16"), "W_qkv": T(512, 6 * 128, dtype="bfloat16"),
+         "W_gamma": T(1, 512, dtype="bfloat16"), "rmsnorm_eps": 1e-6,
+         "cos": T(64, 2, 4, dtype="bfloat16"), "sin": T(64, 2, 4, dtype="bfloat16"),
+         "K_cache": T(2, 128, 512, dtype="bfloat16"), "V_cache": T(2, 512, 128, dtype="bfloat16"),
+         "mask_cache": T(2, 4, 4, 512, ints=2, dtype="uint8"),
+         "mask_active": T(2, 4, 4, 4, ints=2, dtype="uint8"),
+         "position_ids": T(2, 4, ints=508, dtype="int32"), "update_cache": False},
     # blockwise MoE matmul: H in [4096, 8192], block size 128, two blocks over two experts
     "neuron-team-kernels/blockwise_mm.py::blockwise_mm_baseline_allocated":
         {"hidden_states": T(256, 4096, dtype="bfloat16"),

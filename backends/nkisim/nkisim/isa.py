@@ -8,6 +8,7 @@ import numpy as np
 
 from . import constants as C
 from . import core
+from . import masks as M
 from . import dtypes as D
 from . import ops as O
 from . import runtime
@@ -265,12 +266,11 @@ def _masked_matmul(dst, st, mv, p):
     the instruction to the rectangle it selects: stationary[:, r0:r1] x moving[:, c0:c1] into
     output [r0:r1, c0:c1]; the rest of the output is not written (nor accumulated by
     `psum += nc_matmul(...)`)."""
-    from . import language as L
     for t in (st, mv):
         if not isinstance(t, Tensor) or len(t.shape) != 2:
             raise compile_error("nisa.nc_matmul: mask= needs 2-D stationary and moving tiles")
     m_rows, n_cols = st.shape[1], mv.shape[1]
-    box = _mask_box("nc_matmul", p["mask"], (m_rows, n_cols))
+    box = M.mask_box("nisa.nc_matmul", p["mask"], (m_rows, n_cols))
     if box is None:
         return matmul_core(dst, st, mv, p.get("accumulate"), "nisa.nc_matmul")
     (r0, r1), (c0, c1) = box
@@ -286,8 +286,7 @@ def _masked_matmul(dst, st, mv, p):
                     "nisa.nc_matmul")
     if dst is not None:
         return None
-    return L._masked_result(out, np.broadcast_to(np.asarray(p["mask"]).reshape(
-        (1,) * (2 - np.ndim(p["mask"])) + np.shape(p["mask"])), (m_rows, n_cols)))
+    return M.masked_result(out, M.as_2d(p["mask"], (m_rows, n_cols)))
 
 
 def _psum_to_sbuf(t):
@@ -327,56 +326,8 @@ def nc_transpose(*args, **kw):
     data = p["data"]
     check_onchip(data, "nisa.nc_transpose")
     engine = VECTOR if eng == VECTOR else None
-    box = _mask_box("nc_transpose", p.get("mask"), data.shape)
-    if box is None:
-        return transpose_core(data, dst=p.get("dst"), engine=engine)
-    # a mask over the input's indices restricts the instruction to the rectangle it selects
-    # (the compiler narrows the input and output access patterns): input [r0:r1, c0:c1]
-    # lands in output [c0:c1, r0:r1]; the rest of the output is not written
-    dst = p.get("dst")
-    if dst is None:
-        dst = core.tmp((data.shape[1], data.shape[0]), data.st.dt,
-                       sbuf if engine == VECTOR else psum)
-    elif tuple(dst.shape) != (data.shape[1], data.shape[0]):
-        raise compile_error("transpose output shape %s does not match %s"
-                            % (list(dst.shape), [data.shape[1], data.shape[0]]))
-    (r0, r1), (c0, c1) = box
-    if r1 > r0 and c1 > c0:
-        transpose_core(data[r0:r1, c0:c1], dst=dst[c0:c1, r0:r1], engine=engine)
-    if p.get("dst") is not None:
-        return None
-    from . import language as L
-    written = np.zeros(dst.shape, dtype=bool)
-    written[c0:c1, r0:r1] = True
-    return L._masked_result(dst, written)  # assigning the result writes only the rectangle
-
-
-def _mask_box(fname, mask, shape):
-    """A 2-D instruction's `mask` as the rectangle it selects, ((r0, r1), (c0, c1)); None when
-    it masks nothing. Instructions run over affine access patterns, so a predicate that is
-    not one rectangle of the tile cannot be expressed and is a compile error."""
-    if mask is None or (type(mask) in (bool, np.bool_) and mask):
-        return None
-    m = np.asarray(mask)
-    if m.dtype != np.bool_ or len(shape) != 2 or m.ndim > 2:
-        raise compile_error("nisa.%s: mask must be a predicate over the input tile's "
-                            "indices (got %r)" % (fname, mask))
-    try:
-        m = np.broadcast_to(m.reshape((1,) * (2 - m.ndim) + m.shape), tuple(shape))
-    except ValueError:
-        raise compile_error("nisa.%s: mask of shape %s does not match the input tile %s"
-                            % (fname, list(np.shape(mask)), list(shape)))
-    if m.all():
-        return None
-    rows = np.flatnonzero(m.any(axis=1))
-    cols = np.flatnonzero(m.any(axis=0))
-    if not rows.size:
-        return (0, 0), (0, 0)
-    r0, r1, c0, c1 = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
-    if not m[r0:r1, c0:c1].all() or m.sum() != (r1 - r0) * (c1 - c0):
-        raise compile_error("nisa.%s: a mask that does not select one rectangle of the tile "
-                            "is not modelled by nkisim" % fname)
-    return (r0, r1), (c0, c1)
+    r = M.masked_transpose(data, p.get("mask"), p.get("dst"), engine, "nisa.nc_transpose")
+    return None if p.get("dst") is not None else r
 
 
 # ---- ScalarE ------------------------------------------------------------------------------

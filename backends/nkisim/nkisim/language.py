@@ -7,7 +7,6 @@ instructions to the timing model (see engine helpers in `core`).
 import contextlib
 import math
 import sys
-import weakref
 
 import numpy as np
 
@@ -15,6 +14,7 @@ from . import constants as C
 from . import core
 from . import dtypes as D
 from . import ops as O
+from . import masks as M
 from . import reinterpret as _reinterpret
 from . import runtime
 from .buffers import _advanced_index  # noqa: E402  (the general indexing path)
@@ -327,25 +327,6 @@ def static_cast(arr, dtype):
 
 
 # ---- memory movement ----------------------------------------------------------------------
-# Results of masked calls: `t[...] = nl.load(x, mask=m)` is one masked instruction writing
-# `t` in place, so the assignment carries the mask (elements of `t` the mask excludes keep
-# their values); `psum += nisa.nc_matmul(..., mask=m)` accumulates only where m holds.
-_RESULT_MASKS = weakref.WeakKeyDictionary()
-
-
-def _masked_result(out, mask):
-    if mask is not None and not (type(mask) in (bool, np.bool_) and mask):
-        _RESULT_MASKS[out.st] = mask
-    return out
-
-
-def _result_mask(value):
-    """The mask of the masked call that produced `value` (a whole result tile), else None."""
-    if not _RESULT_MASKS or value.box is not None:
-        return None
-    return _RESULT_MASKS.get(value.st)
-
-
 def load(src, mask=None, dtype=None, mode=None, **kw):
     """HBM -> new SBUF tile with the shape of `src`. `mode` (out-of-bounds handling):
     only the default, oob_mode.error, is modelled."""
@@ -360,7 +341,7 @@ def load(src, mask=None, dtype=None, mode=None, **kw):
     # partition and a free axis
     out = core.tmp(src.shape if len(src.shape) else (1, 1), dt, sbuf)
     dma(out, src, mask)
-    return _masked_result(out, mask)
+    return M.masked_result(out, mask)
 
 
 def store(dst, value, mask=None, mode=None, **kw):
@@ -393,7 +374,7 @@ def load_transpose2d(src, mask=None, dtype=None, **kw):
     dt = dt_of(dtype) if dtype is not None else src.st.dt
     out = alloc((src.shape[1], src.shape[0]), dt, sbuf)
     dma(out, src, mask, transpose=True)
-    return _masked_result(out, mask)
+    return M.masked_result(out, mask)
 
 
 def copy(src, mask=None, dtype=None, **kw):
@@ -406,9 +387,9 @@ def copy(src, mask=None, dtype=None, **kw):
     out = core.tmp(src.shape, dt, sbuf)
     if src.st.kind == "hbm":
         dma(out, src, mask)
-        return _masked_result(out, mask)
+        return M.masked_result(out, mask)
     core.copy_op(out, src, mask=mask)
-    return _masked_result(out, mask)
+    return M.masked_result(out, mask)
 
 
 # id(tile) -> (tile, op name): results of nl.loop_reduce not yet assigned
@@ -466,7 +447,7 @@ def assign(view, value):
         if value.st.kind == "hbm":
             dma(view, value)
         else:
-            m = _result_mask(value)
+            m = M.result_mask(value)
             if view.valid is not None:
                 view.check_valid(m)  # out of bounds only where the mask excludes it
             fuse_or_copy(view, value, mask=m)
@@ -655,7 +636,7 @@ def unary(name, x, dtype=None, mask=None):
                 v = v.astype(np.float32)
         return f(v)
     compute(eng, engine_cost(eng, free_size(out)), [x], [out], run, name, mask=mask)
-    return _masked_result(out, mask)
+    return M.masked_result(out, mask)
 
 
 def _make_unary(name):
@@ -767,7 +748,7 @@ def binary(name, a, b, dtype=None, mask=None):
                 vb = vb.astype(np.float32)
         return f(va, vb)
     compute(VECTOR, cost, ins, [out], run, name, mask=mask)
-    return _masked_result(out, mask)
+    return M.masked_result(out, mask)
 
 
 # `nki` namespace: binary ops the hardware rejects (hwrules); the value is the alternative
@@ -833,13 +814,12 @@ def inplace(t, o, name):
     instruction); anything else is an element-wise op written back into `t`."""
     if (name == "add" and isinstance(o, Tensor) and t.st.kind == "psum"
             and o.st.name == "__matmul__"):
-        m = _result_mask(o)
+        m = M.result_mask(o)
         if m is None:
             core.accumulate_fused(t, o)
             return t
         # a masked matmul accumulates only the rectangle it computed
-        from .isa import _mask_box
-        box = _mask_box("nc_matmul", m, o.shape)
+        box = M.mask_box("nisa.nc_matmul", m, o.shape)
         if box is None:
             core.accumulate_fused(t, o)
         elif box[0][1] > box[0][0] and box[1][1] > box[1][0]:
@@ -880,7 +860,7 @@ def where(condition, x, y, dtype=None, mask=None, **kw):
         return np.where(np.asarray(c) != 0, vx, vy)
     compute(VECTOR, core.vector_cost(free_size(out), 2.0), tensors, [out], run, "select",
             mask=mask)
-    return _masked_result(out, mask)
+    return M.masked_result(out, mask)
 
 
 select = where
@@ -1098,12 +1078,7 @@ def transpose(x, dtype=None, mask=None, **kw):
         _unmodelled("nl.transpose", {"dtype": dtype})
     if mask is None:
         return transpose_core(x)
-    # the mask is a predicate over x's indices; the result carries it transposed
-    from .isa import nc_transpose
-    out = nc_transpose(x, mask=mask)
-    m = np.asarray(mask)
-    m = np.broadcast_to(m.reshape((1,) * (2 - m.ndim) + m.shape), x.shape)
-    return _masked_result(out, m.T)
+    return M.masked_transpose(x, mask, None, None, "nl.transpose")
 
 
 # ---- debugging ----------------------------------------------------------------------------

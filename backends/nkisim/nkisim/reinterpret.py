@@ -46,7 +46,8 @@ def _fp8_encode(v, name):
     code = np.where(a < np.ldexp(1.0, 1 - bias), units,
                     ((e + bias) << mbits) + units - (1 << mbits))
     if ieee:
-        max_code = ((1 << ebits) - 2) << mbits | ((1 << mbits) - 1)   # exp field max-1, mant all ones
+        # largest finite: exponent field all ones but one, mantissa all ones
+        max_code = ((1 << ebits) - 2) << mbits | ((1 << mbits) - 1)
         nan_code = 0x7F
     else:
         max_code = 0x7E                          # S.1111.110: 0x7F is NaN

@@ -329,6 +329,7 @@ class CoverageMaskTest(unittest.TestCase):
         with self.assertRaises(nkisim.NkiCompileError) as cm:
             run(load_mode_kernel, x=x, mode=nisa.oob_mode.skip)
         self.assertIn("mode", cm.exception.message)
+        nkisim.activate()  # (other suites deactivate the simulator)
         from nki.isa.constants import oob_mode
         from neuronxcc.nki.isa.constants import oob_mode as legacy_oob_mode
         import nki.typing as nt
