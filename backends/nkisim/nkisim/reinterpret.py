@@ -113,6 +113,15 @@ def from_bytes(b, dt):
     raise compile_error("view: no byte image for dtype %s" % dt.name)
 
 
+class _Decoded(np.ndarray):
+    """Values decoded from another dtype's bytes: read-only (a write is a compile error)."""
+
+    def __setitem__(self, key, value):
+        raise compile_error("writing through a view(dtype) that involves bf16, tf32 or fp8 "
+                            "is not modelled by nkisim (only reads are); write the tensor "
+                            "itself")
+
+
 class _ReinterpretedStorage(Storage):
     """An alias of `src` seen as another dtype; `data` is computed from src on each access."""
     __slots__ = ("src", "live")
@@ -124,7 +133,7 @@ class _ReinterpretedStorage(Storage):
             return None
         if self.live:
             return d.view(self.dt.np).reshape(self.shape)
-        out = from_bytes(to_bytes(d, self.src.dt), self.dt)
+        out = from_bytes(to_bytes(d, self.src.dt), self.dt).view(_Decoded)
         out.flags.writeable = False  # writes through a decoded view are not modelled
         return out
 

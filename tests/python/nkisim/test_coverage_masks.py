@@ -252,8 +252,9 @@ class CoverageMaskTest(unittest.TestCase):
         np.testing.assert_array_equal(outi, x.view(np.int32))
 
     def test_view_write_and_partial_view_are_errors(self):
-        with self.assertRaises(nkisim.NkiError):
+        with self.assertRaises(nkisim.NkiCompileError) as cm:
             run(view_write_kernel, x=rand(128, 2))
+        self.assertIn("writing through a view(dtype)", cm.exception.message)
         with self.assertRaises(nkisim.NkiCompileError) as cm:
             run(view_partial_kernel, x=rand(128, 4))
         self.assertIn("whole tensor", cm.exception.message)
