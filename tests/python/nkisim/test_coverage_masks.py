@@ -23,6 +23,13 @@ def rand(*shape, seed=0, low=-1.0, high=1.0):
 
 # ---- ALU abs ----------------------------------------------------------------------------
 @nki.jit
+def reciprocal_alu_kernel(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nisa.tensor_scalar(data=nl.load(x), op0=nl.reciprocal, operand0=0.0))
+    return out
+
+
+@nki.jit
 def abs_kernel(x):
     out = nl.ndarray((128, 65), dtype=nl.float32, buffer=nl.shared_hbm)
     t = nl.load(x)
@@ -225,6 +232,9 @@ class CoverageMaskTest(unittest.TestCase):
         (out,) = run(abs_kernel, x=x)
         np.testing.assert_allclose(out[:, 0:64], 2 * np.abs(x), rtol=1e-6)
         np.testing.assert_allclose(out[:, 64], np.abs(x).max(axis=1), rtol=1e-6)
+        y = rand(128, 64, low=0.5, high=2.0)
+        (out,) = run(reciprocal_alu_kernel, x=y)
+        np.testing.assert_allclose(out, 1.0 / y, rtol=1e-6)
 
     def test_fp8_codes_round_trip(self):
         from nkisim import reinterpret
