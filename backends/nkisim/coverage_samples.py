@@ -62,6 +62,9 @@ class Out(T):
 
 
 GRID = "__grid__"  # a binding key: the SPMD launch grid
+# a binding key: (n, rank -> {parameter: value}): run n ranks with nkisim.simulate_ranks, rank
+# r on the binding updated by the rank's own arguments (collective kernels)
+RANKS = "__ranks__"
 
 
 def _nl(name):
@@ -187,6 +190,34 @@ BINDINGS = {
         {"in_ref": T(1, 64, 16, 16), "filter_ref": T(64, 64, 3, 3),
          "out_ref": Out(1, 64, 14, 14)},
 }
+# ---- collective kernels (simulated rank groups) ----
+class _RingFlashConfig:
+    """The config fields ring_attention_fwd reads (those of the reference FlashConfig, which
+    has lse_dtype; the contributed file's own FlashConfig lacks it)."""
+    seq_tile_size = 2048
+    training = True
+    should_transpose_v = True
+    lse_dtype = ""
+
+
+_RING2 = [(0, 1), (1, 0)]  # two ranks, each sending to the other
+BINDINGS.update({
+    "neuron-team-kernels/attention.py::ring_attention_fwd":  # (b, h, d, seq chunk) per rank
+        {"q": T(1, 1, 128, 2048, dtype="bfloat16"), "k": T(1, 1, 128, 2048, dtype="bfloat16"),
+         "v": T(1, 1, 128, 2048, dtype="bfloat16"), "seed": None,
+         "src_tgt_pairs": _RING2, "config": _RingFlashConfig(), GRID: (1, 1),
+         RANKS: (2, lambda r: {"rank_id": r})},
+    "neuron-team-kernels/attention.py::ring_attention_bwd":
+        {"q_ref": T(1, 1, 128, 512, dtype="bfloat16"),
+         "k_ref": T(1, 1, 128, 512, dtype="bfloat16"),
+         "v_ref": T(1, 1, 128, 512, dtype="bfloat16"),
+         "o_ref": T(1, 1, 128, 512, dtype="bfloat16"),
+         "dy_ref": T(1, 1, 128, 512, dtype="bfloat16"),
+         "lse_ref": T(1, 1, 128, 4, dtype="bfloat16"), "seed_ref": None,
+         "src_tgt_pairs": _RING2, "use_causal_mask": True, GRID: (1, 1),
+         RANKS: (2, lambda r: {"rank_id": r})},
+})
+
 # the attention tutorial: v1/v2 take one 128x128 tile, the later ones seqlen >= 512
 for _v in ("v1", "v2"):
     BINDINGS["attention_fwd_performance/attention_kernels.py::attn_fwd_" + _v] = {
@@ -375,9 +406,14 @@ def run_one(path, name, verbose=False):
         kernel = getattr(mod, name)
         dtypes = {}
         inputs = {k: _resolve(v, rng, dtypes, k, mod) for k, v in binding.items()
-                  if k != GRID}
-        nkisim.simulate(kernel, inputs, target="trn2", grid=binding.get(GRID),
-                        input_dtypes=dtypes, hotspots=False)
+                  if k not in (GRID, RANKS)}
+        if RANKS in binding:
+            n, per_rank = binding[RANKS]
+            nkisim.simulate_ranks(kernel, [dict(inputs, **per_rank(r)) for r in range(n)],
+                                  target="trn2", grid=binding.get(GRID), input_dtypes=dtypes)
+        else:
+            nkisim.simulate(kernel, inputs, target="trn2", grid=binding.get(GRID),
+                            input_dtypes=dtypes, hotspots=False)
         return "ok", ""
     except nkisim.NkiError as e:
         return "FAIL", str(e)

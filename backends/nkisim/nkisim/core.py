@@ -1,5 +1,7 @@
 """Shared machinery for language and ISA functions: allocation, operand checks, engine
 costs, instruction issue (functional effect + timing), DMA, matmul and transpose."""
+import weakref
+
 import numpy as np
 
 from . import constants as C
@@ -12,6 +14,10 @@ from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, ready_time, record
 
 _TMP = "__tmp__"
 _MM = "__matmul__"
+# result tile storage -> the predicate its instruction ran under: assigning the tile writes
+# only there (the instruction writes its destination in place; predicated-off elements of
+# the destination keep their values)
+_PREDICATE = weakref.WeakKeyDictionary()
 
 
 def sim():
@@ -245,6 +251,8 @@ def compute(eng, cost, ins, outs, run, opname, mask=None, in_mask=None):
         v = run()
         if v is not None:
             outs[0].write(v, mask)
+    if mask is not None and outs and outs[0].st.name == _TMP:
+        _PREDICATE[outs[0].st] = mask
     _account_reads(s, ins)
     _account_writes(s, outs)
     s.sched.issue(eng, cost, [(t.st.dep, t.box) for t in ins],
@@ -257,6 +265,7 @@ def fuse_or_copy(dst, src, mask=None):
     """Write tile `src` into `dst`: free when `src` is the fresh result of the previous
     instruction or DMA (the compiler writes it in place), else a tensor_copy."""
     s = sim()
+    pred = _PREDICATE.get(src.st) if src.st.name == _TMP else None
     if src.st is s.last_st and src.st.name in (_TMP, _MM) \
             and src.box is None and dst.st.kind != "hbm" and mask is None:
         if src.size != dst.size:
@@ -266,14 +275,14 @@ def fuse_or_copy(dst, src, mask=None):
             if src.st.name == _MM and dst.st.kind == "psum":
                 psum_accumulate(dst, src.read().reshape(dst.shape), False)
             else:
-                dst.write(src.read())
+                dst.write(src.read(), pred)
         r = [(src.st.dep, src.box)]
         w = [(dst.st.dep, dst.box)]
         t = ready_time(src.st.dep.wr_max, r, w)
         record(r, w, t)
         _account_writes(s, [dst])
         return
-    copy_op(dst, src, mask=mask)
+    copy_op(dst, src, mask=pred if mask is None else mask)
 
 
 def copy_op(dst, src, engine=None, mask=None, opname="tensor_copy"):

@@ -183,6 +183,9 @@ class Errors(unittest.TestCase):
 
 
 class PrivatePaths(unittest.TestCase):
+    def setUp(self):
+        nkisim.activate()  # other tests may have deactivated the modules these import
+
     def test_tiled_offloaded_fma_is_dma_compute(self):
         a, b = rand(128, 64, seed=1), rand(128, 64, seed=2)
         out = nkisim.simulate(fma_kernel, {"a": a, "b": b}).outputs[0]
