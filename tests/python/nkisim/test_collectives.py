@@ -103,6 +103,22 @@ def fma_kernel(a, b):
     return out
 
 
+@nki.jit
+def masked_assign_kernel(x, y, predicate):
+    """t = x; then t = copy(y) predicated: off (False) or on the first 64 rows."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(x.shape[1])[None, :]
+    a = nl.load(x)
+    b = nl.load(y)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    t[i_p, i_f] = nl.copy(a[i_p, i_f])
+    mask = False if predicate == "off" else (i_p < 64)
+    t[i_p, i_f] = nl.copy(b[i_p, i_f], mask=mask)
+    nl.store(out, t)
+    return out
+
+
 RING3 = [(0, 1), (1, 2), (2, 0)]
 
 
@@ -180,6 +196,22 @@ class Errors(unittest.TestCase):
         x = rand(128, 8)
         res = nkisim.simulate(fma_kernel, {"a": x, "b": x})
         np.testing.assert_allclose(res.outputs[0], 2 * x, rtol=1e-6)
+
+
+class PredicatedResults(unittest.TestCase):
+    """A predicated instruction assigned to a tile writes only where its predicate holds
+    (ring attention's causal blocks rely on it)."""
+
+    def test_predicate_off_keeps_the_destination(self):
+        x, y = rand(128, 32, seed=1), rand(128, 32, seed=2)
+        out = nkisim.simulate(masked_assign_kernel, {"x": x, "y": y, "predicate": "off"})
+        np.testing.assert_array_equal(out.outputs[0], x)
+
+    def test_partial_predicate_writes_its_rows_only(self):
+        x, y = rand(128, 32, seed=1), rand(128, 32, seed=2)
+        out = nkisim.simulate(masked_assign_kernel, {"x": x, "y": y, "predicate": "rows"})
+        np.testing.assert_array_equal(out.outputs[0][:64], y[:64])
+        np.testing.assert_array_equal(out.outputs[0][64:], x[64:])
 
 
 class PrivatePaths(unittest.TestCase):
