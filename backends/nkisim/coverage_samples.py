@@ -157,7 +157,7 @@ BINDINGS = {
          "rhs_scale": T(128, 1024), "TILES_IN_BLOCK_M": 2, "TILES_IN_BLOCK_N": 2,
          "TILES_IN_BLOCK_K": 2},
     "reference/rmsnorm_quant/rmsnorm_quant.py::rmsnorm_quant_kernel":
-        {"hidden": T(1, 128, 512), "ln_w": T(512),
+        {"hidden": T(1, 128, 512, dtype="bfloat16"), "ln_w": T(512, dtype="bfloat16"),
          "kargs": lambda mod: mod.RmsNormQuantKernelArgs(lower_bound=0.0)},
     # ---- contributed ----
     "contributed/interpolate_bilinear_fwd.py::interpolate_bilinear_2x_fwd":
@@ -170,7 +170,7 @@ BINDINGS = {
         {"q": T(1, 128, 2048, dtype="bfloat16"), "k": T(1, 128, 2048, dtype="bfloat16"),
          "v": T(1, 2048, 128, dtype="bfloat16"), "use_causal_mask": False},
     "neuron-team-kernels/hw_ubench.py::row_tiled_matmul_isa_kernel":
-        {"A": T(128, 512), "B": T(128, 512), "n_tile": 512, "tiling_factor": 1,
+        {"A": T(1, 128, 512), "B": T(1, 128, 512), "n_tile": 512, "tiling_factor": 1,
          "use_full_pe": True},
     "neuron-team-kernels/hw_ubench.py::column_tiled_matmul_isa_kernel":
         {"A": T(128, 512), "B": T(128, 512), "n_tile": 512, "use_full_pe": True},

@@ -50,6 +50,22 @@ def _tiled_offloaded_fma(a, b, scales=None, dst=None, **kw):
     return isa.dma_compute(dst, [a, b], language.add, scales=scales)
 
 
+class multi_buffer:  # noqa: N801  (the compiler's name)
+    """`nl.affine_range(n, directives=ncc.multi_buffer(k))`: let k iterations' tiles live at
+    once. The simulator already gives each iteration's tiles their own storage (a loop body
+    allocates afresh on every pass) and checks capacity by liveness, so the directive changes
+    neither numerics nor the schedule; it is accepted and recorded only."""
+
+    def __init__(self, count):
+        if int(count) < 1:
+            raise compile_error("ncc.multi_buffer: the buffer count must be >= 1, got %r"
+                                % (count,))
+        self.count = int(count)
+
+    def __repr__(self):
+        return "multi_buffer(%d)" % self.count
+
+
 # names kernels import from `neuronxcc.nki._private.private_api`; none is public under this
 # path, so each raises when called (an import alone does not fail the file)
 _PRIVATE_API = ("row_tiled_mm_kernel", "column_tiled_mm_kernel", "cc_div", "do_while")
@@ -81,6 +97,7 @@ def modules(make_module, built):
 
     # compiler-internal paths (one module object serves both namespaces)
     compiler = built["nki.compiler"]
+    compiler.multi_buffer = multi_buffer
     compiler.__path__ = []
     for n in ("backends", "backends.neuron", "backends.neuron.tensor",
               "backends.neuron.indexing"):
