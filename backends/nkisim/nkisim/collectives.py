@@ -29,8 +29,8 @@ Timing (an estimate, see MODEL.md "Collectives"): each rank's collective is char
 own DMA queues as an HBM transfer of the bytes that rank sends over a ring (all-reduce
 2(n-1)/n of the tensor, all-gather / reduce-scatter (n-1)/n of the larger side, permute the
 tensor) at the core's HBM-side DMA bandwidth plus the fixed DMA latency. Waiting for the
-slowest rank is not modelled (the ranks are assumed to arrive together); the reported latency
-of a group is the largest makespan of its ranks.
+slowest rank is not modelled (the ranks are assumed to arrive together); each rank's result
+reports its own makespan, and the group's latency is the largest of them.
 """
 import threading
 
@@ -272,7 +272,9 @@ def _permute(opname, dst, src, pairs):
         raise compile_error("%s: source %s and destination %s differ in size"
                             % (opname, list(src.shape), list(dst.shape)))
     got = g.exchange(i, "collective_permute", members, _snapshot(src))
-    if any(a == me for a, b in pairs):
+    if senders or any(a == me for a, b in pairs):
+        # one transfer on this rank's queues: its send, its receive (ordering later reads of
+        # dst after it), or both at once
         _charge(src, dst, src.size * src.st.dt.itemsize)
     if senders:
         _write(dst, got[g.index[senders[0]]], opname)

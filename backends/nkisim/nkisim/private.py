@@ -17,7 +17,7 @@ Mappings (each is the public operation's semantics, per the NKI API docs):
 """
 from . import collectives as coll
 from . import dtypes as D
-from . import isa, language
+from . import isa, language, runtime
 from .buffers import IExpr
 from .errors import compile_error
 
@@ -66,9 +66,30 @@ class multi_buffer:  # noqa: N801  (the compiler's name)
         return "multi_buffer(%d)" % self.count
 
 
-# names kernels import from `neuronxcc.nki._private.private_api`; none is public under this
-# path, so each raises when called (an import alone does not fail the file)
+def core_barrier(tensor, ranks, **kw):
+    """`nki.isa.core_barrier` (here under its private path): the SPMD programs `ranks` wait
+    until all have reached it, so their writes to `tensor` are visible to each other. The
+    simulator runs the programs of a grid one after another, so a barrier between two or more
+    of them cannot be honoured: that is an error; a barrier of one program is a no-op."""
+    s = runtime.CUR
+    ranks = tuple(ranks)
+    if len(ranks) > 1 or (s is not None and s.grid != (1,) and len(set(ranks)) != 1):
+        raise compile_error("core_barrier across SPMD programs %s is not simulated by nkisim "
+                            "(it runs the programs one after another)" % (ranks,))
+
+
+def sendrecv(*args, **kw):
+    """`nki.isa.sendrecv` between SPMD programs: not simulated (the programs of a grid run
+    one after another, so neither can wait for the other's data)."""
+    raise compile_error("sendrecv between SPMD programs is not simulated by nkisim (it runs "
+                        "the programs of a grid one after another)")
+
+
+# names kernels import from `neuronxcc.nki._private.private_api` with no public equivalent:
+# each raises when called (an import alone does not fail the file)
 _PRIVATE_API = ("row_tiled_mm_kernel", "column_tiled_mm_kernel", "cc_div", "do_while")
+# private kernel modules (`neuronxcc.nki._private_kernels.<module>`) and the names imported
+_PRIVATE_KERNELS = {"RoPE": ("RoPE_sbuf",), "qkv": ("rmsnorm_qkv_isa_kernel",)}
 
 
 def modules(make_module, built):
@@ -95,6 +116,10 @@ def modules(make_module, built):
         m._tiled_offloaded_memcpy = _tiled_offloaded_memcpy
         m._tiled_offloaded_fma = _tiled_offloaded_fma
 
+    # `nt.tensor[nt.mutable]`: an annotation (inputs are writable in the simulator anyway)
+    if not hasattr(built["nki.typing"], "mutable"):
+        built["nki.typing"].mutable = "mutable"
+
     # compiler-internal paths (one module object serves both namespaces)
     compiler = built["nki.compiler"]
     compiler.multi_buffer = multi_buffer
@@ -116,8 +141,22 @@ def modules(make_module, built):
                       "private compiler APIs (nkisim: each raises when called)")
     for n in _PRIVATE_API:
         setattr(api, n, _private_only("neuronxcc.nki._private.private_api", n))
+    api.core_barrier = core_barrier
+    api.sendrecv = sendrecv
     priv.private_api = api
     legacy._private = priv
     out["neuronxcc.nki._private"] = priv
     out["neuronxcc.nki._private.private_api"] = api
+
+    kernels = make_module("neuronxcc.nki._private_kernels", "")
+    kernels.__path__ = []
+    legacy._private_kernels = kernels
+    out["neuronxcc.nki._private_kernels"] = kernels
+    for mod, names in _PRIVATE_KERNELS.items():
+        path = "neuronxcc.nki._private_kernels." + mod
+        m = make_module(path, "private compiler kernels (nkisim: each raises when called)")
+        for n in names:
+            setattr(m, n, _private_only(path, n))
+        setattr(kernels, mod, m)
+        out[path] = m
     return out
