@@ -20,6 +20,23 @@ _MM = "__matmul__"
 _PREDICATE = weakref.WeakKeyDictionary()
 
 
+def predicated_off(mask):
+    """True for a predicate false everywhere (False, or an all-false boolean array): the
+    compiler drops such an instruction."""
+    if type(mask) in (bool, np.bool_):
+        return not mask
+    return isinstance(mask, np.ndarray) and mask.dtype == np.bool_ and mask.size > 0 \
+        and not mask.any()
+
+
+def skipped_result(shape, dt, buffer=sbuf, name=_TMP):
+    """The result of an instruction predicated off everywhere: no instruction writes it, and
+    assigning it to a tile or accumulating it into PSUM changes nothing."""
+    st = Storage(tuple(shape), dt, buffer, name=name, charge=False, check_rank=False)
+    _PREDICATE[st] = False
+    return Tensor.root(st)
+
+
 def sim():
     s = runtime.CUR
     if s is None:
@@ -265,7 +282,9 @@ def fuse_or_copy(dst, src, mask=None):
     """Write tile `src` into `dst`: free when `src` is the fresh result of the previous
     instruction or DMA (the compiler writes it in place), else a tensor_copy."""
     s = sim()
-    pred = _PREDICATE.get(src.st) if src.st.name == _TMP else None
+    pred = _PREDICATE.get(src.st)
+    if pred is False:
+        return  # the result of an instruction predicated off everywhere
     if src.st is s.last_st and src.st.name in (_TMP, _MM) \
             and src.box is None and dst.st.kind != "hbm" and mask is None:
         if src.size != dst.size:
@@ -540,6 +559,8 @@ def matmul_core(dst, stationary, moving, accumulate, opname, transpose_flops=Fal
 def accumulate_fused(t, o):
     """`psum_tile += <fresh matmul result>`: the matmul accumulates into `t` directly."""
     s = sim()
+    if _PREDICATE.get(o.st) is False:
+        return  # the matmul was predicated off everywhere
     if t.shape != o.shape and t.size != o.size:
         raise compile_error("shape mismatch in PSUM accumulation: %s += %s"
                             % (list(t.shape), list(o.shape)))

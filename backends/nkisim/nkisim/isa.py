@@ -172,9 +172,13 @@ def nc_matmul(*args, **kw):
                                       "is_moving_onezero", "is_transpose", "accumulate",
                                       "tile_position", "tile_size", "perf_mode", "mask",
                                       "name", "dtype", "psum_accumulate_flag"], new)
+    dst = p.get("dst")
+    if core.predicated_off(p.get("mask")):  # the compiler drops the instruction
+        shape = (free_size(p["stationary"]), free_size(p["moving"]))
+        return None if dst is not None else core.skipped_result(shape, D.FLOAT32, core.psum,
+                                                                core._MM)
     _reject("nc_matmul", p, "tile_position", "tile_size", "perf_mode", "mask",
             "psum_accumulate_flag")
-    dst = p.get("dst")
     if p.get("is_transpose"):
         return _matmul_transpose(p)
     st, mv = p["stationary"], p["moving"]
@@ -217,6 +221,10 @@ def nc_transpose(*args, **kw):
     """Transpose partition and free axes (TensorE into PSUM, or VectorE for <=32x32)."""
     new = _is_new(args, kw, 1)
     p = _bind("nc_transpose", args, kw, ["data", "engine", "mask", "dtype", "name"], new)
+    if core.predicated_off(p.get("mask")):  # the compiler drops the instruction
+        x = p["data"]
+        return None if p.get("dst") is not None else core.skipped_result(
+            (x.shape[1], x.shape[0]), x.st.dt, core.psum)
     _reject("nc_transpose", p, "mask")
     eng = _engine(p.get("engine"), TENSOR)
     check_onchip(p["data"], "nisa.nc_transpose")

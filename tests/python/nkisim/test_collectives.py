@@ -119,6 +119,29 @@ def masked_assign_kernel(x, y, predicate):
     return out
 
 
+@nki.jit
+def predicated_matmul_kernel(a, b, on):
+    """psum = a.T @ b, then `+= nc_matmul(s, u, mask=on)` with s, u copies predicated the
+    same way (never written when on=False), and `tt = nc_transpose(a, mask=on)` copied over
+    a zero tile: with on=False neither may change anything."""
+    out = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    out_t = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    ta = nl.load(a)
+    tb = nl.load(b)
+    acc = nl.zeros((64, 128), dtype=nl.float32, buffer=nl.psum)
+    acc[...] += nisa.nc_matmul(ta, tb)
+    u = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+    u[...] = nl.copy(tb, mask=on)
+    sa = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    sa[...] = nl.copy(ta, mask=on)
+    acc[...] += nisa.nc_matmul(sa, u, mask=on)
+    nl.store(out, nl.copy(acc))
+    tt = nl.zeros((64, 128), dtype=nl.float32, buffer=nl.sbuf)
+    tt[...] = nisa.nc_transpose(ta, mask=on)
+    nl.store(out_t, tt)
+    return out, out_t
+
+
 RING3 = [(0, 1), (1, 2), (2, 0)]
 
 
@@ -212,6 +235,16 @@ class PredicatedResults(unittest.TestCase):
         out = nkisim.simulate(masked_assign_kernel, {"x": x, "y": y, "predicate": "rows"})
         np.testing.assert_array_equal(out.outputs[0][:64], y[:64])
         np.testing.assert_array_equal(out.outputs[0][64:], x[64:])
+
+
+    def test_instructions_predicated_off_are_dropped(self):
+        a, b = rand(128, 64, seed=3), rand(128, 128, seed=4)
+        off = nkisim.simulate(predicated_matmul_kernel, {"a": a, "b": b, "on": False}).outputs
+        np.testing.assert_allclose(off[0], a.T @ b, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(off[1], 0.0)
+        on = nkisim.simulate(predicated_matmul_kernel, {"a": a, "b": b, "on": True}).outputs
+        np.testing.assert_allclose(on[0], 2 * (a.T @ b), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(on[1], a.T)
 
 
 class PrivatePaths(unittest.TestCase):
