@@ -14,6 +14,15 @@ Mappings (each is the public operation's semantics, per the NKI API docs):
   scales)`: dst = a * scales[0] + b * scales[1] computed in fp32 inside the DMA engines.
 - `neuronxcc.nki.compiler.backends.neuron.indexing.TileIndex`: the type of the index
   expressions `nl.arange` / `nl.mgrid` build (the simulator's `IExpr`).
+- `neuronxcc.nki._private.private_api.core_barrier` / `sendrecv`: `nki.isa.core_barrier` /
+  `nki.isa.sendrecv` between the programs of an LNC grid; the simulator runs those programs
+  one after another, so only a barrier of one program is honoured, anything else raises.
+- `ncc.multi_buffer(k)` (loop directive) is accepted: iterations already get their own
+  tiles in the simulator.
+
+Raise when called (no public equivalent): `private_api.row_tiled_mm_kernel`,
+`column_tiled_mm_kernel`, `cc_div`, `do_while`; `compiler.backends.neuron.tensor.local_tile`;
+`_private_kernels.RoPE.RoPE_sbuf`, `_private_kernels.qkv.rmsnorm_qkv_isa_kernel`.
 """
 from . import collectives as coll
 from . import dtypes as D

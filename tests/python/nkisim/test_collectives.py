@@ -276,6 +276,31 @@ class PrivatePaths(unittest.TestCase):
         with self.assertRaises(nkisim.NkiError):
             nkisim.simulate(nki.jit(lambda a: local_tile(a)), {"a": rand(128, 64)})
 
+    def test_private_core_barrier_and_sendrecv(self):
+        from neuronxcc.nki._private.private_api import core_barrier, sendrecv
+
+        @nki.jit
+        def k(a, use_sendrecv):
+            out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+            n = nl.num_programs(axes=0) if nl.program_ndim() else 1
+            t = nl.load(a)
+            if use_sendrecv:
+                r = nl.zeros(a.shape, dtype=a.dtype)
+                sendrecv(send_to_rank=0, recv_from_rank=0, src=t, dst=r, pipe_id=1)
+            nl.store(out, t)
+            core_barrier(out, tuple(range(n)))
+            return out
+
+        a = rand(128, 8)
+        res = nkisim.simulate(k, {"a": a, "use_sendrecv": False})  # a barrier of one program
+        np.testing.assert_array_equal(res.outputs[0], a)
+        with self.assertRaises(nkisim.NkiCompileError) as c:
+            nkisim.simulate(k, {"a": a, "use_sendrecv": False}, grid=(2,))
+        self.assertIn("core_barrier across SPMD programs", str(c.exception))
+        with self.assertRaises(nkisim.NkiCompileError) as c:
+            nkisim.simulate(k, {"a": a, "use_sendrecv": True})
+        self.assertIn("sendrecv between SPMD programs is not simulated", str(c.exception))
+
 
 if __name__ == "__main__":
     unittest.main()
