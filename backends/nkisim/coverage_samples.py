@@ -216,12 +216,13 @@ BINDINGS.update({
          "lse_ref": T(1, 1, 128, 4, dtype="bfloat16"), "seed_ref": None,
          "src_tgt_pairs": _RING2, "use_causal_mask": True, GRID: (1, 1),
          RANKS: (2, lambda r: {"rank_id": r})},
-    # single-core (no grid): the LNC-2 sendrecv / core_barrier paths are not taken
+    # single-core (no grid): the LNC-2 sendrecv / core_barrier paths are not taken; the
+    # context is one whole MM1 tile (8192)
     "neuron-team-kernels/attention_token_gen.py::attention_token_gen_kernel":
         {"Q": T(1, 128, 4, 1, dtype="bfloat16"), "K": T(1, 128, 1, dtype="bfloat16"),
-         "V": T(1, 1, 128, dtype="bfloat16"), "K_cache": T(1, 128, 512, dtype="bfloat16"),
-         "V_cache": T(1, 512, 128, dtype="bfloat16"),
-         "mask_cache": T(1, 4, 1, 512, ints=2, dtype="uint8"),
+         "V": T(1, 1, 128, dtype="bfloat16"), "K_cache": T(1, 128, 8192, dtype="bfloat16"),
+         "V_cache": T(1, 8192, 128, dtype="bfloat16"),
+         "mask_cache": T(1, 4, 1, 8192, ints=2, dtype="uint8"),
          "mask_active": T(1, 4, 1, 1, ints=2, dtype="uint8"),
          "out": Out(128, 1, 4, dtype="bfloat16")},
     "neuron-team-kernels/attention_token_gen.py::llama3_attention_block_token_gen_kernel":
