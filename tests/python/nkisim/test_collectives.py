@@ -184,6 +184,16 @@ class Collectives(unittest.TestCase):
         np.testing.assert_allclose(res[0].outputs[0], 4 * x, rtol=1e-6)
         np.testing.assert_allclose(res[1].outputs[0], 7 * x, rtol=1e-6)
 
+    def test_timing_only_group_matches_numerics_timing(self):
+        x = rand(128, 256)
+        args = [{"x": x, "pairs": RING3, "steps": 2}] * 3
+        full = nkisim.simulate_ranks(legacy_ring_kernel, args)
+        spec = [{"x": nkisim.TensorSpec((128, 256)), "pairs": RING3, "steps": 2}] * 3
+        timing = nkisim.simulate_ranks(legacy_ring_kernel, spec, numerics=False)
+        for r in range(3):
+            self.assertAlmostEqual(timing[r].latency_us, full[r].latency_us, places=6)
+            self.assertTrue(np.isnan(timing[r].outputs[0]).all())
+
     def test_collective_charges_dma_time(self):
         x = rand(128, 512)
         one = nkisim.simulate_ranks(legacy_ring_kernel, [
