@@ -222,6 +222,22 @@ class Errors(unittest.TestCase):
                                                   for r in range(2)])
         self.assertIn("never completes", str(c.exception))
 
+    def test_an_error_on_one_rank_ends_the_group(self):
+        @nki.jit
+        def k(x, rank):
+            a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.private_hbm)
+            b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.private_hbm)
+            nisa.dma_copy(dst=a, src=x)
+            cc.collective_permute(srcs=[a], dsts=[b], source_target_pairs=[(0, 1), (1, 0)])
+            if rank == 1:
+                nl.load(b[0:256, :])  # out of bounds: rank 1 fails after the exchange
+            cc.collective_permute(srcs=[b], dsts=[a], source_target_pairs=[(0, 1), (1, 0)])
+            return a
+
+        with self.assertRaises(nkisim.NkiError) as c:
+            nkisim.simulate_ranks(k, [{"x": rand(128, 8), "rank": r} for r in range(2)])
+        self.assertIn("rank 1:", str(c.exception))
+
     def test_group_can_run_again_after_a_failure(self):
         with self.assertRaises(nkisim.NkiError):
             nkisim.simulate_ranks(uneven_kernel, [{"x": rand(128, 8), "rank": r}
