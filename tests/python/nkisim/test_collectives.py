@@ -1,5 +1,7 @@
 """Collectives across a simulated group of ranks (nkisim.simulate_ranks), and the private /
 internal module paths sample kernels import."""
+import os
+import sys
 import unittest
 
 import numpy as np
@@ -326,6 +328,57 @@ class PrivatePaths(unittest.TestCase):
         with self.assertRaises(nkisim.NkiCompileError) as c:
             nkisim.simulate(k, {"a": a, "use_sendrecv": True})
         self.assertIn("sendrecv between SPMD programs is not simulated", str(c.exception))
+
+
+# an aws-neuron/nki-samples checkout of the neuron-team kernels (optional)
+SAMPLES = os.environ.get("NKI_SAMPLES_NEURON_TEAM", "/work/samples/neuron-team-kernels")
+RING_FILE = os.path.join(SAMPLES, "contributed", "neuron-team-kernels", "attention.py")
+
+
+@unittest.skipUnless(os.path.isfile(RING_FILE), "nki-samples neuron-team kernels not present")
+class SampleRingAttention(unittest.TestCase):
+    """The contributed ring attention backward kernel on two ranks against numpy: each rank's
+    dK/dV need the other rank's Q/dY, and its dQ comes back around the ring."""
+
+    def test_ring_attention_bwd_matches_numpy(self):
+        sys.path.insert(0, os.path.join(_util.SIM_DIR))
+        import coverage_samples as cs
+        nkisim.activate()
+        if not any(isinstance(f, cs._HostStubFinder) for f in sys.meta_path):
+            sys.meta_path.append(cs._HostStubFinder())
+        kernel = cs._import(RING_FILE).ring_attention_bwd
+        rng = np.random.default_rng(1)
+        S, d, R = 512, 128, 2
+        Q, K, V, dY = (nkisim.to_bf16(rng.uniform(-1, 1, (d, R * S)).astype(np.float32))
+                       for _ in range(4))
+        scale = 1 / np.sqrt(d)
+        s = scale * Q.T @ K
+        s = np.where(np.arange(R * S)[None, :] <= np.arange(R * S)[:, None], s, -np.inf)
+        m = s.max(1, keepdims=True)
+        P = np.exp(s - m)
+        den = P.sum(1, keepdims=True)
+        P /= den
+        lse = (m + np.log(den))[:, 0]
+        O = nkisim.to_bf16(P @ V.T)
+        dS = P * (dY.T @ V - (dY.T * O).sum(1, keepdims=True))
+        ref = {"dq": scale * dS @ K.T, "dk": scale * dS.T @ Q.T, "dv": P.T @ dY.T}
+        ins = []
+        for r in range(R):
+            sl = slice(r * S, (r + 1) * S)
+            ins.append(dict(
+                q_ref=Q[None, None, :, sl], k_ref=K[None, None, :, sl], v_ref=V[None, None, :, sl],
+                o_ref=O.T[None, None, :, sl].copy(), dy_ref=dY[None, None, :, sl],
+                lse_ref=lse[sl].reshape(S // 128, 128).T[None, None].astype(np.float32),
+                seed_ref=None, rank_id=r, src_tgt_pairs=[(0, 1), (1, 0)], use_causal_mask=True,
+                mixed_precision=True))
+        dts = {k: "bfloat16" for k in ("q_ref", "k_ref", "v_ref", "o_ref", "dy_ref")}
+        res = nkisim.simulate_ranks(kernel, ins, grid=(1, 1), input_dtypes=dts)
+        for r in range(R):
+            sl = slice(r * S, (r + 1) * S)
+            for name, got in zip(("dq", "dk", "dv"), res[r].outputs):
+                want = ref[name][sl].T
+                err = np.abs(got[0, 0] - want).max() / np.abs(want).max()
+                self.assertLess(err, 0.02, "rank %d %s" % (r, name))
 
 
 if __name__ == "__main__":
