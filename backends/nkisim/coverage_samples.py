@@ -62,6 +62,9 @@ class Out(T):
 
 
 GRID = "__grid__"  # a binding key: the SPMD launch grid
+# a binding key: (n, rank -> {parameter: value}): run n ranks with nkisim.simulate_ranks, rank
+# r on the binding updated by the rank's own arguments (collective kernels)
+RANKS = "__ranks__"
 
 
 def _nl(name):
@@ -168,7 +171,7 @@ BINDINGS = {
          "rhs_scale": T(128, 1024), "TILES_IN_BLOCK_M": 2, "TILES_IN_BLOCK_N": 2,
          "TILES_IN_BLOCK_K": 2},
     "reference/rmsnorm_quant/rmsnorm_quant.py::rmsnorm_quant_kernel":
-        {"hidden": T(1, 128, 512), "ln_w": T(512),
+        {"hidden": T(1, 128, 512, dtype="bfloat16"), "ln_w": T(512, dtype="bfloat16"),
          "kargs": lambda mod: mod.RmsNormQuantKernelArgs(lower_bound=0.0)},
     # ---- contributed ----
     "contributed/interpolate_bilinear_fwd.py::interpolate_bilinear_2x_fwd":
@@ -181,7 +184,7 @@ BINDINGS = {
         {"q": T(1, 128, 2048, dtype="bfloat16"), "k": T(1, 128, 2048, dtype="bfloat16"),
          "v": T(1, 2048, 128, dtype="bfloat16"), "use_causal_mask": False},
     "neuron-team-kernels/hw_ubench.py::row_tiled_matmul_isa_kernel":
-        {"A": T(128, 512), "B": T(128, 512), "n_tile": 512, "tiling_factor": 1,
+        {"A": T(1, 128, 512), "B": T(1, 128, 512), "n_tile": 512, "tiling_factor": 1,
          "use_full_pe": True},
     "neuron-team-kernels/hw_ubench.py::column_tiled_matmul_isa_kernel":
         {"A": T(128, 512), "B": T(128, 512), "n_tile": 512, "use_full_pe": True},
@@ -227,6 +230,51 @@ BINDINGS = {
         {"in_ref": T(1, 64, 16, 16), "filter_ref": T(64, 64, 3, 3),
          "out_ref": Out(1, 64, 14, 14)},
 }
+# ---- collective kernels (simulated rank groups) ----
+class _RingFlashConfig:
+    """The config fields ring_attention_fwd reads (those of the reference FlashConfig, which
+    has lse_dtype; the contributed file's own FlashConfig lacks it)."""
+    seq_tile_size = 2048
+    training = True
+    should_transpose_v = True
+    lse_dtype = ""
+
+
+_RING2 = [(0, 1), (1, 0)]  # two ranks, each sending to the other
+BINDINGS.update({
+    "neuron-team-kernels/attention.py::ring_attention_fwd":  # (b, h, d, seq chunk) per rank
+        {"q": T(1, 1, 128, 2048, dtype="bfloat16"), "k": T(1, 1, 128, 2048, dtype="bfloat16"),
+         "v": T(1, 1, 128, 2048, dtype="bfloat16"), "seed": None,
+         "src_tgt_pairs": _RING2, "config": _RingFlashConfig(), GRID: (1, 1),
+         RANKS: (2, lambda r: {"rank_id": r})},
+    "neuron-team-kernels/attention.py::ring_attention_bwd":
+        {"q_ref": T(1, 1, 128, 512, dtype="bfloat16"),
+         "k_ref": T(1, 1, 128, 512, dtype="bfloat16"),
+         "v_ref": T(1, 1, 128, 512, dtype="bfloat16"),
+         "o_ref": T(1, 1, 128, 512, dtype="bfloat16"),
+         "dy_ref": T(1, 1, 128, 512, dtype="bfloat16"),
+         "lse_ref": T(1, 1, 128, 4, dtype="bfloat16"), "seed_ref": None,
+         "src_tgt_pairs": _RING2, "use_causal_mask": True, GRID: (1, 1),
+         RANKS: (2, lambda r: {"rank_id": r})},
+    # single-core (no grid): the LNC-2 sendrecv / core_barrier paths are not taken; the
+    # context is one whole MM1 tile (8192)
+    "neuron-team-kernels/attention_token_gen.py::attention_token_gen_kernel":
+        {"Q": T(1, 128, 4, 1, dtype="bfloat16"), "K": T(1, 128, 1, dtype="bfloat16"),
+         "V": T(1, 1, 128, dtype="bfloat16"), "K_cache": T(1, 128, 8192, dtype="bfloat16"),
+         "V_cache": T(1, 8192, 128, dtype="bfloat16"),
+         "mask_cache": T(1, 4, 1, 8192, ints=2, dtype="uint8"),
+         "mask_active": T(1, 4, 1, 1, ints=2, dtype="uint8"),
+         "out": Out(128, 1, 4, dtype="bfloat16")},
+    "neuron-team-kernels/attention_token_gen.py::llama3_attention_block_token_gen_kernel":
+        {"X": T(1, 1, 512, dtype="bfloat16"), "W_qkv": T(512, 6 * 128, dtype="bfloat16"),
+         "W_gamma": T(1, 512, dtype="bfloat16"), "rmsnorm_eps": 1e-6,
+         "cos": T(64, 1, 1, dtype="bfloat16"), "sin": T(64, 1, 1, dtype="bfloat16"),
+         "K_cache": T(1, 128, 512, dtype="bfloat16"), "V_cache": T(1, 512, 128, dtype="bfloat16"),
+         "mask_cache": T(1, 4, 1, 512, ints=2, dtype="uint8"),
+         "mask_active": T(1, 4, 1, 1, ints=2, dtype="uint8"),
+         "position_ids": T(1, 1, ints=500, dtype="int32"), "update_cache": False},
+})
+
 # the attention tutorial: v1/v2 take one 128x128 tile, the later ones seqlen >= 512
 for _v in ("v1", "v2"):
     BINDINGS["attention_fwd_performance/attention_kernels.py::attn_fwd_" + _v] = {
@@ -415,9 +463,14 @@ def run_one(path, name, verbose=False):
         kernel = getattr(mod, name)
         dtypes = {}
         inputs = {k: _resolve(v, rng, dtypes, k, mod) for k, v in binding.items()
-                  if k != GRID}
-        nkisim.simulate(kernel, inputs, target="trn2", grid=binding.get(GRID),
-                        input_dtypes=dtypes, hotspots=False)
+                  if k not in (GRID, RANKS)}
+        if RANKS in binding:
+            n, per_rank = binding[RANKS]
+            nkisim.simulate_ranks(kernel, [dict(inputs, **per_rank(r)) for r in range(n)],
+                                  target="trn2", grid=binding.get(GRID), input_dtypes=dtypes)
+        else:
+            nkisim.simulate(kernel, inputs, target="trn2", grid=binding.get(GRID),
+                            input_dtypes=dtypes, hotspots=False)
         return "ok", ""
     except nkisim.NkiError as e:
         return "FAIL", str(e)

@@ -13,6 +13,7 @@ from .activate import activate, deactivate, is_active
 from .errors import NkiCompileError, NkiError, NkiRuntimeError
 from .boundary import NkiForbiddenAccess
 from .simulator import SimResult, TensorSpec, simulate
+from .collectives import simulate_ranks
 from .dtypes import to_bf16
 from . import buffers as _buffers, language as _language
 
@@ -23,6 +24,6 @@ _buffers.install_front_end(**{name: getattr(_language, name)
 
 __version__ = "0.2.0"
 
-__all__ = ["activate", "deactivate", "is_active", "simulate", "SimResult", "TensorSpec",
+__all__ = ["activate", "deactivate", "is_active", "simulate", "simulate_ranks", "SimResult", "TensorSpec",
            "NkiCompileError",
            "NkiRuntimeError", "NkiError", "NkiForbiddenAccess", "to_bf16", "__version__"]

@@ -10,7 +10,7 @@ can apply the `nki` namespace's hardware rules (`hwrules`) to kernels that impor
 import sys
 import types
 
-from . import buffers, frontend, isa, language
+from . import buffers, frontend, isa, language, private
 
 _NAMES = ["nki", "nki.language", "nki.isa", "nki.typing", "nki.compiler", "nki.collectives",
           "neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa",
@@ -88,7 +88,7 @@ def _build():
     penguin.__path__ = []
     starfish.penguin = penguin
     neuronxcc.starfish = starfish
-    return {
+    mods = {
         "nki": top, "nki.language": language, "nki.isa": isa, "nki.typing": typing,
         "nki.compiler": compiler, "nki.collectives": collectives,
         "neuronxcc": neuronxcc, "neuronxcc.nki": legacy,
@@ -98,6 +98,8 @@ def _build():
         "neuronxcc.nki.compiler": compiler, "neuronxcc.starfish": starfish,
         "neuronxcc.starfish.penguin": penguin,
     }
+    mods.update(private.modules(_module, mods))  # collectives, private and internal paths
+    return mods
 
 
 def _isa_constants(mods):

@@ -780,6 +780,15 @@ def _fast_index(t, key):
 
 def index(t, key):
     """View of tensor `t` selected by `key` (NKI indexing semantics)."""
+    if type(key) is np.ndarray and key.dtype == np.bool_:
+        # `tile[mask]`: the tile as an operand predicated by `mask` (a boolean index
+        # expression). A predicate true everywhere selects the tile itself; a partial one
+        # would predicate the consuming instruction, which is not modelled.
+        if key.all():
+            return t
+        raise compile_error("tile[mask] with a mask that is false somewhere (an operand "
+                            "predicate) is not supported by nkisim; pass mask= to the "
+                            "instruction instead")
     if type(key) is not tuple:
         key = (key,)
     if t.sk is not None:

@@ -1,5 +1,7 @@
 """Shared machinery for language and ISA functions: allocation, operand checks, engine
 costs, instruction issue (functional effect + timing), DMA, matmul and transpose."""
+import weakref
+
 import numpy as np
 
 from . import constants as C
@@ -12,6 +14,27 @@ from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, ready_time, record
 
 _TMP = "__tmp__"
 _MM = "__matmul__"
+# result tile storage -> the predicate its instruction ran under: assigning the tile writes
+# only there (the instruction writes its destination in place; predicated-off elements of
+# the destination keep their values)
+_PREDICATE = weakref.WeakKeyDictionary()
+
+
+def predicated_off(mask):
+    """True for a predicate false everywhere (False, or an all-false boolean array): the
+    compiler drops such an instruction."""
+    if type(mask) in (bool, np.bool_):
+        return not mask
+    return isinstance(mask, np.ndarray) and mask.dtype == np.bool_ and mask.size > 0 \
+        and not mask.any()
+
+
+def skipped_result(shape, dt, buffer=sbuf, name=_TMP):
+    """The result of an instruction predicated off everywhere: no instruction writes it, and
+    assigning it to a tile or accumulating it into PSUM changes nothing."""
+    st = Storage(tuple(shape), dt, buffer, name=name, charge=False, check_rank=False)
+    _PREDICATE[st] = False
+    return Tensor.root(st)
 
 
 def sim():
@@ -245,6 +268,8 @@ def compute(eng, cost, ins, outs, run, opname, mask=None, in_mask=None):
         v = run()
         if v is not None:
             outs[0].write(v, mask)
+    if mask is not None and outs and outs[0].st.name == _TMP:
+        _PREDICATE[outs[0].st] = mask
     _account_reads(s, ins)
     _account_writes(s, outs)
     s.sched.issue(eng, cost, [(t.st.dep, t.box) for t in ins],
@@ -257,6 +282,9 @@ def fuse_or_copy(dst, src, mask=None):
     """Write tile `src` into `dst`: free when `src` is the fresh result of the previous
     instruction or DMA (the compiler writes it in place), else a tensor_copy."""
     s = sim()
+    pred = _PREDICATE.get(src.st)
+    if pred is False:
+        return  # the result of an instruction predicated off everywhere
     if src.st is s.last_st and src.st.name in (_TMP, _MM) and src.box is None \
             and dst.st.kind != "hbm" and (mask is None or src.st.name == _TMP):
         if src.size != dst.size:
@@ -266,14 +294,15 @@ def fuse_or_copy(dst, src, mask=None):
             if src.st.name == _MM and dst.st.kind == "psum":
                 psum_accumulate(dst, src.read().reshape(dst.shape), False)
             else:
-                dst.write(src.read(), mask)  # a masked instruction writes only where mask holds
+                # a predicated instruction writes only where its predicate holds
+                dst.write(src.read(), mask if mask is not None else pred)
         r = [(src.st.dep, src.box)]
         w = [(dst.st.dep, dst.box)]
         t = ready_time(src.st.dep.wr_max, r, w)
         record(r, w, t)
         _account_writes(s, [dst])
         return
-    copy_op(dst, src, mask=mask)
+    copy_op(dst, src, mask=pred if mask is None else mask)
 
 
 def copy_op(dst, src, engine=None, mask=None, opname="tensor_copy"):
@@ -531,6 +560,8 @@ def matmul_core(dst, stationary, moving, accumulate, opname, transpose_flops=Fal
 def accumulate_fused(t, o):
     """`psum_tile += <fresh matmul result>`: the matmul accumulates into `t` directly."""
     s = sim()
+    if _PREDICATE.get(o.st) is False:
+        return  # the matmul was predicated off everywhere
     if t.shape != o.shape and t.size != o.size:
         raise compile_error("shape mismatch in PSUM accumulation: %s += %s"
                             % (list(t.shape), list(o.shape)))
