@@ -301,7 +301,7 @@ def memset_tile(t, value, engine=None, mask=None):
         nbytes = t.size * t.st.dt.itemsize
         s.hbm_write += nbytes
         s.dma_bytes += nbytes
-        s.sched.dma((nbytes + C.DMA_DESCRIPTOR_OVERHEAD_BYTES) / s.dma_bw, C.DMA_FIXED_NS, [],
+        s.sched.dma((nbytes + s.target.dma_descriptor_bytes) / s.dma_bw, C.DMA_FIXED_NS, [],
                     [(t.st.dep, t.box)])
         return
     n = free_size(t)
@@ -394,7 +394,7 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
         s.sbuf_write += db
     s.dma_bytes += nbytes
     bw = s.dma_bw if hbm_side else s.dma_bw_onchip
-    eff_bytes = nbytes + chunks * C.DMA_DESCRIPTOR_OVERHEAD_BYTES
+    eff_bytes = nbytes + chunks * s.target.dma_descriptor_bytes
     data_ns = eff_bytes / bw
     # a transfer is spread over the DMA engines by partition rows (8 rows per engine)
     rows = _partition_rows(dst) if dst.st.kind != "hbm" else _partition_rows(src)
