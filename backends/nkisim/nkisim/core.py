@@ -1,5 +1,7 @@
 """Shared machinery for language and ISA functions: allocation, operand checks, engine
 costs, instruction issue (functional effect + timing), DMA, matmul and transpose."""
+import weakref
+
 import numpy as np
 
 from . import constants as C
@@ -133,13 +135,43 @@ def engine_cost(eng, n, itemsize=4, streams=2):
 
 _FAST_TT_OPS = ("add", "subtract", "multiply")
 
+# Tiles made by a partition broadcast that the compiler lowers to TensorE (see
+# pe_broadcast_cost): element-wise instructions read them as the PSUM tile TensorE wrote.
+_PE_BROADCAST = weakref.WeakSet()
+
+
+def pe_broadcast_cost(src, out):
+    """TensorE cost (ns) of broadcasting a one-partition row to all partitions of `out`, or
+    None when the compiler would not keep the result in PSUM. The Mamba tutorial: a
+    partition-dimension broadcast "requires a separate instruction on TensorE" (a matmul of a
+    ones row with the data row, whose result lands in PSUM; the arch guide's "TensorE
+    alternative use"). One matmul per PSUM bank of output (512 fp32), at the documented
+    max(64, N_moving) cycles, x4 for fp32 data. Results over four banks (2048 elements)
+    stay on the GpSimdE path in SBUF, leaving PSUM to the matmuls [model]."""
+    n = free_size(out)
+    if n > C.GEMM_MOVING_FMAX * C.PSUM_NUM_BANKS // 2 or src.st.kind != "sbuf":
+        return None
+    cyc = 0
+    while n > 0:
+        chunk = n if n < C.GEMM_MOVING_FMAX else C.GEMM_MOVING_FMAX
+        cyc += chunk if chunk > 64 else 64
+        n -= chunk
+    if src.st.dt.itemsize == 4:
+        cyc *= C.MATMUL_FP32_FACTOR
+    _PE_BROADCAST.add(out.st)
+    return cyc * runtime.CUR.ns_tensor
+
+
+def _psum_side(t):
+    return t.st.kind == "psum" or t.st in _PE_BROADCAST
+
 
 def tensor_tensor_cost(op, a, b, out):
-    """VectorE tensor_tensor: max(MIN_II, 2N); N when exactly one input is in PSUM, or for
-    all-bf16 SBUF add/subtract/multiply (nki.md §4.2); trn2 perf mode 2x for all-16-bit SBUF
-    inputs otherwise."""
+    """VectorE tensor_tensor: max(MIN_II, 2N); N when exactly one input is in PSUM (a
+    TensorE partition broadcast counts as PSUM), or for all-bf16 SBUF add/subtract/multiply
+    (nki.md §4.2); trn2 perf mode 2x for all-16-bit SBUF inputs otherwise."""
     n = free_size(out)
-    if (a.st.kind == "psum") != (b.st.kind == "psum"):
+    if _psum_side(a) != _psum_side(b):
         return vector_cost(n, 1.0)
     if (op in _FAST_TT_OPS and a.st.kind == "sbuf" and b.st.kind == "sbuf"
             and a.st.dt is D.BFLOAT16 and b.st.dt is D.BFLOAT16 and out.st.dt is D.BFLOAT16):
@@ -245,6 +277,13 @@ def compute(eng, cost, ins, outs, run, opname, mask=None, in_mask=None):
         v = run()
         if v is not None:
             outs[0].write(v, mask)
+    if eng == GPSIMD and _PE_BROADCAST:
+        for t in ins:
+            if t.st in _PE_BROADCAST:
+                # GpSimdE cannot read PSUM: for this consumer the compiler makes the
+                # broadcast on GpSimdE in SBUF (the 150 + N partition broadcast) instead
+                _PE_BROADCAST.discard(t.st)
+                cost += gpsimd_cost(free_size(t), t.st.dt.itemsize)
     _account_reads(s, ins)
     _account_writes(s, outs)
     s.sched.issue(eng, cost, [(t.st.dep, t.box) for t in ins],

@@ -450,10 +450,15 @@ def broadcast_to(src, shape, **kw):
     except ValueError:
         raise compile_error("cannot broadcast tile of shape %s to %s"
                             % (list(src.shape), list(shape)))
-    eng = GPSIMD if padded[0] != shape[0] else VECTOR
-    # a partition broadcast reads one source row per core and writes every partition: one
-    # element stream per partition (the output)
-    compute(eng, engine_cost(eng, free_size(out), streams=1), [src], [out],
+    cost = core.pe_broadcast_cost(src, out) if padded[0] != shape[0] else None
+    if cost is not None:
+        eng = TENSOR
+    else:
+        eng = GPSIMD if padded[0] != shape[0] else VECTOR
+        # a partition broadcast reads one source row per core and writes every partition:
+        # one element stream per partition (the output)
+        cost = engine_cost(eng, free_size(out), streams=1)
+    compute(eng, cost, [src], [out],
             (lambda: np.broadcast_to(value_of(src, nd), shape)), "broadcast")
     return out
 
