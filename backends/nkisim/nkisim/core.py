@@ -156,13 +156,43 @@ def engine_cost(eng, n, itemsize=4, streams=2):
 
 _FAST_TT_OPS = ("add", "subtract", "multiply")
 
+# Tiles made by a partition broadcast that the compiler lowers to TensorE (see
+# pe_broadcast_cost): element-wise instructions read them as the PSUM tile TensorE wrote.
+_PE_BROADCAST = weakref.WeakSet()
+
+
+def pe_broadcast_cost(src, out):
+    """TensorE cost (ns) of broadcasting a one-partition row to all partitions of `out`, or
+    None when the compiler would not keep the result in PSUM. The Mamba tutorial: a
+    partition-dimension broadcast "requires a separate instruction on TensorE" (a matmul of a
+    ones row with the data row, whose result lands in PSUM; the arch guide's "TensorE
+    alternative use"). One matmul per PSUM bank of output (512 fp32), at the documented
+    max(64, N_moving) cycles, x4 for fp32 data. Results over four banks (2048 elements)
+    stay on the GpSimdE path in SBUF, leaving PSUM to the matmuls [model]."""
+    n = free_size(out)
+    if n > C.GEMM_MOVING_FMAX * C.PSUM_NUM_BANKS // 2 or src.st.kind != "sbuf":
+        return None
+    cyc = 0
+    while n > 0:
+        chunk = n if n < C.GEMM_MOVING_FMAX else C.GEMM_MOVING_FMAX
+        cyc += chunk if chunk > 64 else 64
+        n -= chunk
+    if src.st.dt.itemsize == 4:
+        cyc *= C.MATMUL_FP32_FACTOR
+    _PE_BROADCAST.add(out.st)
+    return cyc * runtime.CUR.ns_tensor
+
+
+def _psum_side(t):
+    return t.st.kind == "psum" or t.st in _PE_BROADCAST
+
 
 def tensor_tensor_cost(op, a, b, out):
-    """VectorE tensor_tensor: max(MIN_II, 2N); N when exactly one input is in PSUM, or for
-    all-bf16 SBUF add/subtract/multiply (nki.md §4.2); trn2 perf mode 2x for all-16-bit SBUF
-    inputs otherwise."""
+    """VectorE tensor_tensor: max(MIN_II, 2N); N when exactly one input is in PSUM (a
+    TensorE partition broadcast counts as PSUM), or for all-bf16 SBUF add/subtract/multiply
+    (nki.md §4.2); trn2 perf mode 2x for all-16-bit SBUF inputs otherwise."""
     n = free_size(out)
-    if (a.st.kind == "psum") != (b.st.kind == "psum"):
+    if _psum_side(a) != _psum_side(b):
         return vector_cost(n, 1.0)
     if (op in _FAST_TT_OPS and a.st.kind == "sbuf" and b.st.kind == "sbuf"
             and a.st.dt is D.BFLOAT16 and b.st.dt is D.BFLOAT16 and out.st.dt is D.BFLOAT16):
@@ -270,6 +300,13 @@ def compute(eng, cost, ins, outs, run, opname, mask=None, in_mask=None):
             outs[0].write(v, mask)
     if mask is not None and outs and outs[0].st.name == _TMP:
         _PREDICATE[outs[0].st] = mask
+    if eng == GPSIMD and _PE_BROADCAST:
+        for t in ins:
+            if t.st in _PE_BROADCAST:
+                # GpSimdE cannot read PSUM: for this consumer the compiler makes the
+                # broadcast on GpSimdE in SBUF (the 150 + N partition broadcast) instead
+                _PE_BROADCAST.discard(t.st)
+                cost += gpsimd_cost(free_size(t), t.st.dt.itemsize)
     _account_reads(s, ins)
     _account_writes(s, outs)
     s.sched.issue(eng, cost, [(t.st.dep, t.box) for t in ins],
@@ -330,7 +367,7 @@ def memset_tile(t, value, engine=None, mask=None):
         nbytes = t.size * t.st.dt.itemsize
         s.hbm_write += nbytes
         s.dma_bytes += nbytes
-        s.sched.dma((nbytes + C.DMA_DESCRIPTOR_OVERHEAD_BYTES) / s.dma_bw, C.DMA_FIXED_NS, [],
+        s.sched.dma((nbytes + s.target.dma_descriptor_bytes) / s.dma_bw, C.DMA_FIXED_NS, [],
                     [(t.st.dep, t.box)])
         return
     n = free_size(t)
@@ -423,7 +460,7 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
         s.sbuf_write += db
     s.dma_bytes += nbytes
     bw = s.dma_bw if hbm_side else s.dma_bw_onchip
-    eff_bytes = nbytes + chunks * C.DMA_DESCRIPTOR_OVERHEAD_BYTES
+    eff_bytes = nbytes + chunks * s.target.dma_descriptor_bytes
     data_ns = eff_bytes / bw
     # a transfer is spread over the DMA engines by partition rows (8 rows per engine)
     rows = _partition_rows(dst) if dst.st.kind != "hbm" else _partition_rows(src)

@@ -469,15 +469,22 @@ def broadcast_to(src, shape, **kw):
     except ValueError:
         raise compile_error("cannot broadcast tile of shape %s to %s"
                             % (list(src.shape), list(shape)))
-    eng = GPSIMD if padded[0] != shape[0] else VECTOR
-    if eng == GPSIMD and src.st.kind == "psum":
-        # GpSimdE cannot read PSUM: the compiler evacuates the tile to SBUF first (VectorE)
+    partition = padded[0] != shape[0]
+    if partition and src.st.kind == "psum":
+        # neither TensorE nor GpSimdE reads PSUM: the compiler evacuates the tile to SBUF
+        # first (VectorE)
         staged = core.tmp(src.shape, src.st.dt, sbuf)
         core.copy_op(staged, src)
         src = staged
-    # a partition broadcast reads one source row per core and writes every partition: one
-    # element stream per partition (the output)
-    compute(eng, engine_cost(eng, free_size(out), streams=1), [src], [out],
+    cost = core.pe_broadcast_cost(src, out) if partition else None
+    if cost is not None:
+        eng = TENSOR
+    else:
+        eng = GPSIMD if partition else VECTOR
+        # a partition broadcast reads one source row per core and writes every partition:
+        # one element stream per partition (the output)
+        cost = engine_cost(eng, free_size(out), streams=1)
+    compute(eng, cost, [src], [out],
             (lambda: np.broadcast_to(value_of(src, nd), shape)), "broadcast")
     return out
 

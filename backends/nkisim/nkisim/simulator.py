@@ -342,7 +342,7 @@ def _charge_spills(sim, nbytes):
     sim.spill_save = nbytes
     sim.spill_reload = nbytes
     sched = sim.sched
-    per_pass = C.DMA_FIXED_NS + (nbytes + C.PMAX * C.DMA_DESCRIPTOR_OVERHEAD_BYTES) / sim.dma_bw
+    per_pass = C.DMA_FIXED_NS + (nbytes + C.PMAX * sim.target.dma_descriptor_bytes) / sim.dma_bw
     start = sched.makespan
     sched.dma_starts.append(start)
     sched.dma_ends.append(start + 2 * per_pass)

@@ -43,9 +43,12 @@ class LadderTest(unittest.TestCase):
                 for slow, fast in zip(us[:3], us[1:4]):
                     self.assertGreater(slow, 1.2 * fast)
                 if target == "trn1":
-                    # the last step is TensorE-bound: its matmuls stream back to back
+                    # the last step moves under half the bytes (at trn1's ~104 GB/s of DMA
+                    # it stays memory-bound at this shape, as it nearly is on hardware at
+                    # the tutorial's larger one)
                     self.assertGreater(us[2], 1.7 * us[3])
-                    self.assertEqual(lat[3].bottleneck, "compute-bound")
+                    self.assertLess(lat[3].metrics["dma_transfer_total_bytes"],
+                                    0.5 * lat[2].metrics["dma_transfer_total_bytes"])
                 # block-dimension accumulators are charged per element, not per block
                 self.assertLess(abs(us[4] - us[3]), 0.05 * us[3])
 
