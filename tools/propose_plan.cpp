@@ -224,6 +224,9 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
         menu_context.hot_engines.push_back(hotspot.engine);
       }
       menu_context.tried = tried_items(db.value()->memory(), outcome->kernel.path, menu->items);
+      // The problem's tolerance and launch grid decide whether bf16 and spmd_grid can pay.
+      menu_context.rtol = input.rtol;
+      menu_context.programs = input.programs;
       const auto ranked = prompts::rank_menu(menu->items, menu_context);
       const std::size_t shown = std::min<std::size_t>(
           ranked.size(), static_cast<std::size_t>(arguments.value("menu_items", k_menu_shown)));

@@ -99,6 +99,31 @@ TEST_F(AgentToolsTest, ProposePlanWithoutAnLlmReturnsTheMenuProfileAndPromptReso
   EXPECT_EQ(m_llm.request_count(), 0u);
 }
 
+// The menu's relevance rules see the problem: a tight RTOL rules out bf16, a launch GRID lets
+// spmd_grid apply.
+TEST_F(AgentToolsTest, ProposePlanMenuFollowsTheProblemsToleranceAndGrid) {
+  const auto why_of = [](const json& out, const std::string& id) -> std::string {
+    for (const auto& item : out.at("menu")) {
+      if (item.at("id") == id) {
+        return item.value("why", std::string("(no reason)"));
+      }
+    }
+    return "(not shown)";
+  };
+  const json arguments = {{"kernel", "kernel.py"}, {"problem", "problem.py"}, {"menu_items", 100}};
+  auto loose = call("propose_plan", arguments);
+  ASSERT_FALSE(loose.is_error) << loose.structured.dump();
+  EXPECT_EQ(why_of(loose.structured, "spmd_grid"), "does not apply as written");
+  EXPECT_NE(why_of(loose.structured, "bf16_compute"), "does not apply as written");
+
+  write("problem.py", std::string(testing::k_add_problem) + "\nRTOL = 1e-4\nGRID = (2,)\n");
+  write("kernel.py", std::string(testing::k_add_slow_kernel) + "\n# tolerance changed\n");
+  auto tight = call("propose_plan", arguments);
+  ASSERT_FALSE(tight.is_error) << tight.structured.dump();
+  EXPECT_EQ(why_of(tight.structured, "bf16_compute"), "does not apply as written");
+  EXPECT_NE(why_of(tight.structured, "spmd_grid"), "does not apply as written");
+}
+
 TEST_F(AgentToolsTest, ProposePlanAsksTheConfiguredLlm) {
   m_llm.push_text("Plan: load each input once as one 128x512 tile instead of 64 slices.");
   m_llm.push_text("Plan: hoist the loads out of the loop.");
