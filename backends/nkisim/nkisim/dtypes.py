@@ -153,14 +153,28 @@ def lookup(d):
     except TypeError:
         r = None
     if r is not None:
-        return r
+        return _check_mx(r) if r.public.__class__ is MXDType else r
     name = getattr(d, "name", None)
     if isinstance(name, str) and name in _LOOKUP:
-        return _LOOKUP[name]
+        return _check_mx(_LOOKUP[name])
     try:
         return _LOOKUP.get(np.dtype(d))
     except Exception:
         return None
+
+
+def _check_mx(dt):
+    """MX dtypes exist only on NeuronCore-v4: using one while simulating another target is a
+    compile error naming the reason."""
+    if dt.public.__class__ is MXDType:
+        from . import runtime
+        from .errors import compile_error
+        s = runtime.CUR
+        if s is not None and not getattr(s.target, "mx", False):
+            raise compile_error("%s is an MX dtype of NeuronCore-v4 (trn3); target %s does not "
+                                "have it (simulate with target='trn3')"
+                                % (dt.name, s.target.name))
+    return dt
 
 
 def round_mantissa(x, mant_bits):
