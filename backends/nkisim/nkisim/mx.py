@@ -156,7 +156,7 @@ def _scale_tile(opname, name, t, p, f):
         raise compile_error(
             "nisa.%s: %s must have at least %d partitions (the scales of %d data partitions: "
             "4 rows per 32-partition quadrant, at rows 32q..32q+3) and %d free elements "
-            "(one per x4 item); got %s" % (opname, name, need, p, p, f, list(t.shape)))
+            "(one per x4 item); got %s" % (opname, name, need, p, f, list(t.shape)))
     return [t[32 * q: 32 * q + min(4, p // 8 - 4 * q), :] for q in range(-(-p // 32))]
 
 
