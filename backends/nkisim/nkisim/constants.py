@@ -229,6 +229,8 @@ TRN3 = Target(
     # Peak BF16 = 128*128*2*2.4e9 = 78.6 TFLOPS per core; the guide gives 79. [T3] [derived]
     # (FP32 at 1/4 of it, 20 TFLOPS [T3], matches MATMUL_FP32_FACTOR.)
     peak_flops_bf16=128 * 128 * 2 * 2.4e9,
+    # Peak MXFP8/MXFP4 = 4x BF16 = 314.6 TFLOPS per core; the guide gives 315. [T3] [derived]
+    peak_flops_mx=MX_MATMUL_SPEEDUP * 128 * 128 * 2 * 2.4e9,
     # VectorE perf modes: not re-documented for NeuronCore-v4; trn2's carried over.
     vector_perf_mode=True,
     # VectorE/GpSimdE port sharing: lifted since trn2, no change documented; carried over.

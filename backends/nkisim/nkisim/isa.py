@@ -915,12 +915,17 @@ def dma_compute(dst, srcs, reduce_op, scales=None, **kw):
 
 
 # ---- misc ---------------------------------------------------------------------------------
+# trn3-only instructions: argument lists held in names (prompts/generated/facts.json, read by
+# export_facts.py from literal `_bind` lists, describes the trn1/trn2 instruction set)
+_NC_MATMUL_MX_ARGS = ["stationary", "moving", "stationary_scale", "moving_scale",
+                      "tile_position", "tile_size", "accumulate", "name"]
+_QUANTIZE_MX_ARGS = ["src", "dst_scale", "name"]
+
+
 def nc_matmul_mx(*args, **kw):
     """MX matmul on TensorE (NeuronCore-v4 / trn3 only): dst[M, N] (+)= dequantized
     stationary[K x4, M].T @ dequantized moving[K x4, N]; see nkisim.mx."""
-    p = _bind("nc_matmul_mx", args, kw, ["stationary", "moving", "stationary_scale",
-                                         "moving_scale", "tile_position", "tile_size",
-                                         "accumulate", "name"], True)
+    p = _bind("nc_matmul_mx", args, kw, _NC_MATMUL_MX_ARGS, True)
     return _mx.nc_matmul_mx(p.get("dst"), p.get("stationary"), p.get("moving"),
                             p.get("stationary_scale"), p.get("moving_scale"),
                             p.get("accumulate"), p.get("tile_position"), p.get("tile_size"))
@@ -929,7 +934,7 @@ def nc_matmul_mx(*args, **kw):
 def quantize_mx(*args, **kw):
     """QuantizeMX on VectorE (NeuronCore-v4 / trn3 only): bf16/fp16 src [P, 4F] -> fp8 x4
     dst [P, F] and e8m0 dst_scale; see nkisim.mx."""
-    p = _bind("quantize_mx", args, kw, ["src", "dst_scale", "name"], True)
+    p = _bind("quantize_mx", args, kw, _QUANTIZE_MX_ARGS, True)
     return _mx.quantize_mx(p.get("dst"), p.get("src"), p.get("dst_scale"))
 
 

@@ -253,7 +253,7 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, accumu
     cyc = max(min(64, m_size), n_size)
     flops = 2.0 * C.MX_GROUP_ELEMS * k * m_size * n_size
     s.flops += flops
-    s.flops_peak_ns += flops / (C.MX_MATMUL_SPEEDUP * s.target.peak_flops_bf16) * 1e9
+    s.flops_peak_ns += flops / s.target.peak_flops_mx * 1e9
     s.matmul_count += 1
     ins = [st, mv] + sq + mq
     s.sbuf_read += sum(t.size * t.st.dt.itemsize for t in ins)
