@@ -23,11 +23,13 @@ variant is `QUANTIZE_SCALE_EXTRA_EXP = 1` here, not the default.)
 import numpy as np
 
 from . import constants as C
+from . import core
 from . import dtypes as D
 from . import runtime
 from .buffers import Tensor
 from .errors import compile_error
 from .reinterpret import _fp8_decode, _fp8_encode, reinterpret
+from .timing import TENSOR, VECTOR
 
 QUANTIZE_SCALE_EXTRA_EXP = 0
 
@@ -169,10 +171,8 @@ def _check_partitions(opname, name, p):
 
 def quantize_mx(dst, src, dst_scale):
     """VectorE QuantizeMX: src [P, 4F] bf16/fp16 -> dst [P, F] fp8 x4 + dst_scale (SBUF)."""
-    from .core import compute, vector_cost  # core imports language helpers lazily
-    from .timing import VECTOR
     opname = "quantize_mx"
-    s = _require_trn3(opname)
+    _require_trn3(opname)
     _tile(opname, "src", src)
     _tile(opname, "dst", dst)
     if src.st.dt.name not in ("bfloat16", "float16"):
@@ -199,8 +199,8 @@ def quantize_mx(dst, src, dst_scale):
         return bits
 
     # four input elements per partition per cycle ([T3]); the scales come out with the data
-    cost = vector_cost(f4, 1.0, C.QUANTIZE_MX_ELEMS_PER_CYCLE)
-    compute(VECTOR, cost, [src], [dst] + quads, run, "nisa.quantize_mx")
+    cost = core.vector_cost(f4, 1.0, C.QUANTIZE_MX_ELEMS_PER_CYCLE)
+    core.compute(VECTOR, cost, [src], [dst] + quads, run, "nisa.quantize_mx")
     return None
 
 
@@ -208,8 +208,6 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, accumu
                  tile_position=None, tile_size=None):
     """TensorE MX matmul: dst[M, N] (+)= sum over k, q of
     deq(stationary)[k, m, q] * deq(moving)[k, n, q], fp32 accumulation, PSUM fp32/bf16."""
-    from . import core
-    from .timing import TENSOR
     opname = "nc_matmul_mx"
     s = _require_trn3(opname)
     if tile_size is not None and tuple(tile_size) != () and (
