@@ -7,9 +7,9 @@ is a top-level function decorated with an NKI decorator (`nki.jit`, `nki.baremet
 `trace`) that is neither a `mode='trace'` helper nor private (`_name`): helpers take on-chip
 tiles and run only inside another kernel. Each kernel is bound to small inputs by the table
 `BINDINGS` below (arguments only: shapes, dtypes, scalars, output parameters; the kernel
-source is never edited) and run through `nkisim.simulate` with numerics on. A kernel with no
-binding is reported as such and counted as not running. Host-only libraries a sample file
-imports at its top (torch, scipy, jax: `HOST_LIBRARIES`) resolve to inert stubs when they are
+source is never edited) and run through `nkisim.simulate` with numerics on (target trn2 unless
+the binding names one: the MX kernels run on trn3). A kernel with no binding is reported as
+such and counted as not running. Host-only libraries a sample file imports at its top (torch, scipy, jax: `HOST_LIBRARIES`) resolve to inert stubs when they are
 not installed, since kernels never call them.
 
 Output: one line per kernel, `ok` or `FAIL` with the first error, then `N of M run`.
