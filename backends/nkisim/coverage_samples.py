@@ -9,8 +9,9 @@ tiles and run only inside another kernel. Each kernel is bound to small inputs b
 `BINDINGS` below (arguments only: shapes, dtypes, scalars, output parameters; the kernel
 source is never edited) and run through `nkisim.simulate` with numerics on (target trn2 unless
 the binding names one: the MX kernels run on trn3). A kernel with no binding is reported as
-such and counted as not running. Host-only libraries a sample file imports at its top (torch, scipy, jax: `HOST_LIBRARIES`) resolve to inert stubs when they are
-not installed, since kernels never call them.
+such and counted as not running. Host-only libraries a sample file imports at its top (torch,
+scipy, jax: `HOST_LIBRARIES`) resolve to inert stubs when they are not installed, since kernels
+never call them.
 
 Output: one line per kernel, `ok` or `FAIL` with the first error, then `N of M run`.
 Exit status 0 (the table is the result).
