@@ -234,7 +234,7 @@ def _make_device(args, target, workdir):
     if args.device == "sim":
         from harnesslib import floor  # noqa: PLC0415
         if floor.peaks(target) is None:
-            raise HarnessFailure("unavailable", "device 'sim' models trn1 and trn2 only; target "
+            raise HarnessFailure("unavailable", "device 'sim' models trn1, trn2 and trn3 only; target "
                                  "%r needs device 'neuron'" % target)
         from harnesslib.simdev import SimDevice  # noqa: PLC0415
         return SimDevice(target)

@@ -7,10 +7,11 @@ is a top-level function decorated with an NKI decorator (`nki.jit`, `nki.baremet
 `trace`) that is neither a `mode='trace'` helper nor private (`_name`): helpers take on-chip
 tiles and run only inside another kernel. Each kernel is bound to small inputs by the table
 `BINDINGS` below (arguments only: shapes, dtypes, scalars, output parameters; the kernel
-source is never edited) and run through `nkisim.simulate` with numerics on. A kernel with no
-binding is reported as such and counted as not running. Host-only libraries a sample file
-imports at its top (torch, scipy, jax: `HOST_LIBRARIES`) resolve to inert stubs when they are
-not installed, since kernels never call them.
+source is never edited) and run through `nkisim.simulate` with numerics on (target trn2 unless
+the binding names one: the MX kernels run on trn3). A kernel with no binding is reported as
+such and counted as not running. Host-only libraries a sample file imports at its top (torch,
+scipy, jax: `HOST_LIBRARIES`) resolve to inert stubs when they are not installed, since kernels
+never call them.
 
 Output: one line per kernel, `ok` or `FAIL` with the first error, then `N of M run`.
 Exit status 0 (the table is the result).
@@ -65,6 +66,8 @@ GRID = "__grid__"  # a binding key: the SPMD launch grid
 # a binding key: (n, rank -> {parameter: value}): run n ranks with nkisim.simulate_ranks, rank
 # r on the binding updated by the rank's own arguments (collective kernels)
 RANKS = "__ranks__"
+# a binding key: the target to simulate (default trn2; the MX kernels need trn3)
+TARGET = "__target__"
 
 
 def _nl(name):
@@ -120,23 +123,25 @@ BINDINGS = {
     "sd_attention/sd_attention_nki_kernels.py::fused_self_attn_for_SD_small_head_size":
         {"q_ref": T(1024, 64, dtype="bfloat16"), "k_ref": T(1024, 64, dtype="bfloat16"),
          "v_ref": T(1024, 64, dtype="bfloat16")},
-    # MX (microscaling) matmul: trn3 (NeuronCore-v4) instructions and dtypes, which nkisim
-    # rejects by name; shapes as in the tutorial's driver (M, K, N = 128, 128, 512; packed
-    # x4 data, one e8m0 scale per 32 elements)
+    # MX (microscaling) matmul: trn3 (NeuronCore-v4) instructions and dtypes; shapes as in
+    # the tutorial's driver (M, K, N = 128, 128, 512; packed x4 data, one e8m0 scale per 32
+    # elements)
     "mxfp-matmul/mx_kernels.py::kernel_offline_quantized_mx_matmul":
         {"stationary_mx_data": T(128, 512, ints=255, dtype="uint8"),
          "stationary_mx_scale": T(16, 128, ints=255, dtype="uint8"),
          "moving_mx_data": T(128, 2048, ints=255, dtype="uint8"),
          "moving_mx_scale": T(16, 512, ints=255, dtype="uint8"),
-         "mx_dtype": _nl("float8_e5m2_x4")},
+         "mx_dtype": _nl("float8_e5m2_x4"), TARGET: "trn3"},
     "mxfp-matmul/mx_kernels.py::kernel_on_device_quantize_matmul_mx":
         {"stationary_mx_data": T(128, 512, ints=255, dtype="uint8"),
          "stationary_mx_scale": T(16, 128, ints=255, dtype="uint8"),
          "moving_data_bf16": T(128, 2048, dtype="bfloat16"),
-         "stationary_mx_dtype": _nl("float8_e5m2_x4"), "moving_mx_dtype": _nl("float8_e5m2_x4")},
+         "stationary_mx_dtype": _nl("float8_e5m2_x4"), "moving_mx_dtype": _nl("float8_e5m2_x4"),
+         TARGET: "trn3"},
     "mxfp-matmul/mx_kernels.py::kernel_copy_strided_quantize_matmul_mx":
         {"stationary_hbm": T(512, 128, dtype="bfloat16"),
-         "moving_hbm": T(512, 512, dtype="bfloat16"), "mx_dtype": _nl("float8_e5m2_x4")},
+         "moving_hbm": T(512, 512, dtype="bfloat16"), "mx_dtype": _nl("float8_e5m2_x4"),
+         TARGET: "trn3"},
     # ---- reference ----
     "reference/tutorial.py::add_kernel_nx8x128x512":
         {"a_ptr": T(2, 8, 128, 512), "b_ptr": T(2, 8, 128, 512),
@@ -463,13 +468,14 @@ def run_one(path, name, verbose=False):
         kernel = getattr(mod, name)
         dtypes = {}
         inputs = {k: _resolve(v, rng, dtypes, k, mod) for k, v in binding.items()
-                  if k not in (GRID, RANKS)}
+                  if k not in (GRID, RANKS, TARGET)}
+        target = binding.get(TARGET, "trn2")
         if RANKS in binding:
             n, per_rank = binding[RANKS]
             nkisim.simulate_ranks(kernel, [dict(inputs, **per_rank(r)) for r in range(n)],
-                                  target="trn2", grid=binding.get(GRID), input_dtypes=dtypes)
+                                  target=target, grid=binding.get(GRID), input_dtypes=dtypes)
         else:
-            nkisim.simulate(kernel, inputs, target="trn2", grid=binding.get(GRID),
+            nkisim.simulate(kernel, inputs, target=target, grid=binding.get(GRID),
                             input_dtypes=dtypes, hotspots=False)
         return "ok", ""
     except nkisim.NkiError as e:

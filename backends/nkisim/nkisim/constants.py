@@ -1,4 +1,5 @@
-"""Hardware constants for the trn1 (NeuronCore-v2) and trn2 (NeuronCore-v3) timing models.
+"""Hardware constants for the trn1 (NeuronCore-v2), trn2 (NeuronCore-v3) and trn3 (NeuronCore-v4)
+timing models.
 
 Every value cites its source in /work/shared/reference/nki.md (section, and the AWS source
 it quotes). "[derived]" marks arithmetic on documented numbers; "[model]" marks a modelling
@@ -173,12 +174,92 @@ TRN2 = Target(
     dma_transpose_efficiency=0.9,
 )
 
-TARGETS = {"trn1": TRN1, "trn2": TRN2, "inf2": TRN1, "gen2": TRN1, "gen3": TRN2}
+# ---- trn3 (Trainium3, NeuronCore-v4) ---------------------------------------------------
+# Sources, AWS Neuron documentation (aws-neuron/aws-neuron-sdk):
+#   [T3]  "Trainium3 Architecture Guide for NKI" (nki/guides/architecture/trainium3_arch.rst)
+#   [T3H] "Trainium3 Architecture" overview (about-neuron/arch/neuron-hardware/trainium3.rst)
+#   [MXG] "MXFP Matrix Multiplication with NKI" (nki/deep-dives/mxfp-matmul.rst)
+#   [QMX] nki.isa.quantize_mx API page; [MMX] nki.isa.nc_matmul_mx API page
+# Engine costs use the trn2 cost formulas (core.py / timing.py) with these parameters.
+
+# NeuronCores per Trainium3 device: 8 (NeuronCore-v4). [T3]
+TRN3_CORES_PER_DEVICE = 8
+# Device HBM bandwidth 4.7 TB/s over 4 stacks (144 GiB). [T3] ([T3H] gives 4.9 TB/s; the NKI
+# guide's lower figure is used.)
+TRN3_DEVICE_HBM_BYTES_PER_NS = 4700.0
+# 128 DMA engines per device, i.e. 16 per NeuronCore like trn1/trn2 (DMA_ENGINES). [T3]
+TRN3_DEVICE_DMA_ENGINES = 128
+# Device DMA bandwidth 4.9 TB/s. [T3H]
+TRN3_DEVICE_DMA_BYTES_PER_NS = 4900.0
+# MX scaling group: 32 elements along the contraction axis = 8 partitions x 4 packed elements
+# (one x4 element) per partition; one 8-bit (e8m0) scale per group. [T3], [MXG], [QMX]
+MX_GROUP_PARTITIONS = 8
+MX_GROUP_ELEMS = 4
+MX_GROUP_SIZE = MX_GROUP_PARTITIONS * MX_GROUP_ELEMS
+# Scales of the groups in one 32-partition SBUF quadrant sit in that quadrant's first
+# 32 / 8 = 4 partitions. [T3] (scale layout figure), [MXG] ("Scale Tensor")
+SBUF_QUADRANT_PARTITIONS = 32
+# An MX matmul runs at 4x the BF16/FP16 throughput: each PE multiplies-accumulates four x4
+# element pairs per cycle (contraction 128 x4 = 512 in the time of a 128-row BF16 pass).
+# [T3] ("Quad-MXFP8/MXFP4 Matmul Performance"; 315 MXFP8 vs 79 BF16 TFLOPS), [MXG]
+MX_MATMUL_SPEEDUP = 4
+# QuantizeMX on VectorE processes four input elements per partition per cycle ("4x Vector
+# performance mode"). [T3] ("MX data-type Quantization")
+QUANTIZE_MX_ELEMS_PER_CYCLE = 4
+
+TRN3 = Target(
+    name="trn3",
+    # TensorE 2.4 GHz. [T3] (Compute Engine Specifications table)
+    tensor_hz=2.4e9,
+    # VectorE 1.2 GHz. [T3] The table's wider data path (512 BF16/FP16/FP8 or 256 other
+    # elements per cycle) is not modelled beyond trn2's perf-mode factors (core.py).
+    vector_hz=1.2e9,
+    # ScalarE 1.2 GHz. [T3] (256 BF16/FP16/FP8 elements per cycle not modelled, as VectorE.)
+    scalar_hz=1.2e9,
+    # GpSimdE 1.2 GHz, 128 elements in/out per cycle for all types. [T3]
+    gpsimd_hz=1.2e9,
+    # GpSimd core layout: not documented for NeuronCore-v4; carried over from trn2 (the
+    # guide lists GpSimd among the engines without a layout change).
+    gpsimd_elems_per_cycle_32=1.0,
+    gpsimd_elems_per_cycle_16=2.0,
+    # Base clock for cycle counts: not documented for trn3; the engines run at 1.2 GHz [T3],
+    # like trn2's base clock, so trn2's 1.2 GHz is carried over.
+    base_hz=1.2e9,
+    # SBUF 32 MiB per NeuronCore-v4 = 128 x 256 KiB [T3]; usable size: trn2's 16 KiB
+    # per-partition reserve (nki.md §1.9) carried over, as no trn3 figure is documented.
+    sbuf_bytes_per_partition=(256 - 16) * KIB,
+    # DMA: 4.9 TB/s per device over 128 engines = 38.3 B/ns per engine, x 16 per core
+    # [T3H], [T3] [derived].
+    dma_bytes_per_ns=DMA_ENGINES * TRN3_DEVICE_DMA_BYTES_PER_NS / TRN3_DEVICE_DMA_ENGINES,
+    # HBM 4.7 TB/s per device / 8 cores = 587.5 B/ns per core. [T3] [derived]
+    hbm_bytes_per_ns=TRN3_DEVICE_HBM_BYTES_PER_NS / TRN3_CORES_PER_DEVICE,
+    # No sustained-utilisation figure is documented for trn3; as trn2, only the descriptor
+    # overhead applies.
+    dma_efficiency=1.0,
+    # Peak BF16 = 128*128*2*2.4e9 = 78.6 TFLOPS per core; the guide gives 79. [T3] [derived]
+    # (FP32 at 1/4 of it, 20 TFLOPS [T3], matches MATMUL_FP32_FACTOR.)
+    peak_flops_bf16=128 * 128 * 2 * 2.4e9,
+    # Peak MXFP8/MXFP4 = 4x BF16 = 314.6 TFLOPS per core; the guide gives 315. [T3] [derived]
+    peak_flops_mx=MX_MATMUL_SPEEDUP * 128 * 128 * 2 * 2.4e9,
+    # VectorE perf modes: not re-documented for NeuronCore-v4; trn2's carried over.
+    vector_perf_mode=True,
+    # VectorE/GpSimdE port sharing: lifted since trn2, no change documented; carried over.
+    vector_gpsimd_shared_port=False,
+    # DMA transpose efficiency: not documented for trn3; trn2's ~90% carried over.
+    dma_transpose_efficiency=0.9,
+    # MX matmul (nisa.nc_matmul_mx) and QuantizeMX (nisa.quantize_mx) exist only here:
+    # "Available only on NeuronCore-v4 and newer". [QMX], [MMX]
+    mx=True,
+)
+
+TARGETS = {"trn1": TRN1, "trn2": TRN2, "trn3": TRN3, "inf2": TRN1, "gen2": TRN1,
+           "gen3": TRN2, "gen4": TRN3}
 
 
 def get_target(name):
-    """Target by name ('trn1' or 'trn2'; 'inf2'/'gen2' alias trn1, 'gen3' trn2)."""
+    """Target by name ('trn1', 'trn2' or 'trn3'; 'inf2'/'gen2' alias trn1, 'gen3' trn2,
+    'gen4' trn3)."""
     t = TARGETS.get(str(name).lower())
     if t is None:
-        raise ValueError("unknown target %r (expected trn1 or trn2)" % (name,))
+        raise ValueError("unknown target %r (expected trn1, trn2 or trn3)" % (name,))
     return t

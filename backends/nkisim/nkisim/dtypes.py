@@ -52,24 +52,27 @@ float8_e5m2 = DTypeToken("float8_e5m2")
 float8_e4m3fn = DTypeToken("float8_e4m3fn")
 
 
-class Trn3OnlyDType(DTypeToken):
-    """An MX (microscaling) dtype of NeuronCore-v4 (trn3), for nisa.nc_matmul_mx /
-    quantize_mx. nkisim models trn1 and trn2, so any use is an error naming the reason."""
+class MXDType(DTypeToken):
+    """An MX (OCP microscaling) dtype of NeuronCore-v4 (trn3). The x4 types pack four
+    contraction-axis elements into one item: float8_e5m2_x4 / float8_e4m3fn_x4 are 32-bit
+    (four fp8 codes, element i in byte i), float4_e2m1fn_x4 is 16-bit (four fp4 codes,
+    element i in bits 4i..4i+3) [MXG: "Data Tensor"]. float8_e8m0fnu is the 8-bit scale
+    (a biased power-of-two exponent). nkisim stores these as their unsigned-integer bit
+    patterns; only nisa.quantize_mx / nc_matmul_mx give them numeric meaning (nkisim.mx)."""
     __slots__ = ()
-
-    def __repr__(self):
-        return ("%s (an MX dtype of NeuronCore-v4 / trn3; nkisim models trn1 and trn2 only)"
-                % self.name)
 
     @property
     def dtype(self):
-        return np.dtype(np.uint32 if self.name.endswith("_x4") else np.uint8)
+        return np.dtype(_MX_STORAGE[self.name])
 
 
-float8_e5m2_x4 = Trn3OnlyDType("float8_e5m2_x4")
-float8_e4m3fn_x4 = Trn3OnlyDType("float8_e4m3fn_x4")
-float4_e2m1fn_x4 = Trn3OnlyDType("float4_e2m1fn_x4")
-float8_e8m0fnu = Trn3OnlyDType("float8_e8m0fnu")
+_MX_STORAGE = {"float8_e5m2_x4": np.uint32, "float8_e4m3fn_x4": np.uint32,
+               "float4_e2m1fn_x4": np.uint16, "float8_e8m0fnu": np.uint8}
+
+float8_e5m2_x4 = MXDType("float8_e5m2_x4")
+float8_e4m3fn_x4 = MXDType("float8_e4m3fn_x4")
+float4_e2m1fn_x4 = MXDType("float4_e2m1fn_x4")
+float8_e8m0fnu = MXDType("float8_e8m0fnu")
 
 
 class DT:
@@ -115,8 +118,16 @@ UINT64 = DT("uint64", np.uint64, np.uint64, 8, False)
 BOOL = DT("bool", np.bool_, np.uint8, 1, False)
 FLOAT64 = DT("float64", np.float64, np.float32, 4, True)  # accepted on input, held as fp32
 
+# MX storage dtypes (bit patterns; see MXDType). Integer-like to every other instruction.
+FP8_E5M2_X4 = DT("float8_e5m2_x4", float8_e5m2_x4, np.uint32, 4, False)
+FP8_E4M3FN_X4 = DT("float8_e4m3fn_x4", float8_e4m3fn_x4, np.uint32, 4, False)
+FP4_E2M1FN_X4 = DT("float4_e2m1fn_x4", float4_e2m1fn_x4, np.uint16, 2, False)
+FP8_E8M0FNU = DT("float8_e8m0fnu", float8_e8m0fnu, np.uint8, 1, False)
+MX_X4 = (FP8_E5M2_X4, FP8_E4M3FN_X4, FP4_E2M1FN_X4)
+
 ALL = [FLOAT32, FLOAT16, BFLOAT16, TFLOAT32, FLOAT32R, FP8_E4M3, FP8_E4M3FN, FP8_E5M2, INT8,
-       INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64, BOOL, FLOAT64]
+       INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64, BOOL, FLOAT64,
+       FP8_E5M2_X4, FP8_E4M3FN_X4, FP4_E2M1FN_X4, FP8_E8M0FNU]
 
 _LOOKUP = {}
 for _d in ALL:
@@ -137,21 +148,33 @@ def lookup(d):
     """Internal DT for any dtype spelling (NKI object, numpy type/dtype, string); None if unknown."""
     if isinstance(d, DT):
         return d
-    if isinstance(d, Trn3OnlyDType):
-        return None  # not a storage dtype here (its numpy stand-in is only for itemsize)
     try:
         r = _LOOKUP.get(d)
     except TypeError:
         r = None
     if r is not None:
-        return r
+        return _check_mx(r) if r.public.__class__ is MXDType else r
     name = getattr(d, "name", None)
     if isinstance(name, str) and name in _LOOKUP:
-        return _LOOKUP[name]
+        return _check_mx(_LOOKUP[name])
     try:
         return _LOOKUP.get(np.dtype(d))
     except Exception:
         return None
+
+
+def _check_mx(dt):
+    """MX dtypes exist only on NeuronCore-v4: using one while simulating another target is a
+    compile error naming the reason."""
+    if dt.public.__class__ is MXDType:
+        from . import runtime
+        from .errors import compile_error
+        s = runtime.CUR
+        if s is not None and not getattr(s.target, "mx", False):
+            raise compile_error("%s is an MX dtype of NeuronCore-v4 (trn3); target %s does not "
+                                "have it (simulate with target='trn3')"
+                                % (dt.name, s.target.name))
+    return dt
 
 
 def round_mantissa(x, mant_bits):

@@ -18,6 +18,9 @@ from .core import (alloc, check_onchip, compute, dma as _dma, dt_of, free_size, 
                    transpose_core, copy_op, memset_tile)
 from .errors import compile_error
 from .timing import GPSIMD, SCALAR, TENSOR, VECTOR
+from . import mx as _mx
+
+_mx.install()  # `t.ap(..., dtype=)`
 
 
 # ---- enums --------------------------------------------------------------------------------
@@ -83,7 +86,7 @@ class nc_version:
 def get_nc_version():
     sim = runtime.CUR
     name = sim.target.name if sim is not None else "trn2"
-    return nc_version.gen2 if name == "trn1" else nc_version.gen3
+    return {"trn1": nc_version.gen2, "trn3": nc_version.gen4}.get(name, nc_version.gen3)
 
 
 # ---- argument binding ---------------------------------------------------------------------
@@ -912,17 +915,27 @@ def dma_compute(dst, srcs, reduce_op, scales=None, **kw):
 
 
 # ---- misc ---------------------------------------------------------------------------------
-def _trn3_only(name):
-    def f(*args, **kw):
-        raise compile_error("nisa.%s is a NeuronCore-v4 (trn3) instruction (MX microscaling); "
-                            "nkisim models trn1 and trn2 only" % name)
-    f.__name__ = name
-    f.__doc__ = "trn3 only: raises a compile error (see MODEL.md)."
-    return f
+# trn3-only instructions: argument lists held in names (prompts/generated/facts.json, read by
+# export_facts.py from literal `_bind` lists, describes the trn1/trn2 instruction set)
+_NC_MATMUL_MX_ARGS = ["stationary", "moving", "stationary_scale", "moving_scale",
+                      "tile_position", "tile_size", "accumulate", "name"]
+_QUANTIZE_MX_ARGS = ["src", "dst_scale", "name"]
 
 
-nc_matmul_mx = _trn3_only("nc_matmul_mx")
-quantize_mx = _trn3_only("quantize_mx")
+def nc_matmul_mx(*args, **kw):
+    """MX matmul on TensorE (NeuronCore-v4 / trn3 only): dst[M, N] (+)= dequantized
+    stationary[K x4, M].T @ dequantized moving[K x4, N]; see nkisim.mx."""
+    p = _bind("nc_matmul_mx", args, kw, _NC_MATMUL_MX_ARGS, True)
+    return _mx.nc_matmul_mx(p.get("dst"), p.get("stationary"), p.get("moving"),
+                            p.get("stationary_scale"), p.get("moving_scale"),
+                            p.get("accumulate"), p.get("tile_position"), p.get("tile_size"))
+
+
+def quantize_mx(*args, **kw):
+    """QuantizeMX on VectorE (NeuronCore-v4 / trn3 only): bf16/fp16 src [P, 4F] -> fp8 x4
+    dst [P, F] and e8m0 dst_scale; see nkisim.mx."""
+    p = _bind("quantize_mx", args, kw, _QUANTIZE_MX_ARGS, True)
+    return _mx.quantize_mx(p.get("dst"), p.get("src"), p.get("dst_scale"))
 
 
 def core_barrier(*args, **kw):

@@ -23,7 +23,8 @@ from .errors import compile_error
 
 # storage -> byte image: dtypes whose numpy storage *is* their memory format
 _NATIVE = {"float32", "float16", "int8", "int16", "int32", "int64", "uint8", "uint16",
-           "uint32", "uint64", "bool"}
+           "uint32", "uint64", "bool", "float8_e5m2_x4", "float8_e4m3fn_x4",
+           "float4_e2m1fn_x4", "float8_e8m0fnu"}  # MX types are stored as their bit patterns
 # fp8 formats: (exponent bits, mantissa bits, exponent field reserved for inf/NaN)
 _FP8 = {"float8_e4m3": (4, 3, True), "float8_e5m2": (5, 2, True),
         "float8_e4m3fn": (4, 3, False)}

@@ -167,8 +167,8 @@ def simulate_call(fn, args, kwargs, grid=None, target=None, numerics=True):
 
 def _env_target():
     t = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "trn2").lower()
-    return {"gen2": "trn1", "inf2": "trn1", "gen3": "trn2", "trn3": "trn2",
-            "gen4": "trn2"}.get(t, t if t in ("trn1", "trn2") else "trn2")
+    return {"gen2": "trn1", "inf2": "trn1", "gen3": "trn2", "gen4": "trn3"}.get(
+        t, t if t in ("trn1", "trn2", "trn3") else "trn2")
 
 
 def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=False):
