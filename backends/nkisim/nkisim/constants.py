@@ -234,8 +234,9 @@ TRN3 = Target(
     # HBM 4.7 TB/s per device / 8 cores = 587.5 B/ns per core. [T3] [derived]
     hbm_bytes_per_ns=TRN3_DEVICE_HBM_BYTES_PER_NS / TRN3_CORES_PER_DEVICE,
     # No sustained-utilisation figure is documented for trn3; as trn2, only the descriptor
-    # overhead applies.
+    # overhead applies (trn2's per-descriptor bytes carried over).
     dma_efficiency=1.0,
+    dma_descriptor_bytes=DMA_DESCRIPTOR_OVERHEAD_BYTES,
     # Peak BF16 = 128*128*2*2.4e9 = 78.6 TFLOPS per core; the guide gives 79. [T3] [derived]
     # (FP32 at 1/4 of it, 20 TFLOPS [T3], matches MATMUL_FP32_FACTOR.)
     peak_flops_bf16=128 * 128 * 2 * 2.4e9,
