@@ -108,7 +108,8 @@ class SearchRun {
         m_cancel(cancel),
         m_hooks(hooks),
         m_clock(services.clock ? services.clock : core::steady_clock()),
-        m_started(m_clock->now()) {}
+        m_started(m_clock->now()),
+        m_strategy(std::make_unique<BeamStrategy>(m_config)) {}
 
   SearchOutcome run(const std::optional<std::string>& resume_id);
 
@@ -156,9 +157,10 @@ class SearchRun {
   std::unique_ptr<Evaluator> m_evaluator;
   std::unique_ptr<TaskPool> m_pool;
   TaskGroup m_outstanding;
+  // Which kernels the next iteration builds on. Changed only between batches.
+  std::unique_ptr<SearchStrategy> m_strategy;
 
   mutable std::mutex m_mutex;  // guards everything below
-  std::vector<Candidate> m_beam;
   std::map<std::string, Candidate> m_by_key;  // every evaluated kernel of the run, first origin
   std::set<std::string> m_seen;               // keys of finished iterations and the input
   std::vector<Candidate> m_children;          // this iteration's children
@@ -337,10 +339,7 @@ void SearchRun::on_evaluated(const Proposal& proposal, const std::string& key,
     if (!candidate.correct()) {
       ++m_failed;
     }
-    const auto member = static_cast<std::size_t>(proposal.origin.member);
-    if (member < m_beam.size() &&
-        accepts(candidate, m_beam[member].latency_us(), m_iteration, m_config) &&
-        candidate.latency_us() < m_best_latency) {
+    if (m_strategy->admits(candidate) && candidate.latency_us() < m_best_latency) {
       m_best_latency = candidate.latency_us();
     }
   }
@@ -597,15 +596,8 @@ void SearchRun::restore(int& start_iteration) {
     return;
   }
   const store::Beam& last = beams.back();
-  std::vector<Candidate> beam;
-  for (const auto& key : last.members) {
-    auto it = m_by_key.find(key);
-    if (it == m_by_key.end() || !it->second.correct()) {
-      spdlog::warn("stored beam of iteration {} names an unknown kernel {}; restarting it",
-                   last.iteration, key);
-      return;
-    }
-    beam.push_back(it->second);
+  if (!m_strategy->restore(last, m_by_key)) {
+    return;
   }
   for (const auto& record : beams) {
     if (record.iteration == 0) {
@@ -630,8 +622,7 @@ void SearchRun::restore(int& start_iteration) {
       m_seen.insert(candidate.key);
     }
   }
-  m_beam = std::move(beam);
-  m_best_latency = m_beam.front().latency_us();
+  m_best_latency = m_strategy->generation().front().latency_us();
   m_previous_failures = failures_of(stored, last.iteration, m_config.recent_failures);
   m_outcome.iterations_done = last.iteration;
   start_iteration = last.iteration + 1;
@@ -773,7 +764,7 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     std::lock_guard lock(m_mutex);
     m_by_key.emplace(root.key, root);
     m_seen.insert(root.key);
-    m_beam = {root};
+    m_strategy->start(root);
     m_best_latency = root.latency_us();
   }
   int start_iteration = 1;
@@ -793,14 +784,14 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     if (m_stop.stopping()) {
       break;
     }
-    std::vector<Candidate> beam;
     {
       std::lock_guard lock(m_mutex);
       m_iteration = iteration;
       m_children.clear();
       m_iteration_keys.clear();
-      beam = m_beam;
     }
+    // The batch: children of this generation, each evaluated as it arrives.
+    const std::vector<Candidate> beam = m_strategy->generate(iteration);
     ProposeContext ctx;
     ctx.iteration = iteration;
     ctx.config = &m_config;
@@ -845,7 +836,6 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     std::sort(children.begin(), children.end(),
               [](const Candidate& a, const Candidate& b) { return a.origin < b.origin; });
     std::set<std::string> originals;
-    std::vector<Candidate> accepted;
     IterationSummary summary;
     summary.iteration = iteration;
     for (auto& child : children) {
@@ -860,19 +850,16 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
       if (!duplicate) {
         ++summary.evaluated;
       }
-      const auto member = static_cast<std::size_t>(child.origin.member);
-      if (member < beam.size() && accepts(child, beam[member].latency_us(), iteration, m_config)) {
-        accepted.push_back(child);
-      }
     }
-    summary.accepted = static_cast<long>(accepted.size());
-    int diverged = 0;
-    auto next = select_next_beam(beam, accepted, m_config.beam, m_config.divergence, &diverged);
-    summary.diverged = diverged;
-    if (diverged > 0) {
+    // The batch's results go to the strategy, which picks the next generation.
+    Selection selection = m_strategy->notify(iteration, children);
+    const std::vector<Candidate>& next = selection.next;
+    summary.accepted = selection.accepted;
+    summary.diverged = selection.diverged;
+    if (selection.diverged > 0) {
       spdlog::info(
           "iteration {}: {} member(s) more than {:.2f}x slower than the best left the beam",
-          iteration, diverged, m_config.divergence);
+          iteration, selection.diverged, m_config.divergence);
     }
     const bool partial = m_stop.stopping();
     std::set<std::string> next_keys;
@@ -888,7 +875,6 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     }
     {
       std::lock_guard lock(m_mutex);
-      m_beam = next;
       m_best_latency = std::min(m_best_latency, next.front().latency_us());
       for (const auto& child : children) {
         if (!child.key.empty()) {
@@ -921,11 +907,7 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   }
 
   // The winner is verified again before it is reported; one that fails gives way to the next.
-  std::vector<Candidate> ranked;
-  {
-    std::lock_guard lock(m_mutex);
-    ranked = m_beam;
-  }
+  std::vector<Candidate> ranked = m_strategy->generation();
   if (std::none_of(ranked.begin(), ranked.end(),
                    [&](const Candidate& c) { return c.key == m_outcome.baseline.key; })) {
     ranked.push_back(m_outcome.baseline);
