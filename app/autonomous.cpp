@@ -351,7 +351,7 @@ int autonomous_main(int argc, char** argv) {
     return k_exit_usage;
   }
   const launch::Launch& ready = prepared.value();
-  const engine::StoreRunInfo& info = ready.info;
+  const engine::RunFacts& info = ready.services.facts;
 
   core::CancelToken cancel;
   g_interrupted.store(false);

@@ -4,7 +4,6 @@
 
 #include "core/hash.hpp"
 #include "core/text.hpp"
-#include "search/engine/store_run_log.hpp"
 #include "tools/kernel_files.hpp"
 
 namespace autocomp::tools {
@@ -191,8 +190,7 @@ std::vector<std::string> reflexion_lines(search::store::Memory& memory, const st
     return lines;
   }
   for (auto it = recent->rbegin(); it != recent->rend(); ++it) {
-    if (auto line = search::prompts::describe_reflexion(search::engine::to_reflexion_record(*it));
-        !line.empty()) {
+    if (auto line = search::prompts::describe_reflexion(*it); !line.empty()) {
       lines.push_back(std::move(line));
     }
   }
@@ -280,8 +278,7 @@ server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
         reflexion.fix_worked = *attempt->current_us < *attempt->previous_us;
       }
     }
-    if (!search::prompts::describe_reflexion(search::engine::to_reflexion_record(reflexion))
-             .size()) {
+    if (search::prompts::describe_reflexion(reflexion).empty()) {
       return server::tool_error(
           "nothing recorded: give at least one of diagnosis_right, fix_worked, expected, actual, "
           "lessons, avoid, try_next (or benchmark the changed file first so the measured change "

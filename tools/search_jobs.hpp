@@ -13,7 +13,6 @@
 #include "core/cancel.hpp"
 #include "core/result.hpp"
 #include "search/engine/beam_search.hpp"
-#include "search/engine/store_run_log.hpp"
 #include "server/tasks.hpp"
 #include "search/launch/launcher.hpp"
 #include "tools/sampling_provider.hpp"

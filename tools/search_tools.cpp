@@ -7,7 +7,6 @@
 #include "core/hash.hpp"
 #include "search/autotune/knobs.hpp"
 #include "search/engine/beam_search.hpp"
-#include "search/engine/store_run_log.hpp"
 #include "search/llm/provider.hpp"
 #include "server/protocol.hpp"
 #include "search/launch/launcher.hpp"

@@ -1,5 +1,7 @@
 #include "search/engine/beam.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <set>
 #include <string>
@@ -75,6 +77,60 @@ std::vector<Candidate> select_next_beam(const std::vector<Candidate>& old_beam,
     *diverged = std::min(left_out, free_places);
   }
   return next;
+}
+
+void BeamStrategy::start(const Candidate& root) {
+  m_beam = {root};
+  m_iteration = 0;
+}
+
+bool BeamStrategy::restore(const store::Beam& stored,
+                           const std::map<std::string, Candidate>& known) {
+  std::vector<Candidate> beam;
+  for (const auto& key : stored.members) {
+    auto it = known.find(key);
+    if (it == known.end() || !it->second.correct()) {
+      spdlog::warn("stored beam of iteration {} names an unknown kernel {}; restarting it",
+                   stored.iteration, key);
+      return false;
+    }
+    beam.push_back(it->second);
+  }
+  if (beam.empty()) {
+    return false;
+  }
+  m_beam = std::move(beam);
+  m_iteration = stored.iteration;
+  return true;
+}
+
+std::vector<Candidate> BeamStrategy::generate(int iteration) {
+  m_iteration = iteration;
+  return m_beam;
+}
+
+bool BeamStrategy::admits(const Candidate& child) const {
+  const auto member = static_cast<std::size_t>(child.origin.member);
+  return member < m_beam.size() &&
+         accepts(child, m_beam[member].latency_us(), m_iteration, m_config);
+}
+
+Selection BeamStrategy::notify(int iteration, const std::vector<Candidate>& children) {
+  m_iteration = iteration;
+  std::vector<Candidate> accepted;
+  for (const auto& child : children) {
+    if (!child.key.empty() && admits(child)) {
+      accepted.push_back(child);
+    }
+  }
+  Selection selection;
+  selection.accepted = static_cast<long>(accepted.size());
+  int diverged = 0;
+  selection.next =
+      select_next_beam(m_beam, accepted, m_config.beam, m_config.divergence, &diverged);
+  selection.diverged = diverged;
+  m_beam = selection.next;
+  return selection;
 }
 
 }  // namespace autocomp::search::engine

@@ -1,9 +1,12 @@
 #pragma once
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "search/engine/candidate.hpp"
 #include "search/engine/search_config.hpp"
+#include "search/engine/strategy.hpp"
 
 namespace autocomp::search::engine {
 
@@ -23,5 +26,25 @@ bool accepts(const Candidate& child, double parent_latency_us, int iteration,
 std::vector<Candidate> select_next_beam(const std::vector<Candidate>& old_beam,
                                         const std::vector<Candidate>& accepted, int beam_size,
                                         double divergence = 0, int* diverged = nullptr);
+
+// Beam search (issue #5): a generation of at most `beam` kernels; a child passes the gate when
+// accepts() says so against its own parent; the next generation is select_next_beam() of the old
+// one and the children that passed, with the divergence guard.
+class BeamStrategy : public SearchStrategy {
+ public:
+  explicit BeamStrategy(const SearchConfig& config) : m_config(config) {}
+
+  void start(const Candidate& root) override;
+  bool restore(const store::Beam& stored, const std::map<std::string, Candidate>& known) override;
+  std::vector<Candidate> generate(int iteration) override;
+  bool admits(const Candidate& child) const override;
+  Selection notify(int iteration, const std::vector<Candidate>& children) override;
+  std::vector<Candidate> generation() const override { return m_beam; }
+
+ private:
+  const SearchConfig& m_config;
+  std::vector<Candidate> m_beam;
+  int m_iteration = 0;  // of the batch in flight
+};
 
 }  // namespace autocomp::search::engine

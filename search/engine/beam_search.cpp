@@ -108,7 +108,8 @@ class SearchRun {
         m_cancel(cancel),
         m_hooks(hooks),
         m_clock(services.clock ? services.clock : core::steady_clock()),
-        m_started(m_clock->now()) {}
+        m_started(m_clock->now()),
+        m_strategy(std::make_unique<BeamStrategy>(m_config)) {}
 
   SearchOutcome run(const std::optional<std::string>& resume_id);
 
@@ -122,6 +123,10 @@ class SearchRun {
                     const backends::EvalResult& result, const std::string& ref,
                     const ProposeContext& ctx);
   void record(const Candidate& candidate);
+  // The run's status in the journal ("running" claims it for this process).
+  void set_status(const std::string& status, const std::string& message);
+  // Where the run stands, for listings (after every iteration).
+  void record_progress(int iteration, const Candidate& best);
   void emit(const std::string& phase, bool finished = false);
   void restore(int& start_iteration);
   void summarize_lessons(int iteration, const std::vector<Candidate>& beam,
@@ -130,6 +135,7 @@ class SearchRun {
   void reflect_on(int iteration, const std::vector<Candidate>& beam,
                   const std::vector<Candidate>& children);
   std::vector<std::string> reflexions_for_prompts();
+  bool already_reflected(const std::string& candidate_key);
   std::vector<Candidate> lineage_of(const Candidate& best) const;
   Candidate reverified_best(std::vector<Candidate> ranked);
   double elapsed_s() const { return m_clock->seconds_since(m_started); }
@@ -151,9 +157,10 @@ class SearchRun {
   std::unique_ptr<Evaluator> m_evaluator;
   std::unique_ptr<TaskPool> m_pool;
   TaskGroup m_outstanding;
+  // Which kernels the next iteration builds on. Changed only between batches.
+  std::unique_ptr<SearchStrategy> m_strategy;
 
   mutable std::mutex m_mutex;  // guards everything below
-  std::vector<Candidate> m_beam;
   std::map<std::string, Candidate> m_by_key;  // every evaluated kernel of the run, first origin
   std::set<std::string> m_seen;               // keys of finished iterations and the input
   std::vector<Candidate> m_children;          // this iteration's children
@@ -192,9 +199,34 @@ void SearchRun::watch() {
 }
 
 void SearchRun::record(const Candidate& candidate) {
-  if (auto status = m_services.run_log->record_candidate(m_run_id, candidate); !status) {
+  if (auto status = record_candidate(m_services.store, m_run_id, candidate); !status) {
     spdlog::warn("could not store candidate {}: {}", candidate.origin.label(),
                  status.failure().describe());
+  }
+}
+
+void SearchRun::set_status(const std::string& status, const std::string& message) {
+  store::RunJournal& runs = *m_services.store.runs;
+  auto done = status == "running"
+                  ? runs.claim_run(m_run_id)
+                  : runs.set_run_status(m_run_id,
+                                        store::run_status_from_string(status).value_or(
+                                            store::RunStatus::failed),
+                                        message);
+  if (!done) {
+    spdlog::warn("could not store the status of run {}: {}", m_run_id, done.failure().describe());
+  }
+}
+
+void SearchRun::record_progress(int iteration, const Candidate& best) {
+  std::optional<double> best_latency;
+  if (best.correct()) {
+    best_latency = best.latency_us();
+  }
+  if (auto status = m_services.store.runs->set_run_progress(
+          m_run_id, iteration, best.key, best_latency, m_outcome.baseline.latency_us());
+      !status) {
+    spdlog::warn("could not store the run's progress: {}", status.failure().describe());
   }
 }
 
@@ -217,7 +249,7 @@ void SearchRun::emit(const std::string& phase, bool finished) {
   if (m_llm) {
     auto spend = m_llm->spend();
     event.llm_calls = spend.calls;
-    event.tokens = spend.tokens;
+    event.tokens = spend.tokens();
     event.cost_usd = spend.cost_usd;
   }
   event.elapsed_s = elapsed_s();
@@ -307,10 +339,7 @@ void SearchRun::on_evaluated(const Proposal& proposal, const std::string& key,
     if (!candidate.correct()) {
       ++m_failed;
     }
-    const auto member = static_cast<std::size_t>(proposal.origin.member);
-    if (member < m_beam.size() &&
-        accepts(candidate, m_beam[member].latency_us(), m_iteration, m_config) &&
-        candidate.latency_us() < m_best_latency) {
+    if (m_strategy->admits(candidate) && candidate.latency_us() < m_best_latency) {
       m_best_latency = candidate.latency_us();
     }
   }
@@ -342,7 +371,7 @@ SearchOutcome SearchRun::fail(core::Failure failure) {
   m_outcome.failure = std::move(failure);
   m_outcome.elapsed_s = elapsed_s();
   if (!m_run_id.empty()) {
-    (void)m_services.run_log->set_run_status(m_run_id, "failed", m_outcome.stop_reason);
+    set_status("failed", m_outcome.stop_reason);
   }
   return m_outcome;
 }
@@ -412,11 +441,15 @@ void SearchRun::summarize_lessons(int iteration, const std::vector<Candidate>& b
   const double evidence = best_speedup > 0 ? (had_loss ? 0 : best_speedup) : worst_speedup;
   // Stored newest first: recorded last to first, a reply's lessons load in the order written.
   for (auto it = parsed.rbegin(); it != parsed.rend(); ++it) {
-    const auto& text = *it;
-    if (auto status =
-            m_services.run_log->record_lesson(m_config.target, text, kind, m_run_id, evidence);
-        !status) {
-      spdlog::warn("could not store a lesson: {}", status.failure().describe());
+    store::Lesson lesson;
+    lesson.target = m_config.target;
+    lesson.text = *it;
+    lesson.kind = kind;
+    lesson.source_run = m_run_id;
+    lesson.problem_key = core::source_key(m_config.problem_source);
+    lesson.speedup = evidence;
+    if (auto id = m_services.store.memory->add_lesson(lesson); !id) {
+      spdlog::warn("could not store a lesson: {}", id.failure().describe());
     }
   }
 }
@@ -490,9 +523,9 @@ void SearchRun::reflect_on(int iteration, const std::vector<Candidate>& beam,
     auto answer = request
                       ? m_llm->complete(*request, call_id, static_cast<std::size_t>(where.second))
                       : core::Result<llm::Completion>(request.failure());
-    prompts::ReflexionRecord record;
+    store::Reflexion record;
     if (answer) {
-      record = m_prompts->parse_reflexion(answer->text);
+      static_cast<prompts::ReflexionRecord&>(record) = m_prompts->parse_reflexion(answer->text);
       if (!record.structured()) {
         spdlog::warn("the reflection on {} had none of the expected fields; kept as raw text",
                      child->origin.label());
@@ -507,10 +540,22 @@ void SearchRun::reflect_on(int iteration, const std::vector<Candidate>& beam,
     if (record.expected.empty()) {
       record.expected = "plan: " + core::utf8_prefix(child->plan, 200);
     }
-    if (auto status = m_services.run_log->record_reflexion(m_run_id, child->key, record); !status) {
-      spdlog::warn("could not store a reflexion: {}", status.failure().describe());
+    record.scope = m_run_id;
+    record.candidate_key = child->key;
+    if (already_reflected(child->key)) {
+      continue;  // one reflexion per attempt, also when a resumed run replays an iteration
+    }
+    if (auto id = m_services.store.memory->add_reflexion(record); !id) {
+      spdlog::warn("could not store a reflexion: {}", id.failure().describe());
     }
   }
+}
+
+bool SearchRun::already_reflected(const std::string& candidate_key) {
+  auto recent = m_services.store.memory->recent_reflexions(m_run_id, 1000);
+  return recent && std::any_of(recent->begin(), recent->end(), [&](const store::Reflexion& r) {
+           return r.candidate_key == candidate_key;
+         });
 }
 
 std::vector<std::string> SearchRun::reflexions_for_prompts() {
@@ -518,8 +563,13 @@ std::vector<std::string> SearchRun::reflexions_for_prompts() {
   if (m_config.beam != 1 || m_config.reflexions == 0) {
     return out;
   }
-  for (const auto& record : m_services.run_log->load_reflexions(m_run_id, m_config.reflexions)) {
-    if (auto line = prompts::describe_reflexion(record); !line.empty()) {
+  auto recent = m_services.store.memory->recent_reflexions(m_run_id, m_config.reflexions);
+  if (!recent) {
+    spdlog::warn("could not load reflexions: {}", recent.failure().describe());
+    return out;
+  }
+  for (auto it = recent->rbegin(); it != recent->rend(); ++it) {  // oldest first
+    if (auto line = prompts::describe_reflexion(*it); !line.empty()) {
       out.push_back(std::move(line));
     }
   }
@@ -527,8 +577,13 @@ std::vector<std::string> SearchRun::reflexions_for_prompts() {
 }
 
 void SearchRun::restore(int& start_iteration) {
-  auto stored = m_services.run_log->load_candidates(m_run_id);
-  auto beams = m_services.run_log->load_beams(m_run_id);
+  auto stored = load_candidates(m_services.store, m_run_id);
+  auto loaded = m_services.store.runs->get_beams(m_run_id);
+  if (!loaded) {
+    spdlog::warn("could not load the run's beams: {}", loaded.failure().describe());
+  }
+  const std::vector<store::Beam> beams = loaded ? std::move(loaded).value()
+                                                : std::vector<store::Beam>{};
   for (const auto& candidate : stored) {
     if (!candidate.key.empty() && !candidate.duplicate) {
       auto [it, inserted] = m_by_key.emplace(candidate.key, candidate);
@@ -540,16 +595,9 @@ void SearchRun::restore(int& start_iteration) {
   if (beams.empty()) {
     return;
   }
-  const BeamRecord& last = beams.back();
-  std::vector<Candidate> beam;
-  for (const auto& key : last.members) {
-    auto it = m_by_key.find(key);
-    if (it == m_by_key.end() || !it->second.correct()) {
-      spdlog::warn("stored beam of iteration {} names an unknown kernel {}; restarting it",
-                   last.iteration, key);
-      return;
-    }
-    beam.push_back(it->second);
+  const store::Beam& last = beams.back();
+  if (!m_strategy->restore(last, m_by_key)) {
+    return;
   }
   for (const auto& record : beams) {
     if (record.iteration == 0) {
@@ -574,8 +622,7 @@ void SearchRun::restore(int& start_iteration) {
       m_seen.insert(candidate.key);
     }
   }
-  m_beam = std::move(beam);
-  m_best_latency = m_beam.front().latency_us();
+  m_best_latency = m_strategy->generation().front().latency_us();
   m_previous_failures = failures_of(stored, last.iteration, m_config.recent_failures);
   m_outcome.iterations_done = last.iteration;
   start_iteration = last.iteration + 1;
@@ -629,9 +676,9 @@ Candidate SearchRun::reverified_best(std::vector<Candidate> ranked) {
 SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   m_outcome.config = m_config;
   m_stop.link(m_cancel);
-  if (!m_services.backend || !m_services.run_log) {
+  if (!m_services.backend || !m_services.store.complete()) {
     return fail(core::make_failure(core::FailureKind::invalid_argument, "search",
-                                   "a search needs a backend and a run log"));
+                                   "a search needs a backend and a store"));
   }
   if (auto status = validate(m_config); !status) {
     return fail(status.failure());
@@ -657,9 +704,9 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
 
   if (resume_id) {
     m_run_id = *resume_id;
-    (void)m_services.run_log->set_run_status(m_run_id, "running", "");
+    set_status("running", "");
   } else {
-    auto created = m_services.run_log->create_run(config_to_text(m_config));
+    auto created = create_run(m_services.store, m_config, m_services.facts);
     if (!created) {
       return fail(created.failure());
     }
@@ -670,7 +717,7 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     m_hooks.started(m_run_id);
   }
 
-  m_llm = std::make_unique<LlmGateway>(m_services.providers, m_services.run_log, m_run_id,
+  m_llm = std::make_unique<LlmGateway>(m_services.providers, m_services.store.llm_calls, m_run_id,
                                        m_config.budgets, m_stop);
   m_pool = std::make_unique<TaskPool>(
       static_cast<std::size_t>(std::clamp(m_llm->concurrency(), 2, k_max_pool_threads)));
@@ -690,7 +737,7 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   // After the watcher starts: the evaluator probes the problem's input signature first, and a
   // cancel must reach that probe too.
   m_evaluator =
-      std::make_unique<Evaluator>(m_services.backend, m_services.evaluations, m_config, m_stop);
+      std::make_unique<Evaluator>(m_services.backend, m_services.store.evaluations, m_config, m_stop);
 
   // The input kernel: measured first (or taken from the cache); it must be correct.
   Candidate root;
@@ -701,7 +748,7 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   if (was_cancelled(root.eval)) {
     m_outcome.status = m_stop.status().empty() ? "cancelled" : m_stop.status();
     m_outcome.stop_reason = m_stop.reason();
-    (void)m_services.run_log->set_run_status(m_run_id, m_outcome.status, m_outcome.stop_reason);
+    set_status(m_outcome.status, m_outcome.stop_reason);
     m_outcome.elapsed_s = elapsed_s();
     return m_outcome;
   }
@@ -717,7 +764,7 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     std::lock_guard lock(m_mutex);
     m_by_key.emplace(root.key, root);
     m_seen.insert(root.key);
-    m_beam = {root};
+    m_strategy->start(root);
     m_best_latency = root.latency_us();
   }
   int start_iteration = 1;
@@ -725,8 +772,10 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     std::lock_guard lock(m_mutex);
     restore(start_iteration);
   } else {
-    (void)m_services.run_log->record_beam(m_run_id, BeamRecord{0, {root.key}});
-    m_services.run_log->record_progress(m_run_id, 0, root, root.latency_us());
+    if (auto status = m_services.store.runs->record_beam(m_run_id, 0, {root.key}); !status) {
+      spdlog::warn("could not store the initial beam: {}", status.failure().describe());
+    }
+    record_progress(0, root);
   }
   emit("baseline");
 
@@ -735,14 +784,14 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     if (m_stop.stopping()) {
       break;
     }
-    std::vector<Candidate> beam;
     {
       std::lock_guard lock(m_mutex);
       m_iteration = iteration;
       m_children.clear();
       m_iteration_keys.clear();
-      beam = m_beam;
     }
+    // The batch: children of this generation, each evaluated as it arrives.
+    const std::vector<Candidate> beam = m_strategy->generate(iteration);
     ProposeContext ctx;
     ctx.iteration = iteration;
     ctx.config = &m_config;
@@ -752,11 +801,17 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     ctx.stop = &m_stop;
     ctx.recent_failures = m_previous_failures;
     if (m_config.memory && m_config.lesson_limit > 0) {
-      ctx.lessons = m_services.run_log->load_lessons(m_config.target, m_config.lesson_limit);
+      if (auto lessons = m_services.store.memory->lessons(m_config.target, m_config.lesson_limit)) {
+        for (const auto& lesson : lessons.value()) {
+          ctx.lessons.push_back(lesson.text);
+        }
+      } else {
+        spdlog::warn("could not load lessons: {}", lessons.failure().describe());
+      }
     }
     ctx.reflexions = reflexions_for_prompts();
-    ctx.history = prompt_history(m_services.run_log->load_candidates(m_run_id), m_outcome.baseline,
-                                 iteration);
+    ctx.history =
+        prompt_history(load_candidates(m_services.store, m_run_id), m_outcome.baseline, iteration);
     std::vector<Parent> parents;
     for (std::size_t i = 0; i < beam.size(); ++i) {
       parents.push_back(Parent{static_cast<int>(i), &beam[i]});
@@ -781,7 +836,6 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     std::sort(children.begin(), children.end(),
               [](const Candidate& a, const Candidate& b) { return a.origin < b.origin; });
     std::set<std::string> originals;
-    std::vector<Candidate> accepted;
     IterationSummary summary;
     summary.iteration = iteration;
     for (auto& child : children) {
@@ -796,19 +850,16 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
       if (!duplicate) {
         ++summary.evaluated;
       }
-      const auto member = static_cast<std::size_t>(child.origin.member);
-      if (member < beam.size() && accepts(child, beam[member].latency_us(), iteration, m_config)) {
-        accepted.push_back(child);
-      }
     }
-    summary.accepted = static_cast<long>(accepted.size());
-    int diverged = 0;
-    auto next = select_next_beam(beam, accepted, m_config.beam, m_config.divergence, &diverged);
-    summary.diverged = diverged;
-    if (diverged > 0) {
+    // The batch's results go to the strategy, which picks the next generation.
+    Selection selection = m_strategy->notify(iteration, children);
+    const std::vector<Candidate>& next = selection.next;
+    summary.accepted = selection.accepted;
+    summary.diverged = selection.diverged;
+    if (selection.diverged > 0) {
       spdlog::info(
           "iteration {}: {} member(s) more than {:.2f}x slower than the best left the beam",
-          iteration, diverged, m_config.divergence);
+          iteration, selection.diverged, m_config.divergence);
     }
     const bool partial = m_stop.stopping();
     std::set<std::string> next_keys;
@@ -824,7 +875,6 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     }
     {
       std::lock_guard lock(m_mutex);
-      m_beam = next;
       m_best_latency = std::min(m_best_latency, next.front().latency_us());
       for (const auto& child : children) {
         if (!child.key.empty()) {
@@ -835,16 +885,15 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     if (partial) {
       break;  // an unfinished iteration is not stored: a resume runs it again from the store
     }
-    BeamRecord record_of_beam{iteration, {}};
+    std::vector<std::string> members;
     for (const auto& member : next) {
-      record_of_beam.members.push_back(member.key);
+      members.push_back(member.key);
     }
-    if (auto status = m_services.run_log->record_beam(m_run_id, record_of_beam); !status) {
+    if (auto status = m_services.store.runs->record_beam(m_run_id, iteration, members); !status) {
       spdlog::warn("could not store the beam of iteration {}: {}", iteration,
                    status.failure().describe());
     }
-    m_services.run_log->record_progress(m_run_id, iteration, next.front(),
-                                        m_outcome.baseline.latency_us());
+    record_progress(iteration, next.front());
     summary.best_latency_us = next.front().latency_us();
     m_outcome.history.push_back(summary);
     m_outcome.iterations_done = iteration;
@@ -858,19 +907,14 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   }
 
   // The winner is verified again before it is reported; one that fails gives way to the next.
-  std::vector<Candidate> ranked;
-  {
-    std::lock_guard lock(m_mutex);
-    ranked = m_beam;
-  }
+  std::vector<Candidate> ranked = m_strategy->generation();
   if (std::none_of(ranked.begin(), ranked.end(),
                    [&](const Candidate& c) { return c.key == m_outcome.baseline.key; })) {
     ranked.push_back(m_outcome.baseline);
   }
   Candidate winner = reverified_best(std::move(ranked));
   if (!m_outcome.notes.empty()) {
-    m_services.run_log->record_progress(m_run_id, m_outcome.iterations_done, winner,
-                                        m_outcome.baseline.latency_us());
+    record_progress(m_outcome.iterations_done, winner);
   }
   {
     std::lock_guard lock(m_mutex);
@@ -886,7 +930,7 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   m_outcome.cache_hits = m_evaluator->cache_hits();
   auto spend = m_llm->spend();
   m_outcome.llm_calls = spend.calls;
-  m_outcome.tokens = spend.tokens;
+  m_outcome.tokens = spend.tokens();
   m_outcome.cost_usd = spend.cost_usd;
   m_outcome.llm_replayed = m_llm->replayed();
   if (m_stop.stopping()) {
@@ -900,7 +944,7 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   for (const auto& note : m_outcome.notes) {
     message += (message.empty() ? "" : "; ") + note;
   }
-  (void)m_services.run_log->set_run_status(m_run_id, m_outcome.status, message);
+  set_status(m_outcome.status, message);
   emit("done", true);
   return m_outcome;
 }
@@ -924,15 +968,19 @@ SearchOutcome resume_search(const std::string& run_id, const SearchServices& ser
     outcome.failure = std::move(failure);
     return outcome;
   };
-  if (!services.run_log) {
+  if (!services.store.complete()) {
     return fail(core::make_failure(core::FailureKind::invalid_argument, "resume",
                                    "resuming needs the store that holds the run"));
   }
-  auto record = services.run_log->load_run(run_id);
-  if (!record) {
-    return fail(record.failure());
+  auto stored = services.store.runs->get_run(run_id);
+  if (!stored) {
+    return fail(stored.failure());
   }
-  auto config = config_from_text(record->config_text);
+  if (!stored.value()) {
+    return fail(core::make_failure(core::FailureKind::invalid_argument, "resume",
+                                   "no run '" + run_id + "' in the store"));
+  }
+  auto config = config_of(*stored.value(), *services.store.evaluations);
   if (!config) {
     return fail(config.failure());
   }

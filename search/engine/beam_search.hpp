@@ -13,18 +13,18 @@
 #include "search/engine/progress.hpp"
 #include "search/engine/prompts.hpp"
 #include "search/engine/proposer.hpp"
-#include "search/engine/run_log.hpp"
+#include "search/engine/run_store.hpp"
 #include "search/engine/search_config.hpp"
 #include "search/llm/provider.hpp"
-#include "search/store/evaluation_cache.hpp"
 
 namespace autocomp::search::engine {
 
-// The collaborators a search runs with. Only backend and run_log are required.
+// The collaborators a search runs with. Only backend and store are required.
 struct SearchServices {
   std::shared_ptr<backends::Backend> backend;
-  std::shared_ptr<RunLog> run_log;
-  std::shared_ptr<store::EvaluationCache> evaluations;    // null: nothing is cached
+  // Where the run is recorded, and the evaluation cache (e.g. parts_of(a store)).
+  RunStore store;
+  RunFacts facts;  // what listings show about a new run
   std::vector<std::shared_ptr<llm::Provider>> providers;  // the ensemble; may be empty
   std::shared_ptr<const PromptFactory> prompts;           // null: make_default_prompt_factory()
   // Proposers to use instead of those named in the config (tests and plug-ins).

@@ -13,10 +13,10 @@
 
 #include "backends/backend.hpp"
 #include "search/engine/evaluation_service.hpp"
-#include "search/engine/run_log.hpp"
 #include "search/engine/search_config.hpp"
 #include "search/engine/stop_control.hpp"
 #include "search/store/evaluation_cache.hpp"
+#include "search/store/types.hpp"
 
 namespace autocomp::search::engine {
 
@@ -69,7 +69,7 @@ class Evaluator {
 
   EvaluationService m_service;
   backends::EvalRequest m_template;
-  EvalSite m_site;
+  store::EvalSite m_site;
   StopControl& m_stop;
   std::size_t m_batch_size = 1;
 

@@ -9,7 +9,7 @@
 namespace autocomp::search::engine {
 
 LlmGateway::LlmGateway(std::vector<std::shared_ptr<llm::Provider>> providers,
-                       std::shared_ptr<RunLog> log, std::string run_id, Budgets budgets,
+                       std::shared_ptr<store::LlmCallLog> log, std::string run_id, Budgets budgets,
                        StopControl& stop)
     : m_providers(std::move(providers)),
       m_log(std::move(log)),
@@ -17,7 +17,11 @@ LlmGateway::LlmGateway(std::vector<std::shared_ptr<llm::Provider>> providers,
       m_budgets(budgets),
       m_stop(stop) {
   if (m_log) {
-    m_spend = m_log->llm_spend(m_run_id);
+    if (auto totals = m_log->llm_totals(m_run_id)) {
+      m_spend = totals.value();
+    } else {
+      spdlog::warn("could not total the run's stored LLM calls: {}", totals.failure().describe());
+    }
   }
 }
 
@@ -47,14 +51,14 @@ std::string LlmGateway::request_hash(const std::string& call_id,
   return core::sha256_hex(text.str());
 }
 
-LlmSpend LlmGateway::spend() const {
+store::LlmTotals LlmGateway::spend() const {
   std::lock_guard lock(m_mutex);
   return m_spend;
 }
 
 void LlmGateway::check_spend_limits() {
   // Called with m_mutex held.
-  if (m_budgets.max_tokens && m_spend.tokens >= *m_budgets.max_tokens) {
+  if (m_budgets.max_tokens && m_spend.tokens() >= *m_budgets.max_tokens) {
     m_stop.stop("budget_exhausted",
                 "token budget reached (" + std::to_string(*m_budgets.max_tokens) + " tokens)",
                 false);
@@ -76,7 +80,10 @@ core::Result<llm::Completion> LlmGateway::complete(const llm::CompletionRequest&
   const std::string hash = request_hash(call_id, request);
 
   if (m_log) {
-    if (auto stored = m_log->find_llm_call(m_run_id, hash)) {
+    auto found = m_log->find_llm_response(m_run_id, hash);
+    if (!found) {
+      spdlog::warn("LLM replay lookup failed: {}", found.failure().describe());
+    } else if (const auto& stored = found.value()) {
       ++m_replayed;
       llm::Completion completion;
       completion.text = stored->response;
@@ -123,11 +130,13 @@ core::Result<llm::Completion> LlmGateway::complete(const llm::CompletionRequest&
     return result;
   }
   m_spend.calls += 1;
-  m_spend.tokens += result->usage.input_tokens + result->usage.output_tokens;
+  m_spend.input_tokens += result->usage.input_tokens;
+  m_spend.output_tokens += result->usage.output_tokens;
   m_spend.cost_usd += result->usage.cost_usd;
   check_spend_limits();
   if (m_log) {
-    LlmCallRecord record;
+    store::LlmCall record;
+    record.run_id = m_run_id;
     record.request_hash = hash;
     record.purpose = request.purpose;
     record.provider = result->provider.empty() ? spec : result->provider;
@@ -135,8 +144,8 @@ core::Result<llm::Completion> LlmGateway::complete(const llm::CompletionRequest&
     record.response = result->text;
     record.usage = result->usage;
     record.latency_ms = result->latency_ms;
-    if (auto status = m_log->record_llm_call(m_run_id, record); !status) {
-      spdlog::warn("could not store an LLM call: {}", status.failure().describe());
+    if (auto id = m_log->put_llm_call(record); !id) {
+      spdlog::warn("could not store an LLM call: {}", id.failure().describe());
     }
   }
   return result;

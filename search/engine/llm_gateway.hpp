@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "core/result.hpp"
-#include "search/engine/run_log.hpp"
 #include "search/engine/search_config.hpp"
 #include "search/engine/stop_control.hpp"
 #include "search/llm/provider.hpp"
+#include "search/store/llm_call_log.hpp"
 
 namespace autocomp::search::engine {
 
@@ -20,7 +20,7 @@ namespace autocomp::search::engine {
 // Thread-safe; concurrency is bounded by the providers themselves.
 class LlmGateway {
  public:
-  LlmGateway(std::vector<std::shared_ptr<llm::Provider>> providers, std::shared_ptr<RunLog> log,
+  LlmGateway(std::vector<std::shared_ptr<llm::Provider>> providers, std::shared_ptr<store::LlmCallLog> log,
              std::string run_id, Budgets budgets, StopControl& stop);
 
   bool has_providers() const { return !m_providers.empty(); }
@@ -33,7 +33,7 @@ class LlmGateway {
   core::Result<llm::Completion> complete(const llm::CompletionRequest& request,
                                          const std::string& call_id, std::size_t slot);
 
-  LlmSpend spend() const;  // stored calls of earlier processes of this run included
+  store::LlmTotals spend() const;  // stored calls of earlier processes of this run included
   long replayed() const { return m_replayed.load(); }
 
   // Covers the call id and the whole request, not the provider: a resumed run replays an answer
@@ -45,13 +45,13 @@ class LlmGateway {
   void check_spend_limits();
 
   std::vector<std::shared_ptr<llm::Provider>> m_providers;
-  std::shared_ptr<RunLog> m_log;
+  std::shared_ptr<store::LlmCallLog> m_log;
   std::string m_run_id;
   Budgets m_budgets;
   StopControl& m_stop;
 
   mutable std::mutex m_mutex;
-  LlmSpend m_spend;
+  store::LlmTotals m_spend;
   long m_issued = 0;  // calls sent to providers by this process, answered or not
   std::atomic<long> m_replayed{0};
 };

@@ -7,17 +7,15 @@
 #include <vector>
 
 #include "core/result.hpp"
+#include "search/store/types.hpp"
 
 namespace autocomp::search::engine {
 
-// Limits on what a run may spend. An unset limit is unlimited. When one is reached the run stops
-// issuing work and ends with the best kernel found so far; the outcome names the limit.
-struct Budgets {
-  std::optional<long> max_llm_calls;
-  std::optional<long> max_tokens;  // input + output tokens over all calls of the run
-  std::optional<double> max_cost_usd;
-  std::optional<double> max_wall_s;  // wall time of this process's part of the run
-};
+// Limits on what a run may spend (max_tokens: input + output tokens over all calls of the run;
+// max_wall_s: wall time of this process's part of the run). An unset limit is unlimited. When one
+// is reached the run stops issuing work and ends with the best kernel found so far; the outcome
+// names the limit.
+using Budgets = store::RunBudgets;
 
 // Everything that defines a search, as plain values: the MCP job (run_beam_search) and the
 // autonomous CLI fill one in and hand it to run_search(). Stored with the run so that a resume
@@ -61,10 +59,5 @@ struct SearchConfig {
 
 // Checks ranges (beam >= 1, 0 <= dropout <= 1, ...); invalid_argument with the offending field.
 core::Status validate(const SearchConfig& config);
-
-// A line-based text form of the config ("key=value", values escaped) used to store it with the
-// run; from_text(to_text(c)) == c for every field.
-std::string config_to_text(const SearchConfig& config);
-core::Result<SearchConfig> config_from_text(const std::string& text);
 
 }  // namespace autocomp::search::engine

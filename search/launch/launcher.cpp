@@ -54,7 +54,7 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
   }
   Launch launch;
   launch.budgets = request.budgets;
-  launch.info.llm_specs =
+  launch.services.facts.llm_specs =
       request.recorded_llm_specs.empty() ? request.llm_specs : request.recorded_llm_specs;
 
   // Providers first: a bad spec or a missing key is reported before any other work.
@@ -82,9 +82,9 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
     }
     const store::Run& stored = *run.value();
     launch.resume_run_id = stored.id;
-    launch.info.kernel_path =
+    launch.services.facts.kernel_path =
         request.kernel_path.empty() ? stored.config.kernel_path : request.kernel_path;
-    launch.info.problem_path =
+    launch.services.facts.problem_path =
         request.problem_path.empty() ? stored.config.problem_path : request.problem_path;
     target = stored.config.target;
     if (backend_spec.empty()) {
@@ -108,8 +108,8 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
     if (auto valid = engine::validate(config); !valid.ok()) {
       return valid.failure();
     }
-    launch.info.kernel_path = request.kernel_path;
-    launch.info.problem_path = request.problem_path;
+    launch.services.facts.kernel_path = request.kernel_path;
+    launch.services.facts.problem_path = request.problem_path;
     target = config.target;
   }
   if (backend_spec.empty()) {
@@ -122,10 +122,9 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
     return backend.failure();
   }
   launch.backend_spec = backend_spec;
-  launch.info.backend = backend_spec;
+  launch.services.facts.backend = backend_spec;
   launch.services.backend = backend.value();
-  launch.services.evaluations = store::share(db, db->evaluations());
-  launch.services.run_log = std::make_shared<engine::StoreRunLog>(std::move(db), launch.info);
+  launch.services.store = engine::parts_of(db);
   launch.services.make_proposer = [](const std::string& name) { return make_proposer(name); };
   return launch;
 }

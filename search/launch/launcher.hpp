@@ -14,7 +14,6 @@
 #include "core/cancel.hpp"
 #include "core/result.hpp"
 #include "search/engine/beam_search.hpp"
-#include "search/engine/store_run_log.hpp"
 #include "search/llm/provider.hpp"
 
 namespace autocomp::search::store {
@@ -60,7 +59,6 @@ struct Launch {
   engine::SearchServices services;
   std::string resume_run_id;  // the stored run's full id; "" for a new run
   std::optional<engine::Budgets> budgets;
-  engine::StoreRunInfo info;  // kernel and problem paths, backend spec, model specs
   std::string backend_spec;   // the spec the backend was made from
 };
 

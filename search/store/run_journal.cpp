@@ -48,7 +48,7 @@ bool process_exists(int pid) {
 constexpr std::string_view k_run_columns =
     "id, kernel_path, problem_path, problem_key, seed_candidate_key, target, backend, llm_specs, "
     "beam, plans, impls, iterations, dropout, rng_seed, max_llm_calls, max_tokens, max_cost_usd, "
-    "max_wall_s, engine_config, status, status_message, owner_pid, owner_host, created_at, "
+    "max_wall_s, settings, status, status_message, owner_pid, owner_host, created_at, "
     "updated_at, finished_at, iteration, best_candidate_key, best_latency_us, baseline_latency_us";
 
 Run read_run(const Stmt& row) {
@@ -76,7 +76,7 @@ Run read_run(const Stmt& row) {
   }
   config.budgets.max_cost_usd = row.opt_real(16);
   config.budgets.max_wall_s = row.opt_real(17);
-  config.engine_config = row.text(18);
+  config.settings = row.text(18);
   run.status = run_status_from_string(row.text(19)).value_or(RunStatus::interrupted);
   run.status_message = row.text(20);
   run.owner_pid = row.integer(21);
@@ -183,6 +183,11 @@ std::optional<CandidateStatus> candidate_status_from_string(std::string_view nam
 }
 
 core::Result<std::string> SqlRunJournal::create_run(const RunConfig& config) {
+  const json settings = json::parse(config.settings, nullptr, false);
+  if (!settings.is_object()) {
+    return core::make_failure(FailureKind::invalid_argument, "store",
+                              "create_run: a run's settings must be a JSON object");
+  }
   return m_db->guarded("create_run", [&] {
     return m_db->transaction([&] {
       std::string id;
@@ -201,7 +206,7 @@ core::Result<std::string> SqlRunJournal::create_run(const RunConfig& config) {
       auto stmt = m_db->prepare(
           "INSERT INTO runs (id, kernel_path, problem_path, problem_key, seed_candidate_key, "
           "target, backend, llm_specs, beam, plans, impls, iterations, dropout, rng_seed, "
-          "max_llm_calls, max_tokens, max_cost_usd, max_wall_s, engine_config, status, "
+          "max_llm_calls, max_tokens, max_cost_usd, max_wall_s, settings, status, "
           "status_message, owner_pid, owner_host, created_at, updated_at) VALUES (?, ?, ?, ?, ?, "
           "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', '', ?, ?, ?, ?)");
       stmt.bind(id)
@@ -230,7 +235,7 @@ core::Result<std::string> SqlRunJournal::create_run(const RunConfig& config) {
       }
       stmt.bind(config.budgets.max_cost_usd)
           .bind(config.budgets.max_wall_s)
-          .bind(config.engine_config)
+          .bind(config.settings)
           .bind(static_cast<int>(getpid()))
           .bind(m_db->host())
           .bind(now)

@@ -1,5 +1,7 @@
 #include "search/store/schema.hpp"
 
+#include <string>
+
 namespace autocomp::search::store {
 namespace {
 
@@ -214,11 +216,64 @@ UPDATE llm_calls SET origin = prompt, prompt = ''
     AND prompt NOT GLOB '*[' || char(10) || ' ]*';
 )sql";
 
+// Version 6 helpers. Before it, the engine kept its settings as "key=value" lines (values with
+// \\, \n and \r escaped) in runs.engine_config. legacy_value(k) is the SQL for the value of key
+// k in that text (NULL when the key is absent).
+std::string legacy_value(const std::string& key) {
+  const std::string pos = "instr(char(10) || engine_config, char(10) || '" + key + "=')";
+  const std::string start = pos + " + " + std::to_string(key.size() + 1);
+  return "(CASE WHEN " + pos + " = 0 THEN NULL ELSE substr(engine_config, " + start +
+         ", instr(substr(engine_config, " + start + ") || char(10), char(10)) - 1) END)";
+}
+
+std::string legacy_text(const std::string& key) {
+  return "replace(replace(replace(replace(coalesce(" + legacy_value(key) +
+         ", ''), '\\\\', char(1)), '\\n', char(10)), '\\r', char(13)), char(1), '\\')";
+}
+
+std::string legacy_number(const std::string& key, const char* type, const char* absent) {
+  return "coalesce(CAST(" + legacy_value(key) + " AS " + type + "), " + absent + ")";
+}
+
+// Version 6: the engine's settings become a JSON object any reader can take apart (the columns
+// that already held a setting keep it; the sources are the run's workload and seed candidate).
+// Settings absent from an old text take the values that text meant: no memory, no reflexions, no
+// divergence guard, 16 lessons.
+const std::string& v6() {
+  static const std::string sql = [] {
+    std::string settings =
+        "json_object("
+        "'kernel_filename', " + legacy_text("kernel_filename") +
+        ", 'problem_filename', " + legacy_text("problem_filename") +
+        ", 'kernel_name', " + legacy_text("kernel_name") +
+        ", 'repair_tries', " + legacy_number("repair_tries", "INTEGER", "2") +
+        ", 'early_slack', " + legacy_number("early_slack", "REAL", "1.1") +
+        ", 'slack_iterations', " + legacy_number("slack_iterations", "INTEGER", "2") +
+        ", 'proposers', json(CASE WHEN " + legacy_text("proposers") +
+        " = '' THEN '[]' ELSE '[\"' || replace(" + legacy_text("proposers") +
+        ", ',', '\",\"') || '\"]' END)" +
+        ", 'recent_failures', " + legacy_number("recent_failures", "INTEGER", "4") +
+        ", 'memory', json(CASE WHEN " + legacy_value("memory") +
+        " = '1' THEN 'true' ELSE 'false' END)" +
+        ", 'lesson_limit', " + legacy_number("lesson_limit", "INTEGER", "16") +
+        ", 'reflexions', " + legacy_number("reflexions", "INTEGER", "0") +
+        ", 'divergence', " + legacy_number("divergence", "REAL", "0") +
+        ", 'eval_seeds', json('[' || coalesce(" + legacy_value("eval_seeds") + ", '') || ']')" +
+        ", 'warmup', " + legacy_number("warmup", "INTEGER", "2") +
+        ", 'iters', " + legacy_number("iters", "INTEGER", "10") +
+        ", 'eval_timeout_ms', " + legacy_number("eval_timeout_ms", "INTEGER", "300000") + ")";
+    return "ALTER TABLE runs ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';\n"
+           "UPDATE runs SET settings = " + settings + " WHERE engine_config != '';\n"
+           "ALTER TABLE runs DROP COLUMN engine_config;\n";
+  }();
+  return sql;
+}
+
 }  // namespace
 
 const std::vector<Migration>& migrations() {
   static const std::vector<Migration> k_migrations{
-      {1, k_v1}, {2, k_v2}, {3, k_v3}, {4, k_v4}, {5, k_v5}};
+      {1, k_v1}, {2, k_v2}, {3, k_v3}, {4, k_v4}, {5, k_v5}, {6, v6()}};
   return k_migrations;
 }
 

@@ -8,6 +8,7 @@
 
 #include "backends/backend.hpp"
 #include "search/llm/provider.hpp"
+#include "search/prompts/prompt_builder.hpp"
 
 // The values the store records, shared by its interfaces (evaluation_cache.hpp, file_history.hpp,
 // run_journal.hpp, llm_call_log.hpp, memory.hpp) and by their callers. Times are milliseconds since
@@ -143,9 +144,10 @@ struct RunConfig {
   double dropout = 0.7;
   std::uint64_t rng_seed = 0;
   RunBudgets budgets;
-  // The engine's full configuration in its own text form (engine::config_to_text), opaque to the
-  // store; the fields above are the ones listings and queries use.
-  std::string engine_config;
+  // The engine's other settings as one JSON object (e.g. {"repair_tries":2,"memory":true,...});
+  // written and read by the engine in one place (engine/run_store.cpp). The fields above are not
+  // repeated in it; the sources are the workload and candidate named by the keys above.
+  std::string settings = "{}";
 };
 
 struct Run {
@@ -228,6 +230,8 @@ struct LlmTotals {
   long input_tokens = 0;
   long output_tokens = 0;
   double cost_usd = 0;
+
+  long tokens() const { return input_tokens + output_tokens; }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -247,18 +251,12 @@ struct Lesson {
   std::int64_t created_at_ms = 0;
 };
 
-struct Reflexion {
+// A reflexion as stored: what one attempt taught (the fields of prompts::ReflexionRecord, so a
+// stored one is handed to the prompts as it is) and where it belongs.
+struct Reflexion : prompts::ReflexionRecord {
   std::int64_t id = 0;
   std::string scope;  // a run id or an absolute kernel path
   std::string candidate_key;
-  std::optional<bool> diagnosis_right;
-  std::optional<bool> fix_worked;
-  std::string expected;
-  std::string actual;
-  std::string lessons;
-  std::string avoid;
-  std::string try_next;
-  std::string raw_text;  // the model's output as received (kept when parsing failed)
   std::int64_t created_at_ms = 0;
 };
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "search/engine/beam_search.hpp"
-#include "search/engine/store_run_log.hpp"
+#include "search/engine/run_store.hpp"
 #include "search/store/store.hpp"
 #include "unit/search/engine_test_support.hpp"
 
@@ -46,9 +46,8 @@ int main(int argc, char** argv) {
 
   SearchServices services;
   services.backend = std::make_shared<testing::FakeBackend>(8);
-  services.run_log =
-      std::make_shared<StoreRunLog>(db, StoreRunInfo{"bench.py", "problem.py", "fake", {"fake"}});
-  services.evaluations = search::store::share(db, db->evaluations());
+  services.store = parts_of(db);
+  services.facts = RunFacts{"bench.py", "problem.py", "fake", {"fake"}};
   services.providers = {provider};
   services.prompts = std::shared_ptr<const PromptFactory>(make_default_prompt_factory());
 

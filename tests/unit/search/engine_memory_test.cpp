@@ -73,7 +73,7 @@ TEST(EngineMemory, FasterChildIsSummarizedIntoStoredLessons) {
       << "the outcome states the measured change";
   EXPECT_EQ(text_of(summaries[0]).find("Merge them"), std::string::npos)
       << "nothing to merge with on the first call";
-  auto lessons = rig.log->load_lessons(config.target, 16);
+  auto lessons = rig.lessons(config.target);
   ASSERT_EQ(lessons.size(), 2u);
   EXPECT_EQ(lessons[0], "Fuse loops to cut DMA traffic.") << "in the order the reply wrote them";
   EXPECT_EQ(lessons[1], "Keep tiles at 128 rows.");
@@ -115,7 +115,7 @@ TEST(EngineMemory, GarbageSummaryStoresNothingAndTheRunCompletes) {
   auto outcome = run_search(config, rig.services(), {});
   ASSERT_EQ(outcome.status, "completed") << outcome.stop_reason;
   EXPECT_FALSE(requests_with_purpose(*rig.provider, "summarize").empty());
-  EXPECT_TRUE(rig.log->load_lessons(config.target, 16).empty());
+  EXPECT_TRUE(rig.lessons(config.target).empty());
 }
 
 TEST(EngineMemory, NoProvidersMeansNoSummary) {
@@ -127,7 +127,7 @@ TEST(EngineMemory, NoProvidersMeansNoSummary) {
   config.proposers = {"autotune"};
   auto outcome = run_search(config, services, {});
   EXPECT_EQ(rig.provider->call_count(), 0u);
-  EXPECT_TRUE(rig.log->load_lessons(config.target, 16).empty());
+  EXPECT_TRUE(rig.lessons(config.target).empty());
 }
 
 const std::string k_reflection_reply =
@@ -183,7 +183,7 @@ TEST(EngineReflexion, EachAttemptIsReflectedOnAndFeedsTheNextPlan) {
   EXPECT_NE(text_of(reflections[0]).find("1.25x faster"), std::string::npos)
       << "the measured outcome is in the prompt";
 
-  auto records = rig.log->load_reflexions(outcome.run_id, 10);
+  auto records = rig.reflexions(outcome.run_id);
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(records[0].diagnosis_right, true);
   EXPECT_EQ(records[0].fix_worked, true);
@@ -208,7 +208,7 @@ TEST(EngineReflexion, MalformedOrFailedReflectionsNeverBreakTheLoop) {
     EXPECT_EQ(outcome.iterations_done, 2);
     // Iteration 2 starts from the input again and repeats the attempt: a duplicate, not
     // reflected on twice.
-    auto records = rig.log->load_reflexions(outcome.run_id, 10);
+    auto records = rig.reflexions(outcome.run_id);
     ASSERT_EQ(records.size(), 1u);
     EXPECT_EQ(records[0].fix_worked, false) << "measured, whatever the model said";
     EXPECT_FALSE(records[0].diagnosis_right.has_value());

@@ -6,7 +6,6 @@
 
 #include "search/engine/beam_search.hpp"
 #include "search/engine/input_signature.hpp"
-#include "search/engine/store_run_log.hpp"
 #include "unit/search/engine_test_support.hpp"
 
 namespace autocomp::search::engine {
@@ -32,8 +31,8 @@ struct StoreRig {
   SearchServices services() const {
     SearchServices services;
     services.backend = backend;
-    services.run_log = std::make_shared<StoreRunLog>(db, StoreRunInfo{"k.py", "p.py", "fake", {}});
-    services.evaluations = store::share(db, db->evaluations());
+    services.store = parts_of(db);
+    services.facts = RunFacts{"k.py", "p.py", "fake", {}};
     services.providers = {provider};
     services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
     return services;
@@ -159,8 +158,8 @@ TEST(EngineSignature, TheProbeRunsOncePerProblemAndBackendAndEntersTheKey) {
   request.warmup = config.warmup;
   request.iters = config.iters;
   request.timeout = config.eval_timeout;
-  EvalSite site{"fake", "fake", "test", "a:float32[7]"};
-  auto& cache = rig.log->store()->evaluations();
+  store::EvalSite site{"fake", "fake", "test", "a:float32[7]"};
+  auto& cache = rig.db->evaluations();
   EXPECT_TRUE(cache.lookup(request, site).value().has_value());
   site.input_signature = "a:float32[8]";
   EXPECT_FALSE(cache.lookup(request, site).value().has_value());

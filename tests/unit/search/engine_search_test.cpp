@@ -15,8 +15,8 @@ using testing::small_config;
 
 const std::string k_root = kernel("k", "latency: 100");
 
-std::vector<std::string> beam_of(RunLog& log, const std::string& run_id, int iteration) {
-  for (const auto& beam : log.load_beams(run_id)) {
+std::vector<std::string> beam_of(const Rig& rig, const std::string& run_id, int iteration) {
+  for (const auto& beam : rig.beams(run_id)) {
     if (beam.iteration == iteration) {
       return beam.members;
     }
@@ -62,10 +62,10 @@ TEST(EngineSearch, SlowerChildIsRejectedOnceTheSlackIsOver) {
   auto outcome = run_search(config, rig.services(), {});
   EXPECT_EQ(outcome.best.key, core::source_key(k_root));
   EXPECT_EQ(rig.backend->evaluations_of(child), 1);
-  EXPECT_EQ(beam_of(*rig.log, outcome.run_id, 1),
+  EXPECT_EQ(beam_of(rig, outcome.run_id, 1),
             std::vector<std::string>{core::source_key(k_root)});
   bool rejected = false;
-  for (const auto& candidate : rig.log->load_candidates(outcome.run_id)) {
+  for (const auto& candidate : load_candidates(rig.services().store, outcome.run_id)) {
     rejected |= candidate.key == core::source_key(child) && candidate.verdict == "rejected";
   }
   EXPECT_TRUE(rejected);
@@ -81,7 +81,7 @@ TEST(EngineSearch, EarlyIterationsLetASlightlySlowerChildIntoTheBeam) {
   config.beam = 2;
 
   auto outcome = run_search(config, rig.services(), {});
-  EXPECT_EQ(beam_of(*rig.log, outcome.run_id, 1),
+  EXPECT_EQ(beam_of(rig, outcome.run_id, 1),
             (std::vector<std::string>{core::source_key(k_root), core::source_key(child)}));
   EXPECT_EQ(outcome.best.key, core::source_key(k_root)) << "the best is still the faster root";
 }
@@ -94,7 +94,7 @@ TEST(EngineSearch, TieKeepsTheOldMember) {
   rig.provider->set_responder(script.responder());
 
   auto outcome = run_search(small_config(k_root), rig.services(), {});
-  EXPECT_EQ(beam_of(*rig.log, outcome.run_id, 1),
+  EXPECT_EQ(beam_of(rig, outcome.run_id, 1),
             std::vector<std::string>{core::source_key(k_root)});
 }
 
@@ -169,7 +169,7 @@ TEST(EngineSearch, KernelSeenInAnEarlierIterationNeverReentersTheBeam) {
   auto outcome = run_search(config, rig.services(), {});
   EXPECT_EQ(rig.backend->evaluations_of(k_root), 1);
   EXPECT_GE(outcome.duplicates, 1);
-  auto beam = beam_of(*rig.log, outcome.run_id, 2);
+  auto beam = beam_of(rig, outcome.run_id, 2);
   EXPECT_EQ(std::count(beam.begin(), beam.end(), core::source_key(k_root)), 1);
 }
 
@@ -216,7 +216,7 @@ TEST(EngineSearch, CallBudgetStopsTheRunWithTheBestSoFar) {
   EXPECT_NE(outcome.stop_reason.find("LLM call budget"), std::string::npos) << outcome.stop_reason;
   EXPECT_EQ(rig.provider->call_count(), 3u);
   EXPECT_DOUBLE_EQ(outcome.best.latency_us(), 95);
-  EXPECT_EQ(rig.log->load_run(outcome.run_id)->status, "budget_exhausted");
+  EXPECT_EQ(rig.status(outcome.run_id), store::RunStatus::budget_exhausted);
 }
 
 TEST(EngineSearch, TokenBudgetStopsTheRun) {
@@ -287,7 +287,7 @@ TEST(EngineSearch, CancellationStopsPromptly) {
   EXPECT_EQ(outcome.status, "cancelled");
   EXPECT_LE(rig.provider->call_count(), 6u);
   EXPECT_LT(outcome.elapsed_s, 2.0);
-  EXPECT_EQ(rig.log->load_run(outcome.run_id)->status, "cancelled");
+  EXPECT_EQ(rig.status(outcome.run_id), store::RunStatus::cancelled);
 }
 
 TEST(EngineSearch, ProgressReportsIterationEvaluationsBestAndSpend) {
@@ -336,7 +336,7 @@ TEST(EngineSearch, ResumeReplaysAnswersAndSkipsEvaluatedKernels) {
   ASSERT_EQ(first.provider->call_count(), 4u);
 
   Rig second;
-  second.log = first.log;
+  second.db = first.db;
   second.backend = first.backend;
   second.provider->set_responder(script.responder());
   auto resumed = resume_search(stopped.run_id, second.services(), {});
@@ -385,7 +385,7 @@ TEST(EngineSearch, SameSeedGivesTheSameSearch) {
     }
     std::sort(prompts.begin(), prompts.end());
     std::vector<std::vector<std::string>> beams;
-    for (const auto& beam : rig.log->load_beams(outcome.run_id)) {
+    for (const auto& beam : rig.beams(outcome.run_id)) {
       beams.push_back(beam.members);
     }
     return std::make_pair(outcome.best.key, beams);

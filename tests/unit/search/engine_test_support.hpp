@@ -15,7 +15,8 @@
 #include "core/hash.hpp"
 #include "search/engine/beam_search.hpp"
 #include "search/engine/prompts.hpp"
-#include "search/engine/store_run_log.hpp"
+#include "search/engine/run_store.hpp"
+#include "search/store/store.hpp"
 #include "search/llm/fake_provider.hpp"
 
 namespace autocomp::search::engine::testing {
@@ -220,20 +221,39 @@ inline SearchConfig small_config(const std::string& root) {
 
 struct Rig {
   std::shared_ptr<FakeBackend> backend = std::make_shared<FakeBackend>();
-  // A real store, in memory; resuming tests share `log` (and with it the store) between rigs.
-  std::shared_ptr<StoreRunLog> log = std::make_shared<StoreRunLog>(
-      std::shared_ptr<store::Store>(store::Store::open(":memory:").value()),
-      StoreRunInfo{"kernel.py", "problem.py", "fake", {"fake"}});
+  // A real store, in memory; resuming tests share `db` between rigs.
+  std::shared_ptr<store::Store> db{store::Store::open(":memory:").value()};
   std::shared_ptr<llm::FakeProvider> provider = std::make_shared<llm::FakeProvider>("fake", 4);
 
   SearchServices services() const {
     SearchServices services;
     services.backend = backend;
-    services.run_log = log;
-    services.evaluations = store::share(log->store(), log->store()->evaluations());
+    services.store = parts_of(db);
+    services.facts = RunFacts{"kernel.py", "problem.py", "fake", {"fake"}};
     services.providers = {provider};
     services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
     return services;
+  }
+
+  // The target's lessons, newest first.
+  std::vector<std::string> lessons(const std::string& target) const {
+    std::vector<std::string> out;
+    const std::vector<store::Lesson> stored = db->memory().lessons(target, 16).value();
+    for (const auto& lesson : stored) {
+      out.push_back(lesson.text);
+    }
+    return out;
+  }
+  // The run's reflexions, oldest first.
+  std::vector<store::Reflexion> reflexions(const std::string& run_id) const {
+    auto recent = db->memory().recent_reflexions(run_id, 10).value();
+    return {recent.rbegin(), recent.rend()};
+  }
+  std::vector<store::Beam> beams(const std::string& run_id) const {
+    return db->runs().get_beams(run_id).value();
+  }
+  store::RunStatus status(const std::string& run_id) const {
+    return db->runs().get_run(run_id).value()->status;
   }
 };
 

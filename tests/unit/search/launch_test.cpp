@@ -75,10 +75,10 @@ TEST_F(Launcher, TheProblemsTargetReachesTheConfigAndTheBackend) {
   EXPECT_EQ(m_asked.at("sim"), "trn1");
   EXPECT_EQ(launch->config.kernel_filename, "kernel.py");
   EXPECT_EQ(launch->config.problem_filename, "problem.py");
-  EXPECT_EQ(launch->info.backend, "sim");
-  EXPECT_EQ(launch->info.kernel_path, (m_dir / "kernel.py").string());
+  EXPECT_EQ(launch->services.facts.backend, "sim");
+  EXPECT_EQ(launch->services.facts.kernel_path, (m_dir / "kernel.py").string());
   ASSERT_TRUE(launch->services.backend);
-  ASSERT_TRUE(launch->services.run_log);
+  ASSERT_TRUE(launch->services.store.complete());
 }
 
 TEST_F(Launcher, AnExplicitTargetWinsAndTheDefaultTargetFillsIn) {

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/hash.hpp"
 #include "search/store/schema.hpp"
 
@@ -324,10 +326,16 @@ TEST(StoreOpen, MigratesASchema4DatabaseMovingFactsOutOfText) {
   ASSERT_TRUE(budget.has_value());
   EXPECT_EQ(budget->status, RunStatus::budget_exhausted);
   EXPECT_EQ(budget->status_message, "LLM call budget reached (4 calls)");
-  EXPECT_EQ(budget->config.engine_config, "beam=2\nplans=2\n");
   EXPECT_EQ(budget->config.beam, 2);
+  // Its settings text had none of the later settings: they take the values it meant.
+  auto settings = nlohmann::json::parse(budget->config.settings);
+  EXPECT_EQ(settings.at("memory"), false);
+  EXPECT_EQ(settings.at("reflexions"), 0);
+  EXPECT_EQ(settings.at("lesson_limit"), 16);
+  EXPECT_EQ(settings.at("proposers"), nlohmann::json::array());
   auto done = store->runs().get_run("bbbbbbbbbbbb").value();
   ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->config.settings, "{}") << "a run without settings text has none";
   EXPECT_EQ(done->status, RunStatus::completed);
   EXPECT_EQ(done->status_message, "all iterations done");
 
@@ -369,9 +377,63 @@ TEST(StoreOpen, MigratesASchema4DatabaseMovingFactsOutOfText) {
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
   EXPECT_EQ(sqlite3_column_int(stmt, 0), Store::schema_version());
-  EXPECT_EQ(Store::schema_version(), 5);
+  EXPECT_EQ(Store::schema_version(), 6);
   sqlite3_finalize(stmt);
   sqlite3_close(db);
+}
+
+// Schema 6: the engine's settings, a key=value text until then, become a JSON object.
+TEST(StoreOpen, MigratesASchema5DatabaseTurningTheSettingsTextIntoJson) {
+  TempDir dir;
+  const fs::path path = dir.path() / "v5.db";
+  std::string sql;
+  for (const auto& step : migrations()) {
+    if (step.version <= 5) {
+      sql += std::string(step.sql);
+    }
+  }
+  const std::string problem = core::source_key(k_problem);
+  const std::string a = core::source_key(k_kernel_a);
+  sql += "INSERT INTO workloads VALUES ('" + problem + "', 'src', '/p.py', 1);";
+  sql += "INSERT INTO candidates VALUES ('" + a + "', 'a', 'user', 1);";
+  // Values escaped as the old text did: \\ for a backslash, \n for a line break.
+  const std::string text =
+      "format=autocomp-search-config/1\nkernel_filename=a\\\\b\\nc.py\nproblem_filename=p.py\n"
+      "kernel_name=main\ntarget=trn2\nbeam=2\nplans=2\nimpls=1\niterations=3\ndropout=0.5\n"
+      "seed=7\nrepair_tries=1\nearly_slack=1.25\nslack_iterations=3\nproposers=llm,autotune\n"
+      "recent_failures=5\nmemory=1\nlesson_limit=9\nreflexions=2\ndivergence=1.75\n"
+      "eval_seeds=0,21\nwarmup=1\niters=4\neval_timeout_ms=60000\nproblem_source=x\n"
+      "kernel_source=y\n";
+  sql +=
+      "INSERT INTO runs (id, kernel_path, problem_path, problem_key, seed_candidate_key, target, "
+      "backend, llm_specs, beam, plans, impls, iterations, dropout, rng_seed, engine_config, "
+      "status, owner_pid, owner_host, created_at, updated_at) VALUES ('aaaaaaaaaaaa', 'k.py', "
+      "'p.py', '" +
+      problem + "', '" + a + "', 'trn2', 'sim', '[]', 2, 2, 1, 3, 0.5, '7', '" + text +
+      "', 'completed', 1, 'h', 1, 2);";
+  sql += "PRAGMA user_version = 5;";
+  raw_exec(path, sql);
+
+  auto store = open_store(path);
+  ASSERT_NE(store, nullptr);
+  auto run = store->runs().get_run("aaaaaaaaaaaa").value();
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ(run->config.beam, 2);
+  const auto settings = nlohmann::json::parse(run->config.settings);
+  const auto expected = nlohmann::json::parse(R"({
+      "kernel_filename": "a\\b\nc.py", "problem_filename": "p.py", "kernel_name": "main",
+      "repair_tries": 1, "early_slack": 1.25, "slack_iterations": 3,
+      "proposers": ["llm", "autotune"], "recent_failures": 5, "memory": true, "lesson_limit": 9,
+      "reflexions": 2, "divergence": 1.75, "eval_seeds": [0, 21], "warmup": 1, "iters": 4,
+      "eval_timeout_ms": 60000})");
+  EXPECT_EQ(settings, expected) << settings.dump();
+
+  // New runs take settings after the migration.
+  RunConfig config = run->config;
+  config.settings = R"({"memory":false})";
+  auto id = store->runs().create_run(config);
+  ASSERT_TRUE(id.ok()) << id.failure().describe();
+  EXPECT_EQ(store->runs().get_run(id.value()).value()->config.settings, config.settings);
 }
 
 TEST(StoreOpen, ReopeningKeepsEverythingAndDoesNotMigrateAgain) {
@@ -677,7 +739,7 @@ RunConfig sample_config(const std::string& problem_key, const std::string& seed_
   config.rng_seed = 18446744073709551615ull;
   config.budgets.max_cost_usd = 2.5;
   config.budgets.max_llm_calls = 100;
-  config.engine_config = "{\"beam\":3}";
+  config.settings = "{\"repair_tries\":3}";
   return config;
 }
 
@@ -692,7 +754,12 @@ TEST_F(StoreTest, RunRoundTripsConfigAndStatus) {
   EXPECT_EQ(run->config.budgets.max_cost_usd, 2.5);
   EXPECT_EQ(run->config.budgets.max_llm_calls, 100);
   EXPECT_FALSE(run->config.budgets.max_tokens.has_value());
-  EXPECT_EQ(run->config.engine_config, "{\"beam\":3}");
+  EXPECT_EQ(run->config.settings, "{\"repair_tries\":3}");
+  RunConfig not_json = sample_config(m_problem, m_a);
+  not_json.settings = "repair_tries=3";
+  auto refused = m_store->runs().create_run(not_json);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.failure().kind, FailureKind::invalid_argument);
   EXPECT_EQ(run->owner_pid, static_cast<int>(getpid()));
   EXPECT_FALSE(run->finished_at_ms.has_value());
 
