@@ -19,7 +19,7 @@ HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
 if HARNESS_DIR not in sys.path:
     sys.path.insert(0, HARNESS_DIR)
 
-from harnesslib import emit, stats  # noqa: E402
+from harnesslib import emit, memory, stats  # noqa: E402
 from harnesslib.failures import KINDS, HarnessFailure, HarnessTimeout  # noqa: E402
 
 SCHEMA = "autocomp-harness/1"
@@ -690,6 +690,7 @@ def main(argv=None):
     `json` and written there; then the process ends with os._exit, so a thread the kernel left
     running can neither write after the result nor keep the process alive."""
     argv = sys.argv[1:] if argv is None else argv
+    memory.reuse_freed_memory()
     sys.stdout.flush()
     channel = emit.ResultChannel().open()
     try:
