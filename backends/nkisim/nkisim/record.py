@@ -16,6 +16,7 @@ Events (JSON lists):
 Results: a value, {"$n": id} (new simulator object), {"$r": id} (an object seen before),
 {"$x": 1} (StopIteration from next), or a tuple/list of those.
 """
+import gc
 import itertools
 import sys
 import types
@@ -138,6 +139,7 @@ for _n, _op in (("neg", "neg"), ("pos", "pos"), ("abs", "abs"), ("invert", "inve
 Proxy.__hash__ = object.__hash__
 
 
+_FREEZE_EVERY = 5000
 _PLAIN = frozenset((type(None), bool, int, str))
 _SLICE_PARTS = frozenset((type(None), int))
 
@@ -280,6 +282,10 @@ class Recorder:
         enc, out = self._result(res)
         event.append(enc)
         self.events.append(event)
+        if len(self.events) % _FREEZE_EVERY == 0:
+            # the trace only grows: keep the cyclic collector from re-walking it (it would
+            # otherwise cost as much as the recording itself on large kernels)
+            gc.freeze()
         return out
 
     # -- operations -------------------------------------------------------------------------
