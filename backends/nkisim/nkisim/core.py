@@ -373,7 +373,7 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
             v = v.T
         if v.shape != dst.shape:
             v = v.reshape(dst.shape)
-        dst.write(v, mask)
+        dst.write(v, mask, exact=src.st.dt is dst.st.dt)
     sb = src.size * src.st.dt.itemsize
     db = dst.size * dst.st.dt.itemsize
     nbytes = sb if sb > db else db
