@@ -19,7 +19,7 @@ HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
 if HARNESS_DIR not in sys.path:
     sys.path.insert(0, HARNESS_DIR)
 
-from harnesslib import emit, stats  # noqa: E402
+from harnesslib import emit, memory, stats, threads  # noqa: E402
 from harnesslib.failures import KINDS, HarnessFailure, HarnessTimeout  # noqa: E402
 
 SCHEMA = "autocomp-harness/1"
@@ -684,12 +684,26 @@ def run(argv):
     return _clean(out)
 
 
+def _device_arg(argv):
+    """The --device value in argv (default 'sim'), read before argument parsing."""
+    device = "sim"
+    for i, a in enumerate(argv):
+        if a == "--device" and i + 1 < len(argv):
+            device = argv[i + 1]
+        elif a.startswith("--device="):
+            device = a.split("=", 1)[1]
+    return device
+
+
 def main(argv=None):
     """Entry point: the real stdout is moved to a private descriptor before any kernel or
     problem code runs (fd 1 points at stderr meanwhile); the result line is encoded without
     `json` and written there; then the process ends with os._exit, so a thread the kernel left
     running can neither write after the result nor keep the process alive."""
     argv = sys.argv[1:] if argv is None else argv
+    memory.reuse_freed_memory()
+    if _device_arg(argv) == "sim":
+        threads.single_threaded_blas()
     sys.stdout.flush()
     channel = emit.ResultChannel().open()
     try:

@@ -76,21 +76,34 @@ class _OutputCheck:
         self.ref_sq = 0.0
         self.over = 0
         self.first_over = None    # flat index
+        self.equal = []           # (lo, hi) of chunks found equal, not yet in finite / ref_sq
 
     def run(self):
         exact = self.rtol == 0.0 and self.atol == 0.0 and self.out.dtype == self.ref.dtype
         for lo in range(0, self.ref.size, CHUNK):
             hi = min(lo + CHUNK, self.ref.size)
             if exact and np.array_equal(self.out[lo:hi], self.ref[lo:hi]):
-                # equal and NaN-free: no error, only the reference's norm counts
-                r = self.ref[lo:hi].astype(np.float64)
-                fin = np.isfinite(r)
-                r = r if fin.all() else r[fin]
-                self.finite += r.size
-                self.ref_sq += float(np.dot(r, r))
+                # equal and NaN-free: no error; the reference's norm and finite count matter
+                # only when some other chunk differs (see settle)
+                self.equal.append((lo, hi))
                 continue
             self._chunk(lo, hi)
         return self
+
+    def settle(self):
+        """Add the equal chunks to `finite` and `ref_sq`; returns what it added to `ref_sq`.
+        Needed only when some error is nonzero: with no error at all rel L2 is 0 whatever
+        the norm, and no message counts values."""
+        added = 0.0
+        for lo, hi in self.equal:
+            r = self.ref[lo:hi].astype(np.float64)
+            fin = np.isfinite(r)
+            r = r if fin.all() else r[fin]
+            self.finite += r.size
+            added += float(np.dot(r, r))
+        self.ref_sq += added
+        self.equal = []
+        return added
 
     def _chunk(self, lo, hi):
         o = self.out[lo:hi].astype(np.float64)
@@ -151,6 +164,7 @@ def compare_outputs(outputs, references, out_names=None, expected_names=None, rt
     diff_sq = 0.0
     ref_sq = 0.0
     problems = []
+    counted = []  # checks whose errors and norm are in the totals
     for i, (out, ref) in enumerate(zip(outputs, references)):
         if not isinstance(out, np.ndarray):
             try:
@@ -181,6 +195,8 @@ def compare_outputs(outputs, references, out_names=None, expected_names=None, rt
         if _pick(atol, i) is not None:
             at = _pick(atol, i)
         c = _OutputCheck(out, ref, rt, at).run()
+        if c.over:
+            c.settle()  # the message counts finite values
         if c.stray:
             problems.append("output %d has %d non-finite value(s) (%d NaN; first at index %s)%s"
                             % (i, c.stray, c.stray_nan, c.index(c.first_stray),
@@ -192,12 +208,15 @@ def compare_outputs(outputs, references, out_names=None, expected_names=None, rt
         max_abs = max(max_abs, c.max_abs)
         diff_sq += c.diff_sq
         ref_sq += c.ref_sq
+        counted.append(c)
         if c.over:
             flat = c.first_over
             problems.append("output %d: %d of %d values outside rtol=%g atol=%g (max abs err %.3g "
                             "at %s: got %r, want %r)"
                             % (i, c.over, c.finite, rt, at,
                                c.max_abs, c.index(flat), float(c.out[flat]), float(c.ref[flat])))
+    if diff_sq:
+        ref_sq += sum(c.settle() for c in counted)
     rel_l2 = (diff_sq ** 0.5) / (ref_sq ** 0.5) if ref_sq > 0 else (diff_sq ** 0.5)
     if problems:
         return False, max_abs, rel_l2, "; ".join(problems)

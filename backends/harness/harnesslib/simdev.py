@@ -5,6 +5,7 @@ in the bundle uploaded to a remote host). Kernel files are imported only in a ch
 (nkisim/sandbox.py), where `import nki...` and `import neuronxcc.nki...` resolve to proxies of
 the simulator; this process replays the recorded trace (nkisim/replay.py).
 """
+import gc
 import json
 import os
 import sys
@@ -132,7 +133,15 @@ class SimDevice:
             ans = proc.loaded()
             if not ans.get("ok"):
                 raise _child_failure(ans)
-        trace = proc.record(request)
+        # the answer is one large JSON document: parsing it with the cyclic collector on
+        # costs more than twice the parse (every collection walks the objects made so far)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            trace = proc.record(request)
+        finally:
+            if collecting:
+                gc.enable()
         if not trace.get("ok"):
             raise _child_failure(trace)
         session.traces[key] = trace

@@ -338,12 +338,17 @@ class Tensor:
             return st.data[self.adv]
         return None
 
-    def write(self, values, mask=None):
-        """Store `values` (broadcast to the view) converted to the storage dtype."""
+    def write(self, values, mask=None, exact=False):
+        """Store `values` (broadcast to the view) converted to the storage dtype. exact: the
+        values were read from a storage of this dtype, so they are representable already
+        (every storage holds quantized values and quantizing is idempotent)."""
         st = self.st
         if st.data is None:
             return
-        v = D.quantize(values, st.dt)
+        if exact and type(values) is np.ndarray and values.dtype == st.data.dtype:
+            v = values
+        else:
+            v = D.quantize(values, st.dt)
         if v.shape != self.shape:
             v = fit_shape(v, self.shape)
         if mask is not None:

@@ -439,7 +439,7 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
             v = v.T
         if v.shape != dst.shape:
             v = v.reshape(dst.shape)
-        dst.write(v, mask)
+        dst.write(v, mask, exact=src.st.dt is dst.st.dt)
     sb = src.size * src.st.dt.itemsize
     db = dst.size * dst.st.dt.itemsize
     nbytes = sb if sb > db else db
@@ -493,15 +493,28 @@ def psum_accumulate(dst, res, acc):
         return
     old = dst.read()
     if acc is True:
-        dst.write(old + res)
+        _add_into(dst, old, res)
         return
     w = dst.written_state()
     if w is True:
-        dst.write(old + res)
+        _add_into(dst, old, res)
     elif w is False:
         dst.write(res)
     else:
         dst.write(np.where(w, old + res, res))
+
+
+def _add_into(dst, old, res):
+    """dst.write(old + res) for `old` = dst.read(): added in place when dst is a plain
+    float32 view and res a float32 array of its shape (the same values: writing float32
+    into float32 storage converts nothing), else through write."""
+    if (old is not None and old is dst.arr and dst.st.dt is D.FLOAT32
+            and type(res) is np.ndarray and res.dtype == np.float32 and res.shape == old.shape
+            and old.dtype == np.float32):
+        np.add(old, res, out=old)
+        dst.mark_written()
+        return
+    dst.write(old + res)
 
 
 def matmul_core(dst, stationary, moving, accumulate, opname, transpose_flops=False):

@@ -16,6 +16,7 @@ Events (JSON lists):
 Results: a value, {"$n": id} (new simulator object), {"$r": id} (an object seen before),
 {"$x": 1} (StopIteration from next), or a tuple/list of those.
 """
+import gc
 import itertools
 import sys
 import types
@@ -138,6 +139,11 @@ for _n, _op in (("neg", "neg"), ("pos", "pos"), ("abs", "abs"), ("invert", "inve
 Proxy.__hash__ = object.__hash__
 
 
+_FREEZE_EVERY = 5000
+_PLAIN = frozenset((type(None), bool, int, str))
+_SLICE_PARTS = frozenset((type(None), int))
+
+
 def _forbidden(what):
     return B.NkiForbiddenAccess("forbidden: %s" % what, E.current_kernel_line())
 
@@ -195,6 +201,39 @@ class Recorder:
     def _real(self, e):
         return B.decode(e, self._deref)
 
+    def _arg(self, v):
+        """(encoding, what the simulator gets) of an argument: B.encode(v, self._ref) and
+        its decoding. Immutable plain values (ints, strings, slices of ints, flat tuples of
+        those and proxies) are passed as they are, which is what decoding gives back; the
+        rest goes through encode and decode."""
+        t = type(v)
+        if t in _PLAIN:
+            return v, v
+        if t is Proxy:
+            pid = object.__getattribute__(v, "_nkisim_id")
+            name = self.names.get(pid)
+            if name is not None:
+                return {"$s": name}, B.api_table()[name]
+            return {"$r": pid}, self.objs[pid]
+        if t is slice:
+            a, b, c = v.start, v.stop, v.step
+            if type(a) in _SLICE_PARTS and type(b) in _SLICE_PARTS and type(c) in _SLICE_PARTS:
+                return {"$sl": [a, b, c]}, v
+        elif t is tuple:
+            enc = []
+            real = []
+            for x in v:
+                tx = type(x)
+                if tx is tuple or tx is list or tx is dict:
+                    break
+                e, r = self._arg(x)
+                enc.append(e)
+                real.append(r)
+            else:
+                return {"$t": enc}, tuple(real)
+        e = B.encode(v, self._ref)
+        return e, self._real(e)
+
     def _deref(self, e):
         if "$r" in e:
             return self.objs[e["$r"]]
@@ -243,17 +282,27 @@ class Recorder:
         enc, out = self._result(res)
         event.append(enc)
         self.events.append(event)
+        if len(self.events) % _FREEZE_EVERY == 0:
+            # the trace only grows: keep the cyclic collector from re-walking it (it would
+            # otherwise cost as much as the recording itself on large kernels)
+            gc.freeze()
         return out
 
     # -- operations -------------------------------------------------------------------------
     def call(self, proxy, args, kwargs):
         line = E.current_kernel_line()
-        fenc = self._ref(proxy)
-        aenc = [B.encode(a, self._ref) for a in args]
-        kenc = {str(k): B.encode(v, self._ref) for k, v in kwargs.items()}
-        f = self._real(fenc)
-        a = [self._real(x) for x in aenc]
-        k = {n: self._real(x) for n, x in kenc.items()}
+        fenc, f = self._arg(proxy)
+        aenc = []
+        a = []
+        for x in args:
+            e, r = self._arg(x)
+            aenc.append(e)
+            a.append(r)
+        kenc = {}
+        k = {}
+        for n, x in kwargs.items():
+            n = str(n)
+            kenc[n], k[n] = self._arg(x)
         return self._perform(["c", line, fenc, aenc, kenc], lambda: f(*a, **k))
 
     def getattr(self, proxy, name):
@@ -273,8 +322,12 @@ class Recorder:
 
     def op(self, name, args):
         line = E.current_kernel_line()
-        aenc = [B.encode(a, self._ref) for a in args]
-        a = [self._real(x) for x in aenc]
+        aenc = []
+        a = []
+        for x in args:
+            e, r = self._arg(x)
+            aenc.append(e)
+            a.append(r)
         f = B.OPERATORS[name]
         return self._perform(["o", line, name, aenc], lambda: f(*a))
 

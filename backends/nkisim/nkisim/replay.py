@@ -70,7 +70,46 @@ class _Replayer:
         return self.table[name]
 
     def val(self, e):
+        """B.decode(e, self.deref), with the shapes most events carry (scalars, references,
+        slices of integers, flat tuples of those) decoded here; anything else, malformed
+        values included, goes through B.decode."""
+        t = type(e)
+        if t in _SCALARS:
+            return e
+        if t is dict and len(e) == 1:
+            v = self._simple(e)
+            if v is not _MISSING:
+                return v
+            x = e.get("$t")
+            if type(x) is list:
+                out = []
+                for y in x:
+                    ty = type(y)
+                    if ty in _SCALARS:
+                        out.append(y)
+                        continue
+                    v = self._simple(y) if ty is dict and len(y) == 1 else _MISSING
+                    if v is _MISSING:
+                        return B.decode(e, self.deref)
+                    out.append(v)
+                return tuple(out)
         return B.decode(e, self.deref)
+
+    def _simple(self, e):
+        """A one-key dict that is a bound reference, an API name or a slice of integers
+        (None), decoded; _MISSING for anything else."""
+        x = e.get("$r", _MISSING)
+        if x is not _MISSING:
+            return self.objs.get(x, _MISSING) if type(x) is int else _MISSING
+        x = e.get("$s", _MISSING)
+        if x is not _MISSING:
+            return self.table.get(x, _MISSING) if type(x) is str else _MISSING
+        x = e.get("$sl", _MISSING)
+        if type(x) is list and len(x) == 3:
+            a, b, c = x
+            if type(a) in _SLICE_PARTS and type(b) in _SLICE_PARTS and type(c) in _SLICE_PARTS:
+                return slice(a, b, c)
+        return _MISSING
 
     def bind(self, rec, actual, depth=0):
         """Check the recorded result `rec` against `actual`, binding new object ids."""
@@ -125,7 +164,7 @@ class _Replayer:
         line = ev[1]
         if kind == "c" and len(ev) == 6:
             f = self.val(ev[2])
-            if not (callable(f) and (B.dynamic_object(f) or _is_api(self.table, f))):
+            if not (callable(f) and (_is_api(self.table, f) or B.dynamic_object(f))):
                 raise B.Divergence("call of something that is not an NKI API function")
             if type(ev[3]) is not list or type(ev[4]) is not dict:
                 raise B.Divergence("malformed call")
@@ -147,7 +186,7 @@ class _Replayer:
             if f is None or type(ev[3]) is not list:
                 raise B.Divergence("unknown operator %r" % (ev[2],))
             args = [self.val(a) for a in ev[3]]
-            if not args or not any(B.dynamic_object(a) or _is_api(self.table, a) for a in args):
+            if not args or not any(_is_api(self.table, a) or B.dynamic_object(a) for a in args):
                 raise B.Divergence("operator %s without a simulator object" % ev[2])
             kwargs, res_rec = {}, ev[4]
         else:
@@ -179,6 +218,8 @@ class _Replayer:
 
 
 _MISSING = object()
+_SCALARS = frozenset((type(None), bool, int, float, str))
+_SLICE_PARTS = frozenset((type(None), int))
 
 
 def _const(v):
