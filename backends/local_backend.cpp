@@ -37,6 +37,7 @@ struct LocalConfig {
   std::string target;
   std::string python;
   HarnessBundle bundle;
+  std::shared_ptr<const core::Clock> clock;  // of the harness's timeout; null: the steady clock
 };
 
 core::Status write_file(const fs::path& path, const std::string& content) {
@@ -172,6 +173,7 @@ class LocalBackend final : public Backend {
       spec.cwd = work.string();
       spec.timeout = request.timeout;
       spec.kill_grace = k_kill_grace;
+      spec.clock = m_config.clock;
       // Kernels are untrusted: a minimal environment, behind a supervisor (core/process.hpp),
       // and the work folder goes with them should this process die.
       spec.minimal_environment = true;
@@ -260,6 +262,7 @@ core::Result<std::shared_ptr<Backend>> make_local_backend(const std::vector<Back
   config.slots = slots->value_or(std::max(1, options.local_slots));
   config.target = spec.param("target").value_or(options.default_target);
   config.python = resolve_python(spec.param("python").value_or(options.python));
+  config.clock = options.clock;
 
   // Identity names what produces the numbers; slots and target do not change them.
   if (spec.scheme == "sim" && config.device == "sim") {

@@ -74,6 +74,8 @@ struct SlurmConfig {
   bool remote = false;
   SshEndpoint endpoint;
   HarnessBundle bundle;
+  // Of the poll waits, the queue and run timeouts and the drain; null: the steady clock.
+  std::shared_ptr<const core::Clock> clock;
 };
 
 // One evaluation in a submitted array.
@@ -99,7 +101,9 @@ struct RoundOutcome {
 class SlurmBackend final : public Backend {
  public:
   SlurmBackend(SlurmConfig config, std::unique_ptr<SlurmHead> head)
-      : m_config(std::move(config)), m_head(std::move(head)) {}
+      : m_config(std::move(config)),
+        m_head(std::move(head)),
+        m_clock(core::clock_or_steady(m_config.clock)) {}
 
   std::string identity() const override { return m_config.identity; }
   std::string device() const override { return m_config.device; }
@@ -426,7 +430,7 @@ class SlurmBackend final : public Backend {
           core::make_failure(core::FailureKind::unavailable, "submit",
                              "sbatch on " + m_head->label() + " did not accept the job: " + why));
     }
-    auto submit_time = Clock::now();
+    auto submit_time = m_clock->now();
     for (auto& task : tasks) {
       task.submitted = submit_time;
     }
@@ -471,7 +475,7 @@ class SlurmBackend final : public Backend {
           }
           break;
         }
-        std::this_thread::sleep_for(interval);
+        m_clock->sleep_for(interval);
         continue;
       }
       const std::string& text = polled->stdout_text;
@@ -513,7 +517,7 @@ class SlurmBackend final : public Backend {
           }
           if (record.state == "RUNNING" && !task.running) {
             task.running = true;
-            task.started = Clock::now();
+            task.started = m_clock->now();
           }
         }
         if (auto rc = exit_codes.find(t); rc != exit_codes.end()) {
@@ -544,7 +548,7 @@ class SlurmBackend final : public Backend {
           continue;
         }
         const EvalRequest& request = batch[task.request];
-        if (task.running && Clock::now() - task.started > request.timeout + k_run_grace) {
+        if (task.running && m_clock->now() - task.started > request.timeout + k_run_grace) {
           scancel(task.job);
           killed = true;
           task.done = true;
@@ -554,7 +558,7 @@ class SlurmBackend final : public Backend {
               "no result within " + std::to_string(request.timeout.count()) + " ms; Slurm job " +
                   task.job + " on " + task.node + " was cancelled with scancel");
           fill_where(results[task.request], task);
-        } else if (!task.running && Clock::now() - task.submitted > m_config.queue_timeout) {
+        } else if (!task.running && m_clock->now() - task.submitted > m_config.queue_timeout) {
           scancel(task.job);
           killed = true;
           task.done = true;
@@ -585,7 +589,7 @@ class SlurmBackend final : public Backend {
       } else {
         interval = std::min<std::chrono::milliseconds>(interval * 3 / 2, 500ms);
       }
-      std::this_thread::sleep_for(interval);
+      m_clock->sleep_for(interval);
     }
 
     for (const auto& task : tasks) {
@@ -680,14 +684,14 @@ class SlurmBackend final : public Backend {
 
   // Waits until none of the array's tasks is pending, running or completing any more.
   void drain(const std::string& array_job) {
-    auto deadline = Clock::now() + k_drain_timeout;
-    while (Clock::now() < deadline) {
+    auto deadline = m_clock->now() + k_drain_timeout;
+    while (m_clock->now() < deadline) {
       auto listed =
           slurm_command("squeue -h -j " + array_job + " -o %i 2>/dev/null", k_command_timeout, {});
       if (listed.ok() && listed->stdout_text.find_first_not_of(" \n") == std::string::npos) {
         return;
       }
-      std::this_thread::sleep_for(200ms);
+      m_clock->sleep_for(200ms);
       scancel(array_job);
     }
   }
@@ -709,6 +713,7 @@ class SlurmBackend final : public Backend {
 
   SlurmConfig m_config;
   std::unique_ptr<SlurmHead> m_head;
+  std::shared_ptr<const core::Clock> m_clock;
   std::mutex m_bundle_mutex;
   bool m_bundle_ready = false;
   std::string m_stage;
@@ -796,6 +801,12 @@ core::Failure slurm_end_failure(const std::string& state, const std::string& rea
 
 core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<BackendSpec>& specs,
                                                           const BackendOptions& options) {
+  return make_slurm_backend(specs, options, nullptr);
+}
+
+core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<BackendSpec>& specs,
+                                                          const BackendOptions& options,
+                                                          std::unique_ptr<SlurmHead> head) {
   if (specs.size() != 1) {
     return core::make_failure(core::FailureKind::invalid_argument, "backend",
                               "a Slurm backend cannot be pooled with other specs; one cluster "
@@ -884,13 +895,13 @@ core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<Back
   config.setup = spec.param("setup").value_or("");
   config.target = spec.param("target").value_or(options.default_target);
   config.local_python = resolve_python(options.python);
+  config.clock = options.clock;
   config.python = spec.param("python").value_or(remote ? "python3" : config.local_python);
 
   std::string query = "partition=" + config.partition + "&device=" + config.device;
   if (config.device == "fake" && config.fake_ms > 0) {
     query += "&fake_ms=" + std::to_string(config.fake_ms);
   }
-  std::unique_ptr<SlurmHead> head;
   if (remote) {
     static std::once_flag init_once;
     std::call_once(init_once, [] { ssh_init(); });
@@ -904,10 +915,14 @@ core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<Back
     config.endpoint.accept_new_host_key =
         spec.flag("accept_new_host_key") || options.accept_new_host_keys;
     config.identity = "slurm+ssh://" + config.endpoint.describe() + "?" + query;
-    head = make_ssh_head(config.endpoint);
+    if (!head) {
+      head = make_ssh_head(config.endpoint);
+    }
   } else {
     config.identity = "slurm:?" + query;
-    head = make_local_head();
+    if (!head) {
+      head = make_local_head();
+    }
   }
 
   auto root = locate_harness_dir(options.harness_dir);

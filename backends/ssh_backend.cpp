@@ -115,10 +115,10 @@ struct Attempt {
 class SshPool final : public Backend {
  public:
   SshPool(std::vector<HostConfig> hosts, HarnessBundle bundle, std::string local_python,
-          SteadyNow now)
+          std::shared_ptr<const core::Clock> clock)
       : m_bundle(std::move(bundle)),
         m_local_python(std::move(local_python)),
-        m_now(now ? std::move(now) : SteadyNow([] { return Clock::now(); })) {
+        m_clock(core::clock_or_steady(std::move(clock))) {
     for (auto& config : hosts) {
       m_hosts.push_back(std::make_unique<Host>(std::move(config)));
     }
@@ -170,7 +170,7 @@ class SshPool final : public Backend {
       s.bundle_uploads = host->bundle_uploads.load();
       if (!host->in_rotation) {
         s.retry_in = std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::max(Clock::duration::zero(), host->retry_at - m_now()));
+            std::max(Clock::duration::zero(), host->retry_at - m_clock->now()));
       }
       out.push_back(std::move(s));
     }
@@ -368,7 +368,7 @@ class SshPool final : public Backend {
       backoff *= 2;
     }
     host.retry_at =
-        m_now() + std::min(backoff, std::chrono::duration_cast<Clock::duration>(k_max_backoff));
+        m_clock->now() + std::min(backoff, std::chrono::duration_cast<Clock::duration>(k_max_backoff));
   }
 
   std::string all_out_message_locked() const {
@@ -404,7 +404,7 @@ class SshPool final : public Backend {
     } leave{*this, interactive};
     bool told = false;
     while (true) {
-      auto now = m_now();
+      auto now = m_clock->now();
       bool any_in_rotation = false;
       for (auto& host : m_hosts) {
         if (!host->in_rotation && now >= host->retry_at) {
@@ -781,7 +781,7 @@ class SshPool final : public Backend {
   std::string m_identity;
   std::vector<std::unique_ptr<Host>> m_hosts;
 
-  SteadyNow m_now;
+  std::shared_ptr<const core::Clock> m_clock;
   mutable std::mutex m_mutex;     // rotation state, slot lists and busy flags
   int m_interactive_waiting = 0;  // interactive requests waiting for a slot (m_mutex)
   std::condition_variable m_slot_freed;
@@ -853,12 +853,6 @@ core::Result<HostConfig> host_config(const BackendSpec& spec, const BackendOptio
 
 core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<BackendSpec>& specs,
                                                         const BackendOptions& options) {
-  return make_ssh_backend(specs, options, {});
-}
-
-core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<BackendSpec>& specs,
-                                                        const BackendOptions& options,
-                                                        SteadyNow now) {
   static std::once_flag init_once;
   std::call_once(init_once, [] { ssh_init(); });
   if (specs.empty()) {
@@ -888,7 +882,7 @@ core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<Backen
     return bundle.failure();
   }
   return std::shared_ptr<Backend>(std::make_shared<SshPool>(
-      std::move(hosts), std::move(bundle).value(), resolve_python(options.python), std::move(now)));
+      std::move(hosts), std::move(bundle).value(), resolve_python(options.python), options.clock));
 }
 
 std::vector<SshHostStatus> ssh_pool_status(const Backend& backend) {
