@@ -367,8 +367,8 @@ class SshPool final : public Backend {
     for (int i = 1; i < host.outages && backoff < k_max_backoff; ++i) {
       backoff *= 2;
     }
-    host.retry_at =
-        m_clock->now() + std::min(backoff, std::chrono::duration_cast<Clock::duration>(k_max_backoff));
+    host.retry_at = m_clock->now() +
+                    std::min(backoff, std::chrono::duration_cast<Clock::duration>(k_max_backoff));
   }
 
   std::string all_out_message_locked() const {

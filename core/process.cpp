@@ -925,10 +925,10 @@ Result<ProcessResult> run_process(const ProcessSpec& spec, const CancelToken& ca
     }
     int ready = 0;
     clock->wait_for(wait, [&](Clock::Duration real_timeout) {
-      ready = ::poll(
-          fds.data(), count,
-          static_cast<int>(
-              std::chrono::duration_cast<std::chrono::milliseconds>(real_timeout).count()));
+      ready =
+          ::poll(fds.data(), count,
+                 static_cast<int>(
+                     std::chrono::duration_cast<std::chrono::milliseconds>(real_timeout).count()));
       return ready > 0;
     });
     if (ready <= 0) {
@@ -962,8 +962,8 @@ Result<ProcessResult> run_process(const ProcessSpec& spec, const CancelToken& ca
   stdin_write.close();
   if (result.cancelled || result.timed_out) {
     // A supervisor needs time to sweep the tree before it may be killed itself.
-    child.kill_group(
-        spec.isolate ? std::max(spec.kill_grace, k_supervisor_grace) : spec.kill_grace, *clock);
+    child.kill_group(spec.isolate ? std::max(spec.kill_grace, k_supervisor_grace) : spec.kill_grace,
+                     *clock);
   } else {
     // Normal end: make sure nothing the child left behind keeps running.
     child.signal_group(SIGKILL);

@@ -138,7 +138,8 @@ std::optional<JobSnapshot> SearchJobs::wait(const std::string& run_id, long afte
       break;
     }
     // Short slices so that a cancelled caller is noticed promptly.
-    const auto slice = std::min<core::Clock::Duration>(deadline - now, std::chrono::milliseconds(200));
+    const auto slice =
+        std::min<core::Clock::Duration>(deadline - now, std::chrono::milliseconds(200));
     m_clock->wait_for(slice, [&](core::Clock::Duration real_timeout) {
       return m_changed.wait_for(lock, real_timeout, settled);
     });

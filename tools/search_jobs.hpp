@@ -16,8 +16,8 @@
 #include "core/result.hpp"
 #include "search/engine/beam_search.hpp"
 #include "search/engine/store_run_log.hpp"
-#include "server/tasks.hpp"
 #include "search/launch/launcher.hpp"
+#include "server/tasks.hpp"
 #include "tools/sampling_provider.hpp"
 
 namespace autocomp::tools {

@@ -67,9 +67,7 @@ class FakeSlurmHead : public SlurmHead {
   }
   core::Status make_dirs(const std::string&) override { return core::ok_status(); }
   core::Result<bool> exists(const std::string&) override { return true; }
-  core::Status rename(const std::string&, const std::string&) override {
-    return core::ok_status();
-  }
+  core::Status rename(const std::string&, const std::string&) override { return core::ok_status(); }
   core::Result<std::string> home() override { return std::string("/home/fake"); }
 
  private:

@@ -70,7 +70,8 @@ TEST(ManualClock, SleepsFromSeveralThreadsNeverMoveTheTimeBack) {
   const auto start = clock.now();
   std::vector<std::thread> threads;
   for (int i = 1; i <= 4; ++i) {
-    threads.emplace_back([&clock, start, i] { clock.sleep_until(start + std::chrono::seconds(i)); });
+    threads.emplace_back(
+        [&clock, start, i] { clock.sleep_until(start + std::chrono::seconds(i)); });
   }
   for (auto& thread : threads) {
     thread.join();
