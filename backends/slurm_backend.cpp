@@ -671,7 +671,10 @@ class SlurmBackend final : public Backend {
       }
     }
     std::vector<StepTiming> harness_steps = std::move(result.steps);
-    double run_ms = task.running ? ms_since(task.started) : 0;
+    double run_ms =
+        task.running
+            ? std::chrono::duration<double, std::milli>(m_clock->now() - task.started).count()
+            : 0;
     result.steps = {{"run", run_ms}, {"fetch", ms_since(start)}};
     result.steps.insert(result.steps.end(), harness_steps.begin(), harness_steps.end());
     fill_where(result, task);
