@@ -240,20 +240,7 @@ class SlurmBackend final : public Backend {
   // The script one task runs inside its job: records where it runs, picks NeuronCores, runs the
   // harness under `timeout` and leaves its exit status in `rc` (written last, atomically).
   std::string task_script(const EvalRequest& request, const std::string& dir,
-                          const std::string& kernel_file, const std::string& problem_file,
-                          const std::string& bundle_dir) const {
-    EvalRequest effective = request;
-    if (effective.target.empty()) {
-      effective.target = m_config.target;
-    }
-    HarnessInvocation invocation{m_config.device,
-                                 m_config.fake_ms,
-                                 dir + "/" + kernel_file,
-                                 dir + "/" + problem_file,
-                                 dir,
-                                 harness_timeout_seconds(request.timeout)};
-    char wall[32];
-    std::snprintf(wall, sizeof wall, "%.3f", static_cast<double>(request.timeout.count()) / 1000.0);
+                          const WorkFileNames& files, const std::string& bundle_dir) const {
     std::string script = "#!/bin/sh\ncd " + shell_quote(dir) + " || exit 1\n" +
                          "echo \"${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}_${SLURM_ARRAY_TASK_ID:-0} "
                          "$SLURMD_NODENAME\" > where\n";
@@ -275,10 +262,11 @@ class SlurmBackend final : public Backend {
           "NEURON_RT_VISIBLE_CORES\n"
           "fi\n";
     }
-    script += "timeout -k " + std::to_string(k_kill_after_s) + " " + wall + " " +
-              shell_quote(m_config.python) + " " +
+    script += "timeout -k " + std::to_string(k_kill_after_s) + " " +
+              timeout_command_seconds(request.timeout) + " " + shell_quote(m_config.python) + " " +
               shell_quote(bundle_dir + "/harness/autocomp_harness.py");
-    for (const auto& arg : harness_arguments(effective, invocation)) {
+    for (const auto& arg : evaluation_arguments(request, dir, files, m_config.device,
+                                                m_config.fake_ms, m_config.target)) {
       script += " " + shell_quote(arg);
     }
     script += " < /dev/null > out.json 2> err.txt\necho $? > rc.tmp && mv rc.tmp rc\n";
@@ -375,22 +363,17 @@ class SlurmBackend final : public Backend {
       Task& task = tasks[t];
       task.request = indices[t];
       task.dir = work + "/" + std::to_string(t);
-      std::string kernel_file = safe_file_name(request.kernel_filename, "kernel.py");
-      std::string problem_file = safe_file_name(request.problem_filename, "problem.py");
-      if (problem_file == kernel_file) {
-        problem_file = kernel_file == "problem.py" ? "problem_file.py" : "problem.py";
-      }
+      const WorkFileNames files = work_file_names(request);
       core::Status status = m_head->make_dirs(task.dir);
       if (status.ok()) {
-        status = m_head->write_file(task.dir + "/" + kernel_file, request.kernel_source);
+        status = m_head->write_file(task.dir + "/" + files.kernel, request.kernel_source);
       }
       if (status.ok()) {
-        status = m_head->write_file(task.dir + "/" + problem_file, request.problem_source);
+        status = m_head->write_file(task.dir + "/" + files.problem, request.problem_source);
       }
       if (status.ok()) {
-        status = m_head->write_file(
-            task.dir + "/run.sh",
-            task_script(request, task.dir, kernel_file, problem_file, bundle_dir));
+        status = m_head->write_file(task.dir + "/run.sh",
+                                    task_script(request, task.dir, files, bundle_dir));
       }
       if (!status.ok()) {
         remove_work(work);
@@ -650,7 +633,7 @@ class SlurmBackend final : public Backend {
       task.job = array_job;
     }
     EvalResult result;
-    if (rc == 124 || rc == 137) {
+    if (stopped_by_timeout_command(rc)) {
       result.failure =
           core::make_failure(core::FailureKind::timeout, "run",
                              "the harness did not finish within its timeout in Slurm job " +
