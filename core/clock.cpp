@@ -20,6 +20,10 @@ std::shared_ptr<const Clock> steady_clock() {
   return clock;
 }
 
+std::shared_ptr<const Clock> clock_or_steady(std::shared_ptr<const Clock> clock) {
+  return clock ? std::move(clock) : steady_clock();
+}
+
 ManualClock::ManualClock() : m_ticks(std::chrono::steady_clock::now().time_since_epoch().count()) {}
 
 Clock::TimePoint ManualClock::now() const {

@@ -57,9 +57,7 @@ class Clock {
 std::shared_ptr<const Clock> steady_clock();
 
 // `clock` when set, else the steady clock: for optional clock parameters.
-inline std::shared_ptr<const Clock> clock_or_steady(std::shared_ptr<const Clock> clock) {
-  return clock ? std::move(clock) : steady_clock();
-}
+std::shared_ptr<const Clock> clock_or_steady(std::shared_ptr<const Clock> clock);
 
 // A clock that stands still until advance() or a sleep moves it; thread-safe. A sleep does not
 // block: it moves the time to its end at once and is recorded (sleeps()), so code that backs
