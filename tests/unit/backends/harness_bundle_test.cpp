@@ -135,6 +135,7 @@ TEST(WorkFileNames, SafeNamesThatNeverCollide) {
 
 TEST(EvaluationArguments, PathsInTheFolderTheDefaultTargetAndTheHarnessTimeout) {
   EvalRequest request;
+  request.target = "";  // none named: the backend's default
   request.timeout = 10s;
   const WorkFileNames files{"k.py", "p.py"};
   auto args = evaluation_arguments(request, "/w", files, "fake", 7, "trn1");
