@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/cancel.hpp"
+#include "core/clock.hpp"
 #include "core/failure.hpp"
 #include "core/result.hpp"
 
@@ -165,6 +166,9 @@ struct BackendOptions {
   std::string default_device;  // empty: backend default ("sim" locally, "neuron" over ssh)
   int local_slots = 1;
   bool accept_new_host_keys = false;
+  // The clock of timeouts, polls and the SSH pool's back-off; null: the steady clock. Tests pass
+  // a core::ManualClock so that these cost no real time.
+  std::shared_ptr<const core::Clock> clock;
 };
 
 // Builds a backend from its spec: "sim" (the default, local simulator), "local?device=fake",

@@ -177,6 +177,41 @@ std::string safe_file_name(const std::string& wanted, const std::string& fallbac
   return base;
 }
 
+WorkFileNames work_file_names(const EvalRequest& request) {
+  WorkFileNames names{safe_file_name(request.kernel_filename, "kernel.py"),
+                      safe_file_name(request.problem_filename, "problem.py")};
+  if (names.problem == names.kernel) {
+    names.problem = names.kernel == "problem.py" ? "problem_file.py" : "problem.py";
+  }
+  return names;
+}
+
+std::vector<std::string> evaluation_arguments(const EvalRequest& request, const std::string& dir,
+                                              const WorkFileNames& files, const std::string& device,
+                                              int fake_ms, const std::string& default_target) {
+  EvalRequest effective = request;
+  if (effective.target.empty()) {
+    effective.target = default_target;
+  }
+  HarnessInvocation invocation{device,
+                               fake_ms,
+                               dir + "/" + files.kernel,
+                               dir + "/" + files.problem,
+                               dir,
+                               harness_timeout_seconds(request.timeout)};
+  return harness_arguments(effective, invocation);
+}
+
+std::string timeout_command_seconds(std::chrono::milliseconds wall) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", static_cast<double>(wall.count()) / 1000.0);
+  return text;
+}
+
+bool stopped_by_timeout_command(int exit_status) {
+  return exit_status == 124 || exit_status == 137;
+}
+
 std::string probe_harness_version(const std::string& python, const HarnessBundle& bundle,
                                   const std::string& device) {
   core::ProcessSpec spec;

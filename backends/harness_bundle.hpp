@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -61,5 +62,27 @@ std::string probe_harness_version(const std::string& python, const HarnessBundle
 // A file name safe to create inside a work folder: the base name of `wanted` when it is a plain
 // name ending in .py, else `fallback`.
 std::string safe_file_name(const std::string& wanted, const std::string& fallback);
+
+// The names of an evaluation's two files in its work folder: the request's names made safe
+// (safe_file_name, defaults kernel.py and problem.py), never the same name twice.
+struct WorkFileNames {
+  std::string kernel;
+  std::string problem;
+};
+WorkFileNames work_file_names(const EvalRequest& request);
+
+// What every backend passes to the harness for `request` run in the folder `dir` that holds
+// `files`, on `device` (`fake_ms` for the fake device): harness_arguments() with the request's
+// target, or `default_target` when it names none, and the harness's own timeout
+// (harness_timeout_seconds of the request's).
+std::vector<std::string> evaluation_arguments(const EvalRequest& request, const std::string& dir,
+                                              const WorkFileNames& files, const std::string& device,
+                                              int fake_ms, const std::string& default_target);
+
+// A wall limit as timeout(1) takes it: seconds with three decimals ("12.500").
+std::string timeout_command_seconds(std::chrono::milliseconds wall);
+
+// Whether timeout(1) ended a run at its limit: 124 after its signal, 137 after the SIGKILL of -k.
+bool stopped_by_timeout_command(int exit_status);
 
 }  // namespace autocomp::backends

@@ -37,6 +37,7 @@ struct LocalConfig {
   std::string target;
   std::string python;
   HarnessBundle bundle;
+  std::shared_ptr<const core::Clock> clock;  // of the harness's timeout; null: the steady clock
 };
 
 core::Status write_file(const fs::path& path, const std::string& content) {
@@ -141,37 +142,25 @@ class LocalBackend final : public Backend {
       return result;
     }
     fs::path work(folder_template);
-    std::string kernel_name = safe_file_name(request.kernel_filename, "kernel.py");
-    std::string problem_name = safe_file_name(request.problem_filename, "problem.py");
-    if (problem_name == kernel_name) {
-      problem_name = kernel_name == "problem.py" ? "problem_file.py" : "problem.py";
-    }
-    auto written = write_file(work / kernel_name, request.kernel_source);
+    const WorkFileNames files = work_file_names(request);
+    auto written = write_file(work / files.kernel, request.kernel_source);
     if (written.ok()) {
-      written = write_file(work / problem_name, request.problem_source);
+      written = write_file(work / files.problem, request.problem_source);
     }
     steps.push_back({"write", ms_since(step_start)});
 
     // Step: run the harness.
     if (written.ok()) {
       step_start = Clock::now();
-      HarnessInvocation invocation{m_config.device,
-                                   m_config.fake_ms,
-                                   (work / kernel_name).string(),
-                                   (work / problem_name).string(),
-                                   work.string(),
-                                   harness_timeout_seconds(request.timeout)};
       core::ProcessSpec spec;
       spec.argv = {m_config.python, m_config.bundle.entry().string()};
-      EvalRequest effective = request;
-      if (effective.target.empty()) {
-        effective.target = m_config.target;
-      }
-      auto args = harness_arguments(effective, invocation);
+      auto args = evaluation_arguments(request, work.string(), files, m_config.device,
+                                       m_config.fake_ms, m_config.target);
       spec.argv.insert(spec.argv.end(), args.begin(), args.end());
       spec.cwd = work.string();
       spec.timeout = request.timeout;
       spec.kill_grace = k_kill_grace;
+      spec.clock = m_config.clock;
       // Kernels are untrusted: a minimal environment, behind a supervisor (core/process.hpp),
       // and the work folder goes with them should this process die.
       spec.minimal_environment = true;
@@ -260,6 +249,7 @@ core::Result<std::shared_ptr<Backend>> make_local_backend(const std::vector<Back
   config.slots = slots->value_or(std::max(1, options.local_slots));
   config.target = spec.param("target").value_or(options.default_target);
   config.python = resolve_python(spec.param("python").value_or(options.python));
+  config.clock = options.clock;
 
   // Identity names what produces the numbers; slots and target do not change them.
   if (spec.scheme == "sim" && config.device == "sim") {

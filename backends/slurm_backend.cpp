@@ -74,6 +74,8 @@ struct SlurmConfig {
   bool remote = false;
   SshEndpoint endpoint;
   HarnessBundle bundle;
+  // Of the poll waits, the queue and run timeouts and the drain; null: the steady clock.
+  std::shared_ptr<const core::Clock> clock;
 };
 
 // One evaluation in a submitted array.
@@ -99,7 +101,9 @@ struct RoundOutcome {
 class SlurmBackend final : public Backend {
  public:
   SlurmBackend(SlurmConfig config, std::unique_ptr<SlurmHead> head)
-      : m_config(std::move(config)), m_head(std::move(head)) {}
+      : m_config(std::move(config)),
+        m_head(std::move(head)),
+        m_clock(core::clock_or_steady(m_config.clock)) {}
 
   std::string identity() const override { return m_config.identity; }
   std::string device() const override { return m_config.device; }
@@ -236,20 +240,7 @@ class SlurmBackend final : public Backend {
   // The script one task runs inside its job: records where it runs, picks NeuronCores, runs the
   // harness under `timeout` and leaves its exit status in `rc` (written last, atomically).
   std::string task_script(const EvalRequest& request, const std::string& dir,
-                          const std::string& kernel_file, const std::string& problem_file,
-                          const std::string& bundle_dir) const {
-    EvalRequest effective = request;
-    if (effective.target.empty()) {
-      effective.target = m_config.target;
-    }
-    HarnessInvocation invocation{m_config.device,
-                                 m_config.fake_ms,
-                                 dir + "/" + kernel_file,
-                                 dir + "/" + problem_file,
-                                 dir,
-                                 harness_timeout_seconds(request.timeout)};
-    char wall[32];
-    std::snprintf(wall, sizeof wall, "%.3f", static_cast<double>(request.timeout.count()) / 1000.0);
+                          const WorkFileNames& files, const std::string& bundle_dir) const {
     std::string script = "#!/bin/sh\ncd " + shell_quote(dir) + " || exit 1\n" +
                          "echo \"${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}_${SLURM_ARRAY_TASK_ID:-0} "
                          "$SLURMD_NODENAME\" > where\n";
@@ -271,10 +262,11 @@ class SlurmBackend final : public Backend {
           "NEURON_RT_VISIBLE_CORES\n"
           "fi\n";
     }
-    script += "timeout -k " + std::to_string(k_kill_after_s) + " " + wall + " " +
-              shell_quote(m_config.python) + " " +
+    script += "timeout -k " + std::to_string(k_kill_after_s) + " " +
+              timeout_command_seconds(request.timeout) + " " + shell_quote(m_config.python) + " " +
               shell_quote(bundle_dir + "/harness/autocomp_harness.py");
-    for (const auto& arg : harness_arguments(effective, invocation)) {
+    for (const auto& arg : evaluation_arguments(request, dir, files, m_config.device,
+                                                m_config.fake_ms, m_config.target)) {
       script += " " + shell_quote(arg);
     }
     script += " < /dev/null > out.json 2> err.txt\necho $? > rc.tmp && mv rc.tmp rc\n";
@@ -371,22 +363,17 @@ class SlurmBackend final : public Backend {
       Task& task = tasks[t];
       task.request = indices[t];
       task.dir = work + "/" + std::to_string(t);
-      std::string kernel_file = safe_file_name(request.kernel_filename, "kernel.py");
-      std::string problem_file = safe_file_name(request.problem_filename, "problem.py");
-      if (problem_file == kernel_file) {
-        problem_file = kernel_file == "problem.py" ? "problem_file.py" : "problem.py";
-      }
+      const WorkFileNames files = work_file_names(request);
       core::Status status = m_head->make_dirs(task.dir);
       if (status.ok()) {
-        status = m_head->write_file(task.dir + "/" + kernel_file, request.kernel_source);
+        status = m_head->write_file(task.dir + "/" + files.kernel, request.kernel_source);
       }
       if (status.ok()) {
-        status = m_head->write_file(task.dir + "/" + problem_file, request.problem_source);
+        status = m_head->write_file(task.dir + "/" + files.problem, request.problem_source);
       }
       if (status.ok()) {
-        status = m_head->write_file(
-            task.dir + "/run.sh",
-            task_script(request, task.dir, kernel_file, problem_file, bundle_dir));
+        status = m_head->write_file(task.dir + "/run.sh",
+                                    task_script(request, task.dir, files, bundle_dir));
       }
       if (!status.ok()) {
         remove_work(work);
@@ -426,7 +413,7 @@ class SlurmBackend final : public Backend {
           core::make_failure(core::FailureKind::unavailable, "submit",
                              "sbatch on " + m_head->label() + " did not accept the job: " + why));
     }
-    auto submit_time = Clock::now();
+    auto submit_time = m_clock->now();
     for (auto& task : tasks) {
       task.submitted = submit_time;
     }
@@ -471,7 +458,7 @@ class SlurmBackend final : public Backend {
           }
           break;
         }
-        std::this_thread::sleep_for(interval);
+        m_clock->sleep_for(interval);
         continue;
       }
       const std::string& text = polled->stdout_text;
@@ -513,7 +500,7 @@ class SlurmBackend final : public Backend {
           }
           if (record.state == "RUNNING" && !task.running) {
             task.running = true;
-            task.started = Clock::now();
+            task.started = m_clock->now();
           }
         }
         if (auto rc = exit_codes.find(t); rc != exit_codes.end()) {
@@ -544,7 +531,7 @@ class SlurmBackend final : public Backend {
           continue;
         }
         const EvalRequest& request = batch[task.request];
-        if (task.running && Clock::now() - task.started > request.timeout + k_run_grace) {
+        if (task.running && m_clock->now() - task.started > request.timeout + k_run_grace) {
           scancel(task.job);
           killed = true;
           task.done = true;
@@ -554,7 +541,7 @@ class SlurmBackend final : public Backend {
               "no result within " + std::to_string(request.timeout.count()) + " ms; Slurm job " +
                   task.job + " on " + task.node + " was cancelled with scancel");
           fill_where(results[task.request], task);
-        } else if (!task.running && Clock::now() - task.submitted > m_config.queue_timeout) {
+        } else if (!task.running && m_clock->now() - task.submitted > m_config.queue_timeout) {
           scancel(task.job);
           killed = true;
           task.done = true;
@@ -585,7 +572,7 @@ class SlurmBackend final : public Backend {
       } else {
         interval = std::min<std::chrono::milliseconds>(interval * 3 / 2, 500ms);
       }
-      std::this_thread::sleep_for(interval);
+      m_clock->sleep_for(interval);
     }
 
     for (const auto& task : tasks) {
@@ -646,7 +633,7 @@ class SlurmBackend final : public Backend {
       task.job = array_job;
     }
     EvalResult result;
-    if (rc == 124 || rc == 137) {
+    if (stopped_by_timeout_command(rc)) {
       result.failure =
           core::make_failure(core::FailureKind::timeout, "run",
                              "the harness did not finish within its timeout in Slurm job " +
@@ -667,7 +654,10 @@ class SlurmBackend final : public Backend {
       }
     }
     std::vector<StepTiming> harness_steps = std::move(result.steps);
-    double run_ms = task.running ? ms_since(task.started) : 0;
+    double run_ms =
+        task.running
+            ? std::chrono::duration<double, std::milli>(m_clock->now() - task.started).count()
+            : 0;
     result.steps = {{"run", run_ms}, {"fetch", ms_since(start)}};
     result.steps.insert(result.steps.end(), harness_steps.begin(), harness_steps.end());
     fill_where(result, task);
@@ -680,14 +670,14 @@ class SlurmBackend final : public Backend {
 
   // Waits until none of the array's tasks is pending, running or completing any more.
   void drain(const std::string& array_job) {
-    auto deadline = Clock::now() + k_drain_timeout;
-    while (Clock::now() < deadline) {
+    auto deadline = m_clock->now() + k_drain_timeout;
+    while (m_clock->now() < deadline) {
       auto listed =
           slurm_command("squeue -h -j " + array_job + " -o %i 2>/dev/null", k_command_timeout, {});
       if (listed.ok() && listed->stdout_text.find_first_not_of(" \n") == std::string::npos) {
         return;
       }
-      std::this_thread::sleep_for(200ms);
+      m_clock->sleep_for(200ms);
       scancel(array_job);
     }
   }
@@ -709,6 +699,7 @@ class SlurmBackend final : public Backend {
 
   SlurmConfig m_config;
   std::unique_ptr<SlurmHead> m_head;
+  std::shared_ptr<const core::Clock> m_clock;
   std::mutex m_bundle_mutex;
   bool m_bundle_ready = false;
   std::string m_stage;
@@ -796,6 +787,12 @@ core::Failure slurm_end_failure(const std::string& state, const std::string& rea
 
 core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<BackendSpec>& specs,
                                                           const BackendOptions& options) {
+  return make_slurm_backend(specs, options, nullptr);
+}
+
+core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<BackendSpec>& specs,
+                                                          const BackendOptions& options,
+                                                          std::unique_ptr<SlurmHead> head) {
   if (specs.size() != 1) {
     return core::make_failure(core::FailureKind::invalid_argument, "backend",
                               "a Slurm backend cannot be pooled with other specs; one cluster "
@@ -884,13 +881,13 @@ core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<Back
   config.setup = spec.param("setup").value_or("");
   config.target = spec.param("target").value_or(options.default_target);
   config.local_python = resolve_python(options.python);
+  config.clock = options.clock;
   config.python = spec.param("python").value_or(remote ? "python3" : config.local_python);
 
   std::string query = "partition=" + config.partition + "&device=" + config.device;
   if (config.device == "fake" && config.fake_ms > 0) {
     query += "&fake_ms=" + std::to_string(config.fake_ms);
   }
-  std::unique_ptr<SlurmHead> head;
   if (remote) {
     static std::once_flag init_once;
     std::call_once(init_once, [] { ssh_init(); });
@@ -904,10 +901,14 @@ core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<Back
     config.endpoint.accept_new_host_key =
         spec.flag("accept_new_host_key") || options.accept_new_host_keys;
     config.identity = "slurm+ssh://" + config.endpoint.describe() + "?" + query;
-    head = make_ssh_head(config.endpoint);
+    if (!head) {
+      head = make_ssh_head(config.endpoint);
+    }
   } else {
     config.identity = "slurm:?" + query;
-    head = make_local_head();
+    if (!head) {
+      head = make_local_head();
+    }
   }
 
   auto root = locate_harness_dir(options.harness_dir);

@@ -24,6 +24,12 @@ namespace autocomp::backends {
 core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<BackendSpec>& specs,
                                                           const BackendOptions& options);
 
+class SlurmHead;
+// The same on a given head (tests pass a fake one; null: the head the spec names).
+core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<BackendSpec>& specs,
+                                                          const BackendOptions& options,
+                                                          std::unique_ptr<SlurmHead> head);
+
 // One record of `scontrol -o show job`: an array task (or a whole job when not an array).
 struct SlurmJobRecord {
   std::string job_id;         // JobId=

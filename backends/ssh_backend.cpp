@@ -115,10 +115,10 @@ struct Attempt {
 class SshPool final : public Backend {
  public:
   SshPool(std::vector<HostConfig> hosts, HarnessBundle bundle, std::string local_python,
-          SteadyNow now)
+          std::shared_ptr<const core::Clock> clock)
       : m_bundle(std::move(bundle)),
         m_local_python(std::move(local_python)),
-        m_now(now ? std::move(now) : SteadyNow([] { return Clock::now(); })) {
+        m_clock(core::clock_or_steady(std::move(clock))) {
     for (auto& config : hosts) {
       m_hosts.push_back(std::make_unique<Host>(std::move(config)));
     }
@@ -170,7 +170,7 @@ class SshPool final : public Backend {
       s.bundle_uploads = host->bundle_uploads.load();
       if (!host->in_rotation) {
         s.retry_in = std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::max(Clock::duration::zero(), host->retry_at - m_now()));
+            std::max(Clock::duration::zero(), host->retry_at - m_clock->now()));
       }
       out.push_back(std::move(s));
     }
@@ -367,8 +367,8 @@ class SshPool final : public Backend {
     for (int i = 1; i < host.outages && backoff < k_max_backoff; ++i) {
       backoff *= 2;
     }
-    host.retry_at =
-        m_now() + std::min(backoff, std::chrono::duration_cast<Clock::duration>(k_max_backoff));
+    host.retry_at = m_clock->now() +
+                    std::min(backoff, std::chrono::duration_cast<Clock::duration>(k_max_backoff));
   }
 
   std::string all_out_message_locked() const {
@@ -404,7 +404,7 @@ class SshPool final : public Backend {
     } leave{*this, interactive};
     bool told = false;
     while (true) {
-      auto now = m_now();
+      auto now = m_clock->now();
       bool any_in_rotation = false;
       for (auto& host : m_hosts) {
         if (!host->in_rotation && now >= host->retry_at) {
@@ -554,22 +554,9 @@ class SshPool final : public Backend {
   }
 
   std::string run_command(const Slot& slot, const EvalRequest& request, const std::string& work,
-                          const std::string& kernel_file, const std::string& problem_file,
-                          const std::string& mark) const {
+                          const WorkFileNames& files, const std::string& mark) const {
     const HostConfig& config = slot.host->config;
     const std::string bundle_dir = slot.host->base_dir + "/harness-" + m_bundle.hash;
-    EvalRequest effective = request;
-    if (effective.target.empty()) {
-      effective.target = config.target;
-    }
-    HarnessInvocation invocation{config.device,
-                                 config.fake_ms,
-                                 work + "/" + kernel_file,
-                                 work + "/" + problem_file,
-                                 work,
-                                 harness_timeout_seconds(request.timeout)};
-    char wall[32];
-    std::snprintf(wall, sizeof wall, "%.3f", static_cast<double>(request.timeout.count()) / 1000.0);
     // The environment is cut down to the allow-list first (core/environment.hpp). setsid gives
     // the run its own process group (its id is written to `pgid` so that cleanup can kill it);
     // `timeout` signals that whole group when the wall time is up. Where unshare works, the run
@@ -580,10 +567,12 @@ class SshPool final : public Backend {
         "exec setsid -w sh -c 'echo $$ > pgid; exec \"$@\" < /dev/null "
         "> out.json 2> err.txt' autocomp-eval " +
         (slot.host->can_unshare ? std::string(k_unshare_prefix) : "") + "timeout -k " +
-        std::to_string(k_remote_kill_after_s) + " " + wall + " env AUTOCOMP_EVAL_MARK=" + mark +
+        std::to_string(k_remote_kill_after_s) + " " + timeout_command_seconds(request.timeout) +
+        " env AUTOCOMP_EVAL_MARK=" + mark +
         " NEURON_RT_VISIBLE_CORES=" + std::to_string(slot.index) + " " +
         shell_quote(config.python) + " " + shell_quote(bundle_dir + "/harness/autocomp_harness.py");
-    for (const auto& arg : harness_arguments(effective, invocation)) {
+    for (const auto& arg :
+         evaluation_arguments(request, work, files, config.device, config.fake_ms, config.target)) {
       command += " " + shell_quote(arg);
     }
     return command;
@@ -642,20 +631,16 @@ class SshPool final : public Backend {
       }
     } else {
       work = slot.host->base_dir + "/work/" + random_name();
-      std::string kernel_file = safe_file_name(request.kernel_filename, "kernel.py");
-      std::string problem_file = safe_file_name(request.problem_filename, "problem.py");
-      if (problem_file == kernel_file) {
-        problem_file = kernel_file == "problem.py" ? "problem_file.py" : "problem.py";
-      }
+      const WorkFileNames files = work_file_names(request);
       core::Status status = connection.make_dir(work);
       if (!status.ok() && status.failure().kind == core::FailureKind::io_error) {
         status = connection.make_dirs(work);  // first use: the parents are missing
       }
       if (status.ok()) {
-        status = connection.write_file(work + "/" + kernel_file, request.kernel_source);
+        status = connection.write_file(work + "/" + files.kernel, request.kernel_source);
       }
       if (status.ok()) {
-        status = connection.write_file(work + "/" + problem_file, request.problem_source);
+        status = connection.write_file(work + "/" + files.problem, request.problem_source);
       }
       steps.push_back({"upload", ms_since(start)});
       if (!status.ok()) {
@@ -666,7 +651,7 @@ class SshPool final : public Backend {
         // run
         start = Clock::now();
         const std::string mark = random_name();
-        auto command = run_command(slot, request, work, kernel_file, problem_file, mark);
+        auto command = run_command(slot, request, work, files, mark);
         auto run = connection.run_in_shell(command, request.timeout + k_client_grace, cancel);
         steps.push_back({"run", ms_since(start)});
         bool run_finished = run.ok();
@@ -685,7 +670,7 @@ class SshPool final : public Backend {
           } else {
             fail_transport(run.failure());
           }
-        } else if (run->exit_status == 124 || run->exit_status == 137 ||
+        } else if (stopped_by_timeout_command(run->exit_status) ||
                    (run->exit_status != 0 && Clock::now() - start >= request.timeout)) {
           result.failure = core::make_failure(
               core::FailureKind::timeout, "run",
@@ -781,7 +766,7 @@ class SshPool final : public Backend {
   std::string m_identity;
   std::vector<std::unique_ptr<Host>> m_hosts;
 
-  SteadyNow m_now;
+  std::shared_ptr<const core::Clock> m_clock;
   mutable std::mutex m_mutex;     // rotation state, slot lists and busy flags
   int m_interactive_waiting = 0;  // interactive requests waiting for a slot (m_mutex)
   std::condition_variable m_slot_freed;
@@ -853,12 +838,6 @@ core::Result<HostConfig> host_config(const BackendSpec& spec, const BackendOptio
 
 core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<BackendSpec>& specs,
                                                         const BackendOptions& options) {
-  return make_ssh_backend(specs, options, {});
-}
-
-core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<BackendSpec>& specs,
-                                                        const BackendOptions& options,
-                                                        SteadyNow now) {
   static std::once_flag init_once;
   std::call_once(init_once, [] { ssh_init(); });
   if (specs.empty()) {
@@ -888,7 +867,7 @@ core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<Backen
     return bundle.failure();
   }
   return std::shared_ptr<Backend>(std::make_shared<SshPool>(
-      std::move(hosts), std::move(bundle).value(), resolve_python(options.python), std::move(now)));
+      std::move(hosts), std::move(bundle).value(), resolve_python(options.python), options.clock));
 }
 
 std::vector<SshHostStatus> ssh_pool_status(const Backend& backend) {

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,17 +15,10 @@ namespace autocomp::backends {
 // ssh://[user@]host[:port][?device=neuron|sim|fake&slots=N&target=trn2&key=PATH
 //   &known_hosts=PATH&python=PATH&accept_new_host_key=1&remote_dir=PATH&fake_ms=MS
 //   &connect_timeout=SECONDS]
-// See docs/backends.md for the steps, timeouts and the rotation policy.
+// See docs/backends.md for the steps, timeouts and the rotation policy. The rotation policy's
+// back-off of hosts out of rotation is measured on options.clock.
 core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<BackendSpec>& specs,
                                                         const BackendOptions& options);
-
-// The clock the pool's rotation policy reads (back-off of hosts out of rotation).
-using SteadyNow = std::function<std::chrono::steady_clock::time_point()>;
-
-// The same with a given clock (tests pass a fake one; empty: the steady clock).
-core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<BackendSpec>& specs,
-                                                        const BackendOptions& options,
-                                                        SteadyNow now);
 
 // What a pool knows about one of its hosts (for status displays and tests).
 struct SshHostStatus {

@@ -28,8 +28,6 @@ extern char** environ;
 namespace autocomp::core {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr auto k_poll_interval = std::chrono::milliseconds(20);
 // How long to keep reading after the child exited while a descendant still holds its pipes.
 constexpr auto k_orphan_drain = std::chrono::milliseconds(200);
@@ -117,8 +115,8 @@ std::vector<char*> pointers_to(std::vector<std::string>& strings) {
   return pointers;
 }
 
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+double ms_since(const Clock& clock, Clock::TimePoint start) {
+  return std::chrono::duration<double, std::milli>(clock.now() - start).count();
 }
 
 struct Stream {
@@ -163,12 +161,12 @@ class Child {
   void signal_group(int sig) const { ::kill(-m_pid, sig); }
 
   // SIGTERM to the group, a grace period for it to exit, then SIGKILL; reaps the child.
-  void kill_group(std::chrono::milliseconds grace) {
+  void kill_group(std::chrono::milliseconds grace, const Clock& clock) {
     // A supervisor kills its whole tree on SIGTERM; its own group is just itself.
     signal_group(SIGTERM);
-    auto deadline = Clock::now() + grace;
-    while (!has_exited() && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    auto deadline = clock.now() + grace;
+    while (!has_exited() && clock.now() < deadline) {
+      clock.sleep_for(std::chrono::milliseconds(5));
     }
     // Descendants may outlive the leader; SIGKILL the group either way.
     signal_group(SIGKILL);
@@ -813,7 +811,8 @@ Result<ProcessResult> run_process(const ProcessSpec& spec, const CancelToken& ca
       build_environment(spec.env, spec.minimal_environment || spec.isolate);
   std::vector<char*> envp = pointers_to(env_strings);
 
-  auto start = Clock::now();
+  const auto clock = clock_or_steady(spec.clock);
+  auto start = clock->now();
   pid_t pid = -1;
   if (spec.isolate) {
     auto started = start_supervised(spec, argv, envp, stdin_read, stdout_write, stderr_write);
@@ -873,14 +872,14 @@ Result<ProcessResult> run_process(const ProcessSpec& spec, const CancelToken& ca
 
   const bool has_deadline = spec.timeout.count() > 0;
   const auto deadline = start + spec.timeout;
-  std::optional<Clock::time_point> exited_at;
+  std::optional<Clock::TimePoint> exited_at;
 
   while (true) {
     if (cancel.cancelled()) {
       result.cancelled = true;
       break;
     }
-    auto now = Clock::now();
+    auto now = clock->now();
     if (has_deadline && now >= deadline) {
       result.timed_out = true;
       break;
@@ -897,7 +896,7 @@ Result<ProcessResult> run_process(const ProcessSpec& spec, const CancelToken& ca
       }
     } else if (!streams_open && !stdin_write.valid()) {
       // Output closed but still running: just wait for the exit (or the deadline).
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      clock->sleep_for(std::chrono::milliseconds(2));
       continue;
     }
 
@@ -921,10 +920,17 @@ Result<ProcessResult> run_process(const ProcessSpec& spec, const CancelToken& ca
       wait = std::min(wait, left);
     }
     if (count == 0) {
-      std::this_thread::sleep_for(std::min(wait, std::chrono::milliseconds(2)));
+      clock->sleep_for(std::min(wait, std::chrono::milliseconds(2)));
       continue;
     }
-    int ready = ::poll(fds.data(), count, static_cast<int>(wait.count()));
+    int ready = 0;
+    clock->wait_for(wait, [&](Clock::Duration real_timeout) {
+      ready =
+          ::poll(fds.data(), count,
+                 static_cast<int>(
+                     std::chrono::duration_cast<std::chrono::milliseconds>(real_timeout).count()));
+      return ready > 0;
+    });
     if (ready <= 0) {
       continue;
     }
@@ -956,8 +962,8 @@ Result<ProcessResult> run_process(const ProcessSpec& spec, const CancelToken& ca
   stdin_write.close();
   if (result.cancelled || result.timed_out) {
     // A supervisor needs time to sweep the tree before it may be killed itself.
-    child.kill_group(spec.isolate ? std::max(spec.kill_grace, k_supervisor_grace)
-                                  : spec.kill_grace);
+    child.kill_group(spec.isolate ? std::max(spec.kill_grace, k_supervisor_grace) : spec.kill_grace,
+                     *clock);
   } else {
     // Normal end: make sure nothing the child left behind keeps running.
     child.signal_group(SIGKILL);
@@ -983,7 +989,7 @@ Result<ProcessResult> run_process(const ProcessSpec& spec, const CancelToken& ca
     }
   }
 
-  result.wall_ms = ms_since(start);
+  result.wall_ms = ms_since(*clock, start);
   int status = child.status();
   if (WIFEXITED(status)) {
     result.exited = true;

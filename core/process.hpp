@@ -2,11 +2,13 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/cancel.hpp"
+#include "core/clock.hpp"
 #include "core/result.hpp"
 
 namespace autocomp::core {
@@ -37,6 +39,10 @@ struct ProcessSpec {
   // then SIGKILL after `kill_grace`.
   std::chrono::milliseconds timeout{0};
   std::chrono::milliseconds kill_grace{500};
+  // The clock the timeout, the kill grace and `wall_ms` are measured on; null: the steady clock.
+  // With a ManualClock the waits cost no real time, so a child that never ends is killed at its
+  // timeout at once (only the child's own progress stays real).
+  std::shared_ptr<const Clock> clock;
   // Each stream keeps at most this many bytes (the first ones); the rest is read and dropped so
   // that the child never blocks on a full pipe.
   std::size_t max_output_bytes = std::size_t{64} << 20;

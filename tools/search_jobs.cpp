@@ -4,7 +4,10 @@ namespace autocomp::tools {
 
 namespace engine = search::engine;
 
-SearchJobs::SearchJobs(int max_running) : m_max_running(max_running) {}
+SearchJobs::SearchJobs(int max_running, std::shared_ptr<const core::Clock> clock, Runner runner)
+    : m_max_running(max_running),
+      m_clock(core::clock_or_steady(std::move(clock))),
+      m_runner(runner ? std::move(runner) : Runner(search::launch::run)) {}
 
 SearchJobs::~SearchJobs() {
   std::vector<std::shared_ptr<Job>> jobs;
@@ -76,7 +79,7 @@ core::Result<std::string> SearchJobs::start(search::launch::Launch launch, JobMo
   job->thread = std::thread([this, job, handshake, launch = std::move(launch), hooks] {
     engine::SearchOutcome outcome;
     try {
-      outcome = search::launch::run(launch, job->cancel, hooks);
+      outcome = m_runner(launch, job->cancel, hooks);
     } catch (const std::exception& error) {
       // The search reports failures as values; this keeps a defect from ending the server.
       outcome.status = "failed";
@@ -119,21 +122,27 @@ std::optional<JobSnapshot> SearchJobs::snapshot(const std::string& run_id) const
 std::optional<JobSnapshot> SearchJobs::wait(const std::string& run_id, long after_update,
                                             std::chrono::milliseconds timeout,
                                             const core::CancelToken& cancel) const {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = m_clock->now() + timeout;
   std::unique_lock lock(m_mutex);
   auto found = m_jobs.find(run_id);
   if (found == m_jobs.end()) {
     return std::nullopt;
   }
   const auto job = found->second;
-  while (!job->snapshot.finished && job->snapshot.updates <= after_update && !cancel.cancelled()) {
-    // Short slices so that a cancelled caller is noticed promptly.
-    const auto slice =
-        std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
-    m_changed.wait_until(lock, slice);
-    if (std::chrono::steady_clock::now() >= deadline) {
+  auto settled = [&] {
+    return job->snapshot.finished || job->snapshot.updates > after_update || cancel.cancelled();
+  };
+  while (!settled()) {
+    const auto now = m_clock->now();
+    if (now >= deadline) {
       break;
     }
+    // Short slices so that a cancelled caller is noticed promptly.
+    const auto slice =
+        std::min<core::Clock::Duration>(deadline - now, std::chrono::milliseconds(200));
+    m_clock->wait_for(slice, [&](core::Clock::Duration real_timeout) {
+      return m_changed.wait_for(lock, real_timeout, settled);
+    });
   }
   return job->snapshot;
 }

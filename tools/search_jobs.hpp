@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -11,10 +12,11 @@
 #include <vector>
 
 #include "core/cancel.hpp"
+#include "core/clock.hpp"
 #include "core/result.hpp"
 #include "search/engine/beam_search.hpp"
-#include "server/tasks.hpp"
 #include "search/launch/launcher.hpp"
+#include "server/tasks.hpp"
 #include "tools/sampling_provider.hpp"
 
 namespace autocomp::tools {
@@ -42,7 +44,14 @@ struct JobSnapshot {
 // Thread-safe. The destructor cancels every job and waits for it.
 class SearchJobs {
  public:
-  explicit SearchJobs(int max_running = 4);
+  // Runs a prepared search to its end on the calling thread (search::launch::run; tests pass a
+  // fake one).
+  using Runner = std::function<search::engine::SearchOutcome(
+      const search::launch::Launch&, const core::CancelToken&, const search::engine::SearchHooks&)>;
+
+  // `clock` measures wait()'s timeouts (null: the steady clock); `runner` null: launch::run.
+  explicit SearchJobs(int max_running = 4, std::shared_ptr<const core::Clock> clock = {},
+                      Runner runner = {});
   ~SearchJobs();
   SearchJobs(const SearchJobs&) = delete;
   SearchJobs& operator=(const SearchJobs&) = delete;
@@ -73,6 +82,8 @@ class SearchJobs {
   std::map<std::string, std::shared_ptr<Job>> m_jobs;
   std::vector<std::shared_ptr<Job>> m_all;
   int m_max_running;
+  std::shared_ptr<const core::Clock> m_clock;
+  Runner m_runner;
 };
 
 // run_beam_search as a protocol task: the task is a view of the search job it started (the run

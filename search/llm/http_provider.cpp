@@ -66,6 +66,7 @@ class HttpProvider : public Provider {
         m_options(std::move(options)),
         m_prices(std::move(prices)),
         m_slots(std::max(1, m_options.max_concurrency)),
+        m_clock(core::clock_or_steady(m_options.clock)),
         m_random(std::random_device{}()) {}
 
   std::string spec() const override { return m_spec; }
@@ -73,7 +74,7 @@ class HttpProvider : public Provider {
 
   core::Result<Completion> complete(const CompletionRequest& request,
                                     const core::CancelToken& cancel) override {
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = m_clock->now();
     if (cancel.cancelled() || !m_slots.acquire(cancel)) {
       return cancelled();
     }
@@ -100,8 +101,7 @@ class HttpProvider : public Provider {
         if (completion.ok()) {
           completion->attempts = attempts;
           completion->latency_ms =
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
-                  .count();
+              std::chrono::duration<double, std::milli>(m_clock->now() - started).count();
           return completion;
         }
         last_failure = completion.failure();
@@ -128,7 +128,7 @@ class HttpProvider : public Provider {
       if (!wait) {
         wait = backoff_seconds(retry, m_options.backoff_initial_s, m_options.backoff_max_s, draw());
       }
-      if (!sleep_unless_cancelled(*wait, cancel)) {
+      if (!sleep_unless_cancelled(*wait, cancel, *m_clock)) {
         return cancelled();
       }
       ++retry;
@@ -226,10 +226,9 @@ class HttpProvider : public Provider {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     });
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = m_clock->now();
     auto result = client.Post(path(), headers, body, "application/json");
-    reply.elapsed_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    reply.elapsed_s = m_clock->seconds_since(started);
     watcher.request_stop();
     if (!result) {
       reply.error = result.error();
@@ -386,6 +385,7 @@ class HttpProvider : public Provider {
   ProviderOptions m_options;
   PriceTable m_prices;
   CancellableSemaphore m_slots;
+  std::shared_ptr<const core::Clock> m_clock;
   std::mutex m_random_mutex;
   std::mt19937_64 m_random;
   std::atomic<bool> m_use_max_completion_tokens{false};

@@ -152,20 +152,22 @@ bool retryable_status(int status) {
   return status == 408 || status == 409 || status == 425 || status == 429 || status >= 500;
 }
 
-bool sleep_unless_cancelled(double seconds, const core::CancelToken& cancel) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(std::max(0.0, seconds)));
+bool sleep_unless_cancelled(double seconds, const core::CancelToken& cancel,
+                            const core::Clock& clock) {
+  const auto deadline = clock.now() + std::chrono::duration_cast<core::Clock::Duration>(
+                                          std::chrono::duration<double>(std::max(0.0, seconds)));
   for (;;) {
     if (cancel.cancelled()) {
       return false;
     }
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock.now();
     if (now >= deadline) {
       return true;
     }
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-        deadline - now, std::chrono::milliseconds(10)));
+    const core::Clock::Duration left = deadline - now;
+    clock.sleep_for(clock.real_time()
+                        ? std::min<core::Clock::Duration>(left, std::chrono::milliseconds(10))
+                        : left);
   }
 }
 

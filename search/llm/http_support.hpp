@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/cancel.hpp"
+#include "core/clock.hpp"
 #include "core/result.hpp"
 
 namespace autocomp::search::llm {
@@ -39,9 +40,11 @@ double backoff_seconds(int retry, double initial_s, double max_s, double random0
 // Whether an HTTP status is worth retrying: 408, 409, 425, 429 and every 5xx.
 bool retryable_status(int status);
 
-// Sleeps for `seconds`, waking every few milliseconds to check `cancel`. Returns false when
-// cancelled before the time was up.
-bool sleep_unless_cancelled(double seconds, const core::CancelToken& cancel);
+// Sleeps for `seconds` on `clock`, waking every few milliseconds to check `cancel` (a clock that
+// does not run in real time takes the whole sleep at once). Returns false when cancelled before
+// the time was up.
+bool sleep_unless_cancelled(double seconds, const core::CancelToken& cancel,
+                            const core::Clock& clock = *core::steady_clock());
 
 // A counting semaphore whose acquire() gives up when `cancel` fires. Used as each provider's
 // concurrency limit.

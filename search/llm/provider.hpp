@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/cancel.hpp"
+#include "core/clock.hpp"
 #include "core/result.hpp"
 
 namespace autocomp::search::llm {
@@ -65,6 +66,8 @@ struct ProviderOptions {
   double retry_after_cap_s = 60.0;
   // Overrides the base URL taken from OPENAI_BASE_URL / ANTHROPIC_BASE_URL when non-empty.
   std::string base_url;
+  // The clock of the backoff waits and the latency figures; null: the steady clock.
+  std::shared_ptr<const core::Clock> clock;
 };
 
 // "openai:gpt-4o" -> {"openai", "gpt-4o"}; the model part may itself hold colons ("llama3:8b").

@@ -115,5 +115,54 @@ TEST(SafeFileName, KeepsPlainPythonNamesOnly) {
   EXPECT_EQ(safe_file_name("", "problem.py"), "problem.py");
 }
 
+TEST(WorkFileNames, SafeNamesThatNeverCollide) {
+  EvalRequest request;
+  auto names = work_file_names(request);
+  EXPECT_EQ(names.kernel, "kernel.py");
+  EXPECT_EQ(names.problem, "problem.py");
+  request.kernel_filename = "/home/me/layernorm.py";
+  request.problem_filename = "../../etc/passwd";
+  names = work_file_names(request);
+  EXPECT_EQ(names.kernel, "layernorm.py");
+  EXPECT_EQ(names.problem, "problem.py");
+  request.kernel_filename = "same.py";
+  request.problem_filename = "same.py";
+  EXPECT_EQ(work_file_names(request).problem, "problem.py");
+  request.kernel_filename = "problem.py";
+  request.problem_filename = "problem.py";
+  EXPECT_EQ(work_file_names(request).problem, "problem_file.py");
+}
+
+TEST(EvaluationArguments, PathsInTheFolderTheDefaultTargetAndTheHarnessTimeout) {
+  EvalRequest request;
+  request.target = "";  // none named: the backend's default
+  request.timeout = 10s;
+  const WorkFileNames files{"k.py", "p.py"};
+  auto args = evaluation_arguments(request, "/w", files, "fake", 7, "trn1");
+  auto value_of = [&](const std::string& flag) {
+    auto it = std::find(args.begin(), args.end(), flag);
+    return it == args.end() || it + 1 == args.end() ? std::string("<none>") : *(it + 1);
+  };
+  EXPECT_EQ(value_of("--kernel"), "/w/k.py");
+  EXPECT_EQ(value_of("--problem"), "/w/p.py");
+  EXPECT_EQ(value_of("--workdir"), "/w");
+  EXPECT_EQ(value_of("--target"), "trn1");
+  EXPECT_EQ(value_of("--device"), "fake");
+  EXPECT_EQ(value_of("--fake-ms"), "7");
+  EXPECT_EQ(value_of("--timeout"), "9.000");
+  request.target = "trn2";
+  args = evaluation_arguments(request, "/w", files, "fake", 7, "trn1");
+  EXPECT_EQ(value_of("--target"), "trn2");
+}
+
+TEST(TimeoutCommand, SecondsAndExitStatuses) {
+  EXPECT_EQ(timeout_command_seconds(12500ms), "12.500");
+  EXPECT_EQ(timeout_command_seconds(30s), "30.000");
+  EXPECT_TRUE(stopped_by_timeout_command(124));
+  EXPECT_TRUE(stopped_by_timeout_command(137));
+  EXPECT_FALSE(stopped_by_timeout_command(0));
+  EXPECT_FALSE(stopped_by_timeout_command(1));
+}
+
 }  // namespace
 }  // namespace autocomp::backends

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backends/spec.hpp"
+#include "core/clock.hpp"
 #include "core/process.hpp"
 
 namespace autocomp::backends {
@@ -141,6 +142,27 @@ TEST_F(LocalBackendTest, TimeoutKillsTheHarnessAndCleansUp) {
   ASSERT_EQ(results.size(), 1u);
   ASSERT_FALSE(results[0].ok());
   EXPECT_EQ(results[0].failure->kind, core::FailureKind::timeout) << results[0].failure->describe();
+  EXPECT_EQ(leftover_folders(), 0u);
+}
+
+// The same on a ManualClock: the harness (which would run for an hour) is killed at a timeout of
+// ten minutes without the test waiting for them.
+TEST_F(LocalBackendTest, TimeoutOnAManualClockCostsNoRealTime) {
+  auto clock = std::make_shared<core::ManualClock>();
+  BackendOptions options;
+  options.clock = clock;
+  auto backend = make("local?device=fake&fake_ms=3600000", options);
+  ASSERT_TRUE(backend);
+  EvalRequest request = fake_request();
+  request.timeout = 10min;
+  const auto start = clock->now();
+  auto results = backend->evaluate({request}, {}, {});
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_FALSE(results[0].ok());
+  EXPECT_EQ(results[0].failure->kind, core::FailureKind::timeout) << results[0].failure->describe();
+  EXPECT_NE(results[0].failure->message.find("within 600000 ms"), std::string::npos)
+      << results[0].failure->message;
+  EXPECT_GE(clock->now() - start, core::Clock::Duration(10min));
   EXPECT_EQ(leftover_folders(), 0u);
 }
 
