@@ -2,10 +2,14 @@
 // test takes a moment instead of the timeout (waits move the fake clock, not real time).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/clock.hpp"
@@ -50,11 +54,36 @@ TEST(ProcessClock, AChildWithItsOutputClosedIsKilledAtItsTimeout) {
   EXPECT_GE(clock->now() - start, Clock::Duration(2min));
 }
 
-// The fake timeout comes after tens of thousands of polls, long after the shell set its trap.
+// A ManualClock whose time stands still until `ready` exists: the child says when it has set up
+// (here: its SIGTERM trap), so the fake timeout never overtakes a slow shell start.
+class ClockStartedByAFile : public ManualClock {
+ public:
+  explicit ClockStartedByAFile(std::filesystem::path ready) : m_ready(std::move(ready)) {}
+  void sleep_until(TimePoint until) const override {
+    const auto give_up = std::chrono::steady_clock::now() + 60s;
+    while (!m_started && !std::filesystem::exists(m_ready) &&
+           std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(5ms);
+    }
+    m_started = true;
+    ManualClock::sleep_until(until);
+  }
+
+ private:
+  std::filesystem::path m_ready;
+  mutable std::atomic<bool> m_started{false};
+};
+
 TEST(ProcessClock, AChildThatIgnoresSigtermIsKilledAfterTheGrace) {
-  auto clock = std::make_shared<ManualClock>();
+  const auto ready = std::filesystem::temp_directory_path() /
+                     ("process_clock_ready_" + std::to_string(::getpid()));
+  std::filesystem::remove(ready);
+  auto clock = std::make_shared<ClockStartedByAFile>(ready);
   const auto start = clock->now();
-  auto result = run_on(clock, {"sh", "-c", "trap '' TERM; sleep 100000 & wait"}, 10min, 1min);
+  auto result =
+      run_on(clock, {"sh", "-c", "trap '' TERM; : > '" + ready.string() + "'; sleep 100000 & wait"},
+             10min, 1min);
+  std::filesystem::remove(ready);
   EXPECT_TRUE(result.timed_out);
   EXPECT_EQ(result.signal, SIGKILL);
   EXPECT_GE(clock->now() - start, Clock::Duration(11min));
