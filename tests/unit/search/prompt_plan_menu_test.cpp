@@ -261,7 +261,7 @@ TEST(PromptPlanMenu, ShownItemsBringTheSignaturesOfTheCallsTheyNeed) {
 TEST(PromptPlanMenu, NotesSayHowToImportTheIsaAndThatReduceResIsOverwritten) {
   auto input = naive_layernorm_input();
   input.plan_index = 0;
-  input.kernel.source += "\n# nisa.activation(op=nl.exp, data=x, reduce_res=s)\n";
+  input.kernel.source = k_balanced_layernorm;  // uses nisa.activation with reduce_res
   auto legacy = shipped_builder().plan(input);
   ASSERT_TRUE(legacy.ok());
   const auto& text = legacy->request.messages.at(0).content;
