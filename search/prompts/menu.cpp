@@ -208,8 +208,8 @@ struct Signals {
   bool scalar_hot = false;
   bool gpsimd_hot = false;
   bool tensor_hot = false;
-  bool unbalanced = false;  // one compute engine much busier than the others
-  bool idle_engine = false;  // an element-wise engine is hot while another one mostly idles
+  bool unbalanced = false;    // one compute engine much busier than the others
+  bool idle_engine = false;   // an element-wise engine is hot while another one mostly idles
   bool compute_side = false;  // a compute engine, not DMA, limits the kernel
 };
 
@@ -319,23 +319,24 @@ const std::map<std::string, ItemRules>& item_rules() {
       {"psum_accumulate_k", {{{2, "uses matmul", &S::matmul}}, &S::matmul}},
       {"hoist_loads",
        {{{2, "loads inside a loop", &S::load_in_loop}, {2, "memory-bound", &S::memory}},
-        &S::loops, true}},
+        &S::loops,
+        true}},
       {"block_free_dims",
        {{{2, "uses matmul", &S::matmul}, {1, "memory-bound", &S::memory}}, &S::matmul}},
       {"block_k", {{{1, "uses matmul", &S::matmul}, {1, "memory-bound", &S::memory}}, &S::matmul}},
       {"keep_resident",
        {{{2, "memory-bound", &S::memory}, {1, "loads inside a loop", &S::load_in_loop}},
-        &S::loops, true}},
+        &S::loops,
+        true}},
       {"fuse_passes",
        {{{2, "chain of element-wise ops", &S::elementwise_chain},
          {1, "VectorE busy", &S::vector_hot},
          {1, "memory-bound", &S::memory}}}},
-      {"fuse_loops", {{{1, "memory-bound", &S::memory}},
-        &S::loops,
-        true}},
+      {"fuse_loops", {{{1, "memory-bound", &S::memory}}, &S::loops, true}},
       {"double_buffer",
        {{{2, "memory-bound", &S::memory}, {1, "loads inside a loop", &S::load_in_loop}},
-        &S::loops, true}},
+        &S::loops,
+        true}},
       {"independent_buffers",
        {{{2, "underutilized", &S::underutilized}, {1, "memory-bound", &S::memory}}, &S::loops}},
       {"larger_dma",

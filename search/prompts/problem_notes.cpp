@@ -89,8 +89,7 @@ std::string function_source(const std::string& source, const std::string& name) 
 // `code` uses as whole words, as "NAME = value" lines in source order. Names the notes state
 // otherwise (KERNEL, RTOL, ATOL, GRID) are left out.
 std::string used_constants(const std::string& source, const std::string& code) {
-  static const std::regex k_assignment(
-      R"((^|\n)([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*([^\n#]+))");
+  static const std::regex k_assignment(R"((^|\n)([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*([^\n#]+))");
   static const std::regex k_literal(R"([-+0-9eE.*/() ,]+|"[^"\\]*"|'[^'\\]*'|True|False)");
   std::string out;
   std::set<std::string> seen;

@@ -359,11 +359,12 @@ core::Result<Notes> instruction_notes(const PromptLibrary& library, const Hardwa
   }
   if (!notes.text.empty()) {
     // Which module the ISA calls come from; a kernel must not mix the two namespaces.
-    notes.text = std::string(legacy ? "The kernel uses the `neuronxcc.nki` namespace: import the ISA "
-                                      "as `import neuronxcc.nki.isa as nisa`"
-                                    : "The kernel uses the `nki` namespace: import the ISA as "
-                                      "`import nki.isa as nisa`") +
-                 " (parameters shown with `=` are optional).\n\n" + notes.text;
+    notes.text =
+        std::string(legacy ? "The kernel uses the `neuronxcc.nki` namespace: import the ISA "
+                             "as `import neuronxcc.nki.isa as nisa`"
+                           : "The kernel uses the `nki` namespace: import the ISA as "
+                             "`import nki.isa as nisa`") +
+        " (parameters shown with `=` are optional).\n\n" + notes.text;
   }
   notes.text = trim_trailing(notes.text);
   return notes;

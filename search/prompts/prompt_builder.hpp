@@ -116,7 +116,7 @@ struct PromptBuilderOptions {
   double plan_temperature = 0.9;
   double code_temperature = 0.4;
   double note_temperature = 0.3;
-  std::size_t max_details_chars = 3000;   // compiler output kept in a repair prompt
+  std::size_t max_details_chars = 3000;  // compiler output kept in a repair prompt
   std::size_t max_metrics = 64;  // profile entries shown in a planning prompt; the rest are named
   std::size_t max_implement_lessons = 8;  // lessons shown in an implementation prompt
 };

@@ -87,15 +87,15 @@ std::map<std::string, double> balanced_layernorm_metrics() {
 
 const std::set<std::string>& dma_items() {
   static const std::set<std::string> k_items = {
-      "hoist_loads",     "keep_resident",     "fuse_loops",    "double_buffer", "larger_dma",
-      "coalesce_stores", "software_pipeline", "downcast_early"};
+      "hoist_loads", "keep_resident",   "fuse_loops",        "double_buffer",
+      "larger_dma",  "coalesce_stores", "software_pipeline", "downcast_early"};
   return k_items;
 }
 
 const std::set<std::string>& engine_items() {
-  static const std::set<std::string> k_items = {
-      "balance_engines", "fuse_passes", "activation_fused", "activation_reduce",
-      "tensor_scalar_two_ops", "bn_stats"};
+  static const std::set<std::string> k_items = {"balance_engines",       "fuse_passes",
+                                                "activation_fused",      "activation_reduce",
+                                                "tensor_scalar_two_ops", "bn_stats"};
   return k_items;
 }
 
@@ -190,7 +190,8 @@ TEST(PromptPlanMenu, DmaItemsDoNotOutrankEngineItemsOnAComputeBoundKernel) {
 TEST(PromptPlanMenu, ElementWiseCostsAgreeWithTheSimulatorAndDmaLatencyIsOneFigure) {
   const auto builder = shipped_builder();
   auto input = naive_layernorm_input();
-  input.kernel.source += "\n# also: nisa.dma_copy(dst=t, src=x); nisa.tensor_tensor(t, t, np.add)\n";
+  input.kernel.source +=
+      "\n# also: nisa.dma_copy(dst=t, src=x); nisa.tensor_tensor(t, t, np.add)\n";
   input.plan_index = 0;
   auto prompt = builder.plan(input);
   ASSERT_TRUE(prompt.ok()) << prompt.failure().describe();
@@ -223,8 +224,7 @@ TEST(PromptPlanMenu, ProfileShowsEveryMetricOrNamesTheOnesLeftOut) {
   narrow.max_metrics = 51;
   auto cut = shipped_builder(narrow).plan(input);
   ASSERT_TRUE(cut.ok());
-  EXPECT_NE(cut->request.messages.at(0).content.find(
-                "(not shown: zz_metric_143, zz_metric_144)"),
+  EXPECT_NE(cut->request.messages.at(0).content.find("(not shown: zz_metric_143, zz_metric_144)"),
             std::string::npos);
 }
 
