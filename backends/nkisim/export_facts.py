@@ -109,6 +109,9 @@ def _bind_names(tree):
     (activation -> _activation)."""
     functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
 
+    def strings(node):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant)]
+
     def scan(node):
         names, engine, new_first = None, None, False
         helper = None
@@ -118,7 +121,16 @@ def _bind_names(tree):
             fn = sub.func.id
             if fn == "_bind" and names is None and len(sub.args) >= 4 and \
                     isinstance(sub.args[3], (ast.List, ast.Tuple)):
-                names = [e.value for e in sub.args[3].elts if isinstance(e, ast.Constant)]
+                names = strings(sub.args[3])
+            elif fn == "_bind" and names is None and len(sub.args) >= 4 and \
+                    isinstance(sub.args[3], ast.IfExp):
+                # `[legacy names] if not new else [names with dst]`: the NKI 0.3+ form
+                choice = sub.args[3]
+                legacy_first = isinstance(choice.test, ast.UnaryOp) and \
+                    isinstance(choice.test.op, ast.Not)
+                names = strings(choice.orelse if legacy_first else choice.body)
+                legacy = strings(choice.body if legacy_first else choice.orelse)
+                names = (names, legacy)
             elif fn in ("compute", "copy_op", "memset_tile") and engine is None and sub.args:
                 first = sub.args[0]
                 if isinstance(first, ast.Name) and first.id in ENGINE_BY_SYMBOL:
@@ -136,36 +148,74 @@ def _bind_names(tree):
                 helper = fn
         return names, engine, new_first, helper
 
+    def parameters(node):
+        """Names read as p["x"] (required) and defaults of p.get("x", d)."""
+        required, defaults = set(), {}
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and \
+                    sub.value.id == "p" and isinstance(sub.slice, ast.Constant):
+                required.add(sub.slice.value)
+            elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                    sub.func.attr == "get" and isinstance(sub.func.value, ast.Name) and \
+                    sub.func.value.id == "p" and sub.args and \
+                    isinstance(sub.args[0], ast.Constant) and len(sub.args) == 2 and \
+                    isinstance(sub.args[1], ast.Constant):
+                defaults[sub.args[0].value] = sub.args[1].value
+        return required, defaults
+
     out = {}
     for name, node in functions.items():
         if name.startswith("_"):
             continue
         names, engine, new_first, helper = scan(node)
+        required, defaults = parameters(node)
         if helper is not None and (names is None or engine is None):
             h_names, h_engine, h_new, _ = scan(functions[helper])
             names = names if names is not None else h_names
             engine = engine if engine is not None else h_engine
             new_first = new_first or h_new
+            h_required, h_defaults = parameters(functions[helper])
+            required |= h_required
+            defaults.update(h_defaults)
         if names is not None:
-            out[name] = (names, engine, new_first)
+            legacy = None
+            if isinstance(names, tuple):
+                names, legacy = names
+                new_first = True
+            out[name] = (names, engine, new_first, legacy, required, defaults)
     return out
+
+
+def _parameter_text(names, required, defaults):
+    """`a, b, c=None`: a name is required while every name before it is; after the first
+    optional one, all are shown with their default (None unless the simulator states one)."""
+    parts, optional = [], False
+    for n in names:
+        if n not in required:
+            optional = True
+        parts.append("%s=%r" % (n, defaults.get(n)) if optional else n)
+    return ", ".join(parts)
 
 
 def isa_facts():
     with open(isa.__file__, encoding="utf-8") as f:
         tree = ast.parse(f.read())
     facts = {}
-    for name, (names, engine, new_first) in sorted(_bind_names(tree).items()):
+    for name, (names, engine, new_first, legacy, required, defaults) in \
+            sorted(_bind_names(tree).items()):
         fn = getattr(isa, name, None)
         if fn is None:
             continue
         plain = [n for n in names if n != "name"]
         args = (["dst"] if new_first else []) + plain
-        entry = {"signature": "nisa.%s(%s)" % (name, ", ".join(args)),
+        entry = {"signature": "nisa.%s(%s)" % (name, _parameter_text(args, required | {"dst"},
+                                                                     defaults)),
                  "summary": _first_line(inspect.getdoc(fn))}
         if new_first:
             # neuronxcc.nki (before NKI 0.3) returns the result instead of taking dst
-            entry["legacy_signature"] = "y = nisa.%s(%s)" % (name, ", ".join(plain))
+            old = [n for n in (legacy or plain) if n != "name"]
+            entry["legacy_signature"] = "y = nisa.%s(%s)" % (
+                name, _parameter_text(old, required, defaults))
         if engine:
             entry["engine"] = engine
         facts["nisa." + name] = entry

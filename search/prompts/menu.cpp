@@ -208,7 +208,9 @@ struct Signals {
   bool scalar_hot = false;
   bool gpsimd_hot = false;
   bool tensor_hot = false;
-  bool unbalanced = false;  // one compute engine much busier than the others
+  bool unbalanced = false;    // one compute engine much busier than the others
+  bool idle_engine = false;   // an element-wise engine is hot while another one mostly idles
+  bool compute_side = false;  // a compute engine, not DMA, limits the kernel
 };
 
 bool contains(const std::string& haystack, std::string_view needle) {
@@ -284,6 +286,12 @@ Signals read_signals(const MenuContext& context) {
   s.tensor_hot = hot("tensor", tensor);
   const double others = tensor + vector + scalar + gpsimd - busiest;
   s.unbalanced = busiest > 30 && others < busiest * 0.5;
+  // VectorE, ScalarE and GpSimdE can all run element-wise passes, so a hot one next to an idle
+  // one is room to move work even when a second engine is busy too.
+  const double elementwise_busiest = std::max({vector, scalar, gpsimd});
+  const double elementwise_idlest = std::min({vector, scalar, gpsimd});
+  s.idle_engine = elementwise_busiest > 50 && elementwise_idlest < elementwise_busiest * 0.4;
+  s.compute_side = !s.memory && (s.compute || (busiest > 50 && busiest > dma + 20));
   return s;
 }
 
@@ -297,6 +305,7 @@ struct Rule {
 struct ItemRules {
   std::vector<Rule> fits;
   bool Signals::*needs = nullptr;
+  bool dma_side = false;  // speeds up data movement, not the compute engines
 };
 
 const std::map<std::string, ItemRules>& item_rules() {
@@ -310,29 +319,37 @@ const std::map<std::string, ItemRules>& item_rules() {
       {"psum_accumulate_k", {{{2, "uses matmul", &S::matmul}}, &S::matmul}},
       {"hoist_loads",
        {{{2, "loads inside a loop", &S::load_in_loop}, {2, "memory-bound", &S::memory}},
-        &S::loops}},
+        &S::loops,
+        true}},
       {"block_free_dims",
        {{{2, "uses matmul", &S::matmul}, {1, "memory-bound", &S::memory}}, &S::matmul}},
       {"block_k", {{{1, "uses matmul", &S::matmul}, {1, "memory-bound", &S::memory}}, &S::matmul}},
       {"keep_resident",
        {{{2, "memory-bound", &S::memory}, {1, "loads inside a loop", &S::load_in_loop}},
-        &S::loops}},
+        &S::loops,
+        true}},
       {"fuse_passes",
        {{{2, "chain of element-wise ops", &S::elementwise_chain},
          {1, "VectorE busy", &S::vector_hot},
          {1, "memory-bound", &S::memory}}}},
-      {"fuse_loops", {{{1, "memory-bound", &S::memory}}, &S::loops}},
+      {"fuse_loops", {{{1, "memory-bound", &S::memory}}, &S::loops, true}},
       {"double_buffer",
        {{{2, "memory-bound", &S::memory}, {1, "loads inside a loop", &S::load_in_loop}},
-        &S::loops}},
+        &S::loops,
+        true}},
       {"independent_buffers",
        {{{2, "underutilized", &S::underutilized}, {1, "memory-bound", &S::memory}}, &S::loops}},
       {"larger_dma",
-       {{{3, "small DMA transfers", &S::small_dma}, {2, "memory-bound", &S::memory}}}},
+       {{{3, "small DMA transfers", &S::small_dma}, {2, "memory-bound", &S::memory}},
+        nullptr,
+        true}},
       {"coalesce_stores",
-       {{{2, "small DMA transfers", &S::small_dma}, {1, "memory-bound", &S::memory}}, &S::loops}},
+       {{{2, "small DMA transfers", &S::small_dma}, {1, "memory-bound", &S::memory}},
+        &S::loops,
+        true}},
       {"balance_engines",
        {{{3, "one engine does most of the work", &S::unbalanced},
+         {2, "an element-wise engine idles while another is busy", &S::idle_engine},
          {1, "compute-bound", &S::compute}}}},
       {"activation_fused",
        {{{2, "chain of element-wise ops", &S::elementwise_chain},
@@ -350,7 +367,7 @@ const std::map<std::string, ItemRules>& item_rules() {
       {"avoid_transposes", {{{2, "transposes", &S::transpose}}, &S::transpose}},
       {"bf16_compute",
        {{{1, "fp32 compute", &S::fp32}, {1, "compute-bound", &S::compute}}, &S::bf16_tolerance}},
-      {"downcast_early", {{{1, "memory-bound", &S::memory}}, &S::transpose}},
+      {"downcast_early", {{{1, "memory-bound", &S::memory}}, &S::transpose, true}},
       {"spmd_grid",
        {{{1, "compute-bound", &S::compute}, {1, "memory-bound", &S::memory}}, &S::grid_launch}},
       {"loop_reorder",
@@ -375,7 +392,9 @@ const std::map<std::string, ItemRules>& item_rules() {
       {"specialize_shapes", {{{1, "underutilized", &S::underutilized}}}},
       {"unroll_small_loops", {{{1, "underutilized", &S::underutilized}}, &S::loops}},
       {"software_pipeline",
-       {{{2, "underutilized", &S::underutilized}, {1, "memory-bound", &S::memory}}, &S::loops}},
+       {{{2, "underutilized", &S::underutilized}, {1, "memory-bound", &S::memory}},
+        &S::loops,
+        true}},
       {"hoist_invariants", {{{1, "loads inside a loop", &S::load_in_loop}}, &S::loops}},
       {"reduce_instruction_count",
        {{{2, "many instructions", &S::many_instructions},
@@ -416,6 +435,10 @@ std::vector<RankedItem> rank_menu(const std::vector<MenuItem>& items, const Menu
           entry.score += rule.weight;
           entry.reasons.emplace_back(rule.reason);
         }
+      }
+      if (rules->second.dma_side && signals.compute_side && entry.score > 1) {
+        entry.score = 1;  // below every item that fits the busy engine
+        entry.reasons.assign(1, "DMA is not the bottleneck");
       }
       if (rules->second.needs != nullptr && !(signals.*(rules->second.needs))) {
         entry.score = -1;  // does not apply to this kernel as written

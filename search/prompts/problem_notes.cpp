@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <regex>
+#include <set>
 
 #include "core/text.hpp"
 
@@ -82,6 +83,31 @@ std::string function_source(const std::string& source, const std::string& name) 
     pos = source.find('\n', pos + 1);
   }
   return trim(std::string_view(source).substr(start, end - start));
+}
+
+// Module-level assignments of plain literals (numbers, strings, tuples of numbers) whose names
+// `code` uses as whole words, as "NAME = value" lines in source order. Names the notes state
+// otherwise (KERNEL, RTOL, ATOL, GRID) are left out.
+std::string used_constants(const std::string& source, const std::string& code) {
+  static const std::regex k_assignment(R"((^|\n)([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*([^\n#]+))");
+  static const std::regex k_literal(R"([-+0-9eE.*/() ,]+|"[^"\\]*"|'[^'\\]*'|True|False)");
+  std::string out;
+  std::set<std::string> seen;
+  for (auto it = std::sregex_iterator(source.begin(), source.end(), k_assignment);
+       it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[2].str();
+    const std::string value = trim((*it)[3].str());
+    if (name == "KERNEL" || name == "RTOL" || name == "ATOL" || name == "GRID" ||
+        !std::regex_match(value, k_literal) ||
+        value.find_first_of("0123456789\"'TF") == std::string::npos) {
+      continue;
+    }
+    const std::regex word("(^|[^A-Za-z0-9_])" + name + "($|[^A-Za-z0-9_])");
+    if (std::regex_search(code, word) && seen.insert(name).second) {
+      out += name + " = " + value + "\n";
+    }
+  }
+  return out;
 }
 
 std::string bounded(const std::string& code, std::size_t max_chars) {
@@ -183,6 +209,13 @@ std::string describe_problem(std::string_view problem_source, std::string_view i
         "rtol = " +
         (rtol.empty() ? std::string("default") : rtol) +
         ", atol = " + (atol.empty() ? std::string("default") : atol) + ".\n";
+  }
+  std::string users = function_source(source, "reference");
+  if (inputs.empty()) {
+    users += "\n" + function_source(source, "inputs");
+  }
+  if (auto constants = used_constants(source, users); !constants.empty()) {
+    out += "Module constants the reference or inputs use:\n```python\n" + constants + "```\n";
   }
   if (auto reference = function_source(source, "reference"); !reference.empty()) {
     out += "Reference (numpy; the kernel must compute the same):\n```python\n" +

@@ -21,8 +21,9 @@ std::vector<InputSpec> parse_input_signature(std::string_view signature);
 
 // The problem as a prompt states it: the kernel function, the problem's description, every input's
 // name, dtype and shape (from `input_signature`, else the source of inputs()), the tolerances
-// (RTOL/ATOL) and the reference's source, bounded to `max_code_chars`. Empty when both arguments
-// are empty.
+// (RTOL/ATOL), the module's plain constants that reference() (or inputs(), when shown) uses, e.g.
+// `EPS = 1e-5`, and the reference's source, bounded to `max_code_chars`. Empty when both
+// arguments are empty.
 // What a problem file says about how its kernel is evaluated: the relative tolerance when RTOL
 // is a number, and how many programs its launch grid (GRID, e.g. `(2,)`) runs; 1 without GRID.
 struct ProblemLaunch {

@@ -357,8 +357,36 @@ core::Result<Notes> instruction_notes(const PromptLibrary& library, const Hardwa
     const auto signatures = signature_lines(facts, members, legacy);
     notes.text += text + (signatures.empty() ? "" : "\n" + trim_trailing(signatures)) + "\n\n";
   }
+  if (!notes.text.empty()) {
+    // Which module the ISA calls come from; a kernel must not mix the two namespaces.
+    notes.text =
+        std::string(legacy ? "The kernel uses the `neuronxcc.nki` namespace: import the ISA "
+                             "as `import neuronxcc.nki.isa as nisa`"
+                           : "The kernel uses the `nki` namespace: import the ISA as "
+                             "`import nki.isa as nisa`") +
+        " (parameters shown with `=` are optional).\n\n" + notes.text;
+  }
   notes.text = trim_trailing(notes.text);
   return notes;
+}
+
+// Signatures (at most `max_lines`) of the calls that `menu_text` names and the kernel does not
+// use yet, so a plan can name real instructions and arguments; empty when there are none.
+std::string extra_signatures(const HardwareFacts& facts, const std::vector<std::string>& used,
+                             const std::string& menu_text, const std::string& source,
+                             std::size_t max_lines = 8) {
+  std::vector<std::string> names;
+  for (const auto& name : named_instructions(menu_text, facts)) {
+    if (facts.instruction(name) != nullptr && names.size() < max_lines &&
+        std::find(used.begin(), used.end(), name) == used.end()) {
+      names.push_back(name);
+    }
+  }
+  const auto lines = signature_lines(facts, names, imports_neuronxcc(source));
+  if (lines.empty()) {
+    return {};
+  }
+  return "\n\n## Calls the strategies below need (signatures)\n" + trim_trailing(lines);
 }
 
 // The hardware facts of a target, and its architecture text rendered with them.
@@ -403,9 +431,12 @@ llm::CompletionRequest make_request(std::string system, std::string user, int ma
 
 // The menu items that fit this kernel, in menu order: items it cannot use as written (matmul
 // strategies for a kernel without matmul) and items its tried plans already named are left out
-// before dropout, so dropout picks among the relevant ones. `best` gets the best-fitting id.
+// before dropout, so dropout picks among the relevant ones. `anchors` gets the ids that fit the
+// kernel's profile (score above the no-signal level), best first; when none does, every
+// relevant id, best first.
 std::vector<MenuItem> relevant_items(const std::vector<MenuItem>& items,
-                                     const PlanPromptInput& input, std::string& best) {
+                                     const PlanPromptInput& input,
+                                     std::vector<std::string>& anchors) {
   MenuContext context;
   context.rtol = input.rtol;
   context.programs = input.programs;
@@ -419,13 +450,19 @@ std::vector<MenuItem> relevant_items(const std::vector<MenuItem>& items,
   }
   context.tried = mentioned_items(items, tried);
   std::set<std::string> fitting;
+  std::vector<std::string> any_fit;
+  anchors.clear();
   for (const auto& ranked : rank_menu(items, context)) {
     if (ranked.score >= 0) {
-      if (fitting.empty()) {
-        best = ranked.item.id;
-      }
       fitting.insert(ranked.item.id);
+      any_fit.push_back(ranked.item.id);
+      if (ranked.score > 1) {
+        anchors.push_back(ranked.item.id);
+      }
     }
+  }
+  if (anchors.empty()) {
+    anchors = std::move(any_fit);
   }
   std::vector<MenuItem> out;
   for (const auto& item : items) {
@@ -453,21 +490,23 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
   }
 
   SeededRng rng(input.seed);
-  std::string best;
-  const auto relevant = relevant_items(menu->items, input, best);
+  std::vector<std::string> anchors;
+  const auto relevant = relevant_items(menu->items, input, anchors);
   auto kept = apply_dropout(relevant, input.dropout, rng);
-  if (input.plan_index == 0 && !best.empty() &&
-      std::none_of(kept.begin(), kept.end(), [&best](const MenuItem& i) { return i.id == best; })) {
-    std::vector<MenuItem> with_best;  // in menu order
+  if (input.plan_index >= 0 && !anchors.empty()) {
+    // Plan k of a parent keeps the k-th best-fitting item (cycling), so every request has an
+    // item the profile calls for and sibling requests lead with different ones.
+    const auto& anchor = anchors[static_cast<std::size_t>(input.plan_index) % anchors.size()];
+    std::vector<MenuItem> with_anchor;  // in menu order
     for (const auto& item : relevant) {
       const bool keep =
-          item.id == best || std::any_of(kept.begin(), kept.end(),
-                                         [&item](const MenuItem& k) { return k.id == item.id; });
+          item.id == anchor || std::any_of(kept.begin(), kept.end(),
+                                           [&item](const MenuItem& k) { return k.id == item.id; });
       if (keep) {
-        with_best.push_back(item);
+        with_anchor.push_back(item);
       }
     }
-    kept = std::move(with_best);
+    kept = std::move(with_anchor);
   }
   PlanPrompt prompt;
   const double draw = rng.uniform();
@@ -496,6 +535,8 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
     return notes.failure();
   }
   prompt.instructions = notes->instructions;
+  const auto menu_signatures =
+      extra_signatures(target->facts, notes->instructions, menu_text, input.kernel.source);
 
   std::string profile;
   if (!input.kernel.bottleneck.empty()) {
@@ -510,13 +551,16 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
   if (!input.kernel.metrics.empty()) {
     profile += "Profile metrics (neuron-profile summary names; times in seconds):\n";
     std::size_t shown = 0;
+    std::string omitted;
     for (const auto& [name, value] : input.kernel.metrics) {
-      if (shown++ == m_options.max_metrics) {
-        profile += "- (" + std::to_string(input.kernel.metrics.size() - m_options.max_metrics) +
-                   " more omitted)\n";
-        break;
+      if (shown++ >= m_options.max_metrics) {
+        omitted += (omitted.empty() ? "" : ", ") + name;
+        continue;
       }
       profile += "- " + name + ": " + format_number(value) + "\n";
+    }
+    if (!omitted.empty()) {
+      profile += "- (not shown: " + omitted + ")\n";
     }
   }
 
@@ -524,7 +568,7 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
   auto user = render("templates/plan.md",
                      {{"target", input.target},
                       {"architecture", target->architecture},
-                      {"instruction_notes", notes->text},
+                      {"instruction_notes", notes->text + menu_signatures},
                       {"problem_notes", trim_trailing(input.problem_notes)},
                       {"latency_line", latency_line(input.kernel, input.baseline_latency_us)},
                       {"code", trim_trailing(input.kernel.source)},

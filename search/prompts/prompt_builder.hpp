@@ -52,8 +52,9 @@ struct PlanPromptInput {
   double inspired_probability = 0.1;  // chance of the `inspired` variant
   double unlike_probability = 0.1;    // chance of the `unlike` variant
   std::uint64_t seed = 0;             // same input and seed -> same prompt
-  // The first plan request of a parent (0) always shows the best-fitting menu item, so dropout
-  // cannot hide it from all of a parent's requests; -1: no such guarantee.
+  // Plan request k (>= 0) of a parent always shows the k-th best-fitting menu item (cycling over
+  // the items the profile calls for), so dropout never leaves a request without a fitting item
+  // and sibling requests lead with different ones; -1: no such guarantee.
   int plan_index = -1;
   std::optional<double> rtol;  // the problem's relative tolerance (menu relevance)
   long long programs = 1;      // programs the evaluation launches (menu relevance)
@@ -115,8 +116,8 @@ struct PromptBuilderOptions {
   double plan_temperature = 0.9;
   double code_temperature = 0.4;
   double note_temperature = 0.3;
-  std::size_t max_details_chars = 3000;   // compiler output kept in a repair prompt
-  std::size_t max_metrics = 40;           // profile entries shown in a planning prompt
+  std::size_t max_details_chars = 3000;  // compiler output kept in a repair prompt
+  std::size_t max_metrics = 64;  // profile entries shown in a planning prompt; the rest are named
   std::size_t max_implement_lessons = 8;  // lessons shown in an implementation prompt
 };
 

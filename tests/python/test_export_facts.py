@@ -56,10 +56,22 @@ class ExportFactsTest(unittest.TestCase):
                          "y = nisa.activation")
         # dma_copy takes dst in both namespaces
         self.assertNotIn("legacy_signature", instructions["nisa.dma_copy"])
+        # memset allocates its tile in the old form: it takes the shape and dtype instead
+        self.assertEqual(instructions["nisa.memset"]["legacy_signature"],
+                         "y = nisa.memset(shape, value, dtype, mask=None, engine=None)")
         for name, entry in instructions.items():
-            if "legacy_signature" in entry:
+            if "legacy_signature" in entry and name != "nisa.memset":
                 self.assertEqual(entry["legacy_signature"],
                                  "y = " + entry["signature"].replace("(dst, ", "("), name)
+
+    def test_signatures_mark_optional_parameters_with_their_defaults(self):
+        instructions = self.facts["instructions"]
+        self.assertEqual(instructions["nisa.activation"]["signature"].split(", acc_flags")[0],
+                         "nisa.activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, "
+                         "reduce_res=None, reduce_cmd=None, mask=None, dtype=None")
+        self.assertEqual(instructions["nisa.memset"]["signature"],
+                         "nisa.memset(dst, value, engine=None, mask=None, dtype=None)")
+        self.assertIn("op1=None", instructions["nisa.tensor_scalar"]["signature"])
 
     def test_check_mode_reports_a_stale_file(self):
         import tempfile
