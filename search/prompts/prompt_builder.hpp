@@ -11,6 +11,7 @@
 #include "core/result.hpp"
 #include "search/llm/provider.hpp"
 #include "search/prompts/library.hpp"
+#include "search/prompts/reflexion_record.hpp"
 
 namespace autocomp::search::prompts {
 
@@ -169,21 +170,6 @@ std::string scope_lesson(const std::string& lesson, const std::string& workload)
 // labelled "(from another workload: w)", unscoped ones unchanged; near-duplicates merged.
 std::vector<std::string> lessons_for(const std::vector<std::string>& lessons,
                                      const std::string& workload);
-
-// A reflexion: what one attempt taught, in the fields templates/reflect.md asks for.
-struct ReflexionRecord {
-  std::optional<bool> diagnosis_right;  // was the plan's reading of the bottleneck right
-  std::optional<bool> fix_worked;       // did the change make the kernel faster and keep it correct
-  std::string expected;
-  std::string actual;
-  std::string lessons;
-  std::string avoid;
-  std::string try_next;
-  std::string raw_text;  // the reply as received
-
-  // True when at least one field other than raw_text is set.
-  bool structured() const;
-};
 
 // Reads "field: value" lines (diagnosis_right, fix_worked, expected, actual, lessons, avoid,
 // try_next; case and markdown emphasis ignored; a value may continue on following lines). Never

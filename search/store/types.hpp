@@ -8,7 +8,7 @@
 
 #include "backends/backend.hpp"
 #include "search/llm/provider.hpp"
-#include "search/prompts/prompt_builder.hpp"
+#include "search/prompts/reflexion_record.hpp"
 
 // The values the store records, shared by its interfaces (evaluation_cache.hpp, file_history.hpp,
 // run_journal.hpp, llm_call_log.hpp, memory.hpp) and by their callers. Times are milliseconds since

@@ -16,7 +16,8 @@ KERNEL = "transpose_kernel"
 
 def inputs(seed):
     rng = np.random.default_rng(seed)
-    return {"x": rng.standard_normal((A, B, C), dtype=np.float32)}
+    # uniform values: any distinct values check a transpose, and they are 5x cheaper to draw
+    return {"x": rng.random((A, B, C), dtype=np.float32)}
 
 
 def reference(x):
