@@ -272,6 +272,7 @@ class _DeviceRun:
         self.target = target
         self.out_shapes = None     # [(shape, NKI dtype name)] of the outputs, once known
         self.sim_result = None     # a simulation of seeds[0] (reused by benchmark and profile)
+        self.input_facts = None    # (input HBM bytes, FLOPS) of seeds[0], see _input_facts
 
     def call(self, inputs, numerics, reference=None, timing=True):
         """Run the kernel once: (device result, output arrays, output dtype names or None).
@@ -395,24 +396,50 @@ def _verify(run, out):
             # benchmark and profile reuse this run's timing; its output arrays are not needed
             result.outputs = ()
             run.sim_result = result
+            _release_first_inputs(run)
         del inputs, ref, result, outs
     out["verify"]["correct"] = True
+
+
+def _input_facts(run):
+    """(HBM bytes of the array inputs, the problem's FLOPS) for the floor, from the first
+    seed's inputs; computed once, so the inputs can be released (_release_first_inputs). A
+    failing FLOPS spec is kept and raised where the floor is used."""
+    if run.input_facts is None:
+        from harnesslib import floor  # noqa: PLC0415
+        from harnesslib.problem import input_dtype, is_array, problem_flops  # noqa: PLC0415
+        problem = run.problem
+        hbm = 0
+        for name, value in run.first_inputs.items():
+            if is_array(value):
+                hbm += floor.tensor_bytes(value.shape,
+                                          input_dtype(name, value, problem.input_dtypes),
+                                          value.dtype.itemsize)
+        try:
+            flops = problem_flops(problem, run.first_inputs)
+        except HarnessFailure as e:
+            flops = e
+        run.input_facts = (hbm, flops)
+    return run.input_facts
+
+
+def _release_first_inputs(run):
+    """On the simulator, benchmark and profile reuse the first seed's simulation: its input
+    arrays are needed no longer, and dropping them lets the next seed reuse their memory
+    (fresh pages cost more CPU than the arithmetic on them)."""
+    _input_facts(run)
+    run.first_inputs = None
 
 
 def _floor(run):
     """The problem's physical floor on this target (harnesslib/floor.py), or None."""
     from harnesslib import floor  # noqa: PLC0415
-    from harnesslib.problem import input_dtype, is_array, problem_flops  # noqa: PLC0415
-    problem = run.problem
-    hbm = 0
-    for name, value in run.first_inputs.items():
-        if is_array(value):
-            hbm += floor.tensor_bytes(value.shape, input_dtype(name, value, problem.input_dtypes),
-                                      value.dtype.itemsize)
+    hbm, flops = _input_facts(run)
+    if isinstance(flops, HarnessFailure):
+        raise flops
     for shape, dtype_name in run.out_shapes or ():
         hbm += floor.tensor_bytes(shape, dtype_name)
-    return floor.compute(run.target, run.args.device, hbm,
-                         problem_flops(problem, run.first_inputs))
+    return floor.compute(run.target, run.args.device, hbm, flops)
 
 
 def _check_floor(run, latency_us, section, stage):
@@ -587,6 +614,7 @@ def _run_device(args, out, ctx, holder):
         out["kernel"]["namespace"] = device.namespace
     cache = RefCache(None if args.no_ref_cache else (args.ref_cache or default_dir()))
     run = _DeviceRun(args, problem, device, kernel, seeds, first_inputs, cache, target)
+    del first_inputs  # the run owns them (and may release them early)
     ctx.leave()
 
     if args.command in ("verify", "evaluate"):

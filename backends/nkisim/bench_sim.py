@@ -56,8 +56,10 @@ def rmsnorm_kernel(a_tensor, g_tensor):
         a_tile = nl.load(a_tensor[i * 128 + ix, iy])
         sq = nl.square(a_tile)
         ssum = nl.sum(sq, axis=[1], keepdims=True)
-        inv = nl.rsqrt(ssum / cols + 1e-6)
-        y = nl.multiply(a_tile, inv)
+        inv = nl.rsqrt(ssum * (1.0 / cols) + 1e-6)
+        # a [P, 1] operand scales each row: tensor_scalar (the nki namespace does not
+        # broadcast binary operands)
+        y = nisa.tensor_scalar(a_tile, nl.multiply, inv)
         y = nl.multiply(y, g_bcast)
         nl.store(out[i * 128 + ix, iy], value=y)
     return out

@@ -233,6 +233,11 @@ def apply_key(data, sk, vd, shape):
     return a
 
 
+# shape -> (storage key, view dimensions, size) of a whole-storage view: tiles of a few
+# shapes are made thousands of times
+_ROOT_KEYS = {}
+
+
 class Tensor:
     """A view of a storage. Kernel-facing attributes: shape, dtype, buffer, ndim, size."""
     __slots__ = ("st", "shape", "sk", "vd", "arr", "adv", "box", "valid", "size",
@@ -242,16 +247,20 @@ class Tensor:
     # -- construction -------------------------------------------------------------------
     @staticmethod
     def root(st):
+        shape = st.shape
+        keys = _ROOT_KEYS.get(shape) if type(shape) is tuple else None
+        if keys is None:
+            keys = (tuple((0, 1, n) for n in shape), tuple(range(len(shape))), math.prod(shape))
+            if type(shape) is tuple and len(_ROOT_KEYS) < 4096:
+                _ROOT_KEYS[shape] = keys
         t = Tensor.__new__(Tensor)
         t.st = st
-        t.shape = st.shape
-        t.sk = tuple((0, 1, n) for n in st.shape)
-        t.vd = tuple(range(len(st.shape)))
+        t.shape = shape
+        t.sk, t.vd, t.size = keys
         t.arr = st.data
         t.adv = None
         t.box = None
         t.valid = None
-        t.size = math.prod(st.shape)
         return t
 
     @staticmethod

@@ -191,7 +191,10 @@ class _Replayer:
             kwargs, res_rec = {}, ev[4]
         else:
             raise B.Divergence("unknown event %r" % (kind,))
-        at = self.lines.at(line)
+        self.perform(self.lines.at(line), f, args, kwargs, line, res_rec)
+
+    def perform(self, at, f, args, kwargs, line, res_rec):
+        """Call f (through the line trampoline `at`) and check its result against the trace."""
         try:
             res = at(f, args, kwargs)
         except StopIteration:
@@ -212,14 +215,119 @@ class _Replayer:
                 "or write them to the problem's OUTPUTS parameters)"
                 % ", ".join(repr(n) for n in names or sorted(self.read_only.values())),
                 line if type(line) is int else None, names) from None
+        if res_rec is None:
+            if res is not None:
+                self.bind(res_rec, res)
+            return
+        if type(res_rec) is dict and len(res_rec) == 1:
+            x = res_rec.get("$n", _MISSING)
+            if type(x) is int and x not in self.objs and B.dynamic_object(res):
+                self.objs[x] = res
+                return
         if res_rec == {"$x": 1}:
             raise B.Divergence("iteration did not end where recorded")
         self.bind(res_rec, res)
+
+    def run_plan(self, plan):
+        """Perform a precompiled event (see _plan): its arguments are constants and bound
+        references, decoded once per trace."""
+        f, at, line, args_plan, kw_plan, res_rec = plan
+        objs = self.objs
+        try:
+            if type(args_plan) is tuple:
+                args = args_plan
+            else:
+                args = [objs[x] if r else x for r, x in args_plan]
+            if kw_plan is None:
+                kwargs = _NO_KWARGS
+            else:
+                kwargs = {k: (objs[x] if r else x) for k, (r, x) in kw_plan.items()}
+        except KeyError:
+            raise B.Divergence("reference to unknown object") from None
+        self.perform(at, f, args, kwargs, line, res_rec)
 
 
 _MISSING = object()
 _SCALARS = frozenset((type(None), bool, int, float, str))
 _SLICE_PARTS = frozenset((type(None), int))
+_NO_KWARGS = {}
+
+
+def _plan_value(e, table):
+    """(is_reference, value or id) of an encoded argument when it is a constant that can be
+    shared by every replay (a scalar, an API object, a slice of integers or a tuple of
+    those) or a reference; None for anything else (decoded on every replay)."""
+    t = type(e)
+    if t in _SCALARS:
+        return (False, e)
+    if t is not dict or len(e) != 1:
+        return None
+    (k, x), = e.items()
+    if k == "$r":
+        return (True, x) if type(x) is int else None
+    if k == "$s":
+        v = table.get(x, _MISSING) if type(x) is str else _MISSING
+        return None if v is _MISSING else (False, v)
+    if k == "$sl":
+        if type(x) is list and len(x) == 3 and all(type(y) in _SLICE_PARTS for y in x):
+            return (False, slice(*x))
+        return None
+    if k == "$t" and type(x) is list:
+        out = []
+        for y in x:
+            v = _plan_value(y, table)
+            if v is None or v[0]:
+                return None
+            out.append(v[1])
+        return (False, tuple(out))
+    return None
+
+
+def _plan(ev, table, lines):
+    """A call event of an API function named in the table, or an operator event, whose
+    arguments all have plans (_plan_value): (f, trampoline, line, args, kwargs, result);
+    args is a tuple when every argument is a constant. None for any other event, which
+    the replay decodes as it goes (Replayer.event), with every check."""
+    if type(ev) is not list or not ev:
+        return None
+    kind = ev[0]
+    if kind == "c" and len(ev) == 6:
+        fe = ev[2]
+        if type(fe) is not dict or len(fe) != 1 or type(fe.get("$s")) is not str:
+            return None
+        f = table.get(fe["$s"], _MISSING)
+        if f is _MISSING or not callable(f):
+            return None
+        if type(ev[3]) is not list or type(ev[4]) is not dict:
+            return None
+        args, kws, res_rec = ev[3], ev[4], ev[5]
+    elif kind == "o" and len(ev) == 5:
+        f = B.OPERATORS.get(ev[2]) if type(ev[2]) is str else None
+        if f is None or type(ev[3]) is not list or not ev[3]:
+            return None
+        args, kws, res_rec = ev[3], {}, ev[4]
+        # an operator needs a simulator object among its operands: a bound reference
+        # (only kernel objects are bound) or an API object
+        if not any(type(a) is dict and ("$r" in a or "$s" in a) for a in args):
+            return None
+    else:
+        return None
+    args_plan = []
+    for a in args:
+        v = _plan_value(a, table)
+        if v is None:
+            return None
+        args_plan.append(v)
+    kw_plan = {}
+    for k, a in kws.items():
+        v = _plan_value(a, table)
+        if v is None:
+            return None
+        kw_plan[str(k)] = v
+    if not any(r for r, _ in args_plan):
+        args_plan = tuple(x for _, x in args_plan)
+    line = ev[1]
+    return (f, lines.at(line), line, args_plan, kw_plan or None, res_rec)
 
 
 def _const(v):
@@ -260,23 +368,34 @@ def _refs(e, out, depth=0):
                 _refs(x, out, depth + 1)
 
 
-_DROPS_CACHE = []   # [(events list, drops)] of the latest traces replayed
-_DROPS_CACHE_SIZE = 2
+_PREPARED = []   # [(events list, kernel path, API table, _Prepared)] of the latest traces
+_PREPARED_SIZE = 2
 
 
-def _last_uses(events):
-    """{event index: [ids whose last mention is there]}: the replay drops its reference to
-    an object after its last use, as the kernel's variables would, so freed on-chip arrays
-    are recycled like in a direct simulation. Remembered for the latest traces (a harness
-    replays one trace once per seed); the cache holds the events list itself, so its
-    identity stands for its contents as long as nobody edits it."""
-    for ev, drops in _DROPS_CACHE:
-        if ev is events:
-            return drops
-    drops = _compute_last_uses(events)
-    _DROPS_CACHE.insert(0, (events, drops))
-    del _DROPS_CACHE[_DROPS_CACHE_SIZE:]
-    return drops
+class _Prepared:
+    """What a replay of one trace derives from its events alone, made once and reused by
+    every replay of the same events list (a harness replays one trace once per seed):
+    `drops` {event index: [ids whose last mention is there]} (the replay drops its
+    reference to an object after its last use, as the kernel's variables would, so freed
+    on-chip arrays are recycled as in a direct simulation), `plans` (per event, _plan or
+    None) and the kernel-line trampolines."""
+
+    def __init__(self, events, table, lines):
+        self.lines = lines
+        self.drops = _compute_last_uses(events)
+        self.plans = [_plan(ev, table, lines) for ev in events]
+
+
+def _prepared(events, table, kernel_path):
+    """The _Prepared of `events`, remembered for the latest traces; the cache holds the
+    events list itself, so its identity stands for its contents as long as nobody edits it."""
+    for ev, path, tab, prep in _PREPARED:
+        if ev is events and path == kernel_path and tab is table:
+            return prep
+    prep = _Prepared(events, table, _Lines(kernel_path))
+    _PREPARED.insert(0, (events, kernel_path, table, prep))
+    del _PREPARED[_PREPARED_SIZE:]
+    return prep
 
 
 def _compute_last_uses(events):
@@ -323,15 +442,15 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
     if runtime.CUR is not None:
         raise RuntimeError("nkisim.replay is not reentrant")
     table = B.api_table()
-    lines = _Lines(kernel_path)
-    rp = _Replayer(table, lines)
+    events = trace["events"]
+    prep = _prepared(events, table, kernel_path)
+    rp = _Replayer(table, prep.lines)
     sim = runtime.Sim(tgt, numerics, timing)
     sim.grid = grid
     if hotspots and timing:
         sim.sched.start_attribution(E.current_kernel_line)
     E.set_kernel_files({kernel_path})
     originals = {}
-    events = trace["events"]
     pids = [list(p) for p in itertools.product(*[range(n) for n in grid])]
     dts = input_dtypes or {}
     try:
@@ -358,9 +477,19 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
         keep = list(ids.values())
         _refs(trace.get("ret"), keep)
         keep = set(keep)
-        drops = _last_uses(events)
+        drops = prep.drops
+        plans = prep.plans
         with np.errstate(all="ignore"):
             for i, ev in enumerate(events):
+                plan = plans[i]
+                if plan is not None:
+                    rp.run_plan(plan)
+                    dropped = drops.get(i)
+                    if dropped is not None:
+                        for x in dropped:
+                            if x not in keep:
+                                rp.objs.pop(x, None)
+                    continue
                 if type(ev) is list and ev and ev[0] == "pid":
                     if seen >= len(pids) or len(ev) != 2 or ev[1] != pids[seen]:
                         raise B.Divergence("programs out of order")
