@@ -241,6 +241,14 @@ def _contiguous_inner(t):
 
 
 # ---- instruction issue ------------------------------------------------------------------
+def _untimed(s, ins, outs):
+    """The end of an instruction in a run without timing (a replay for values only, or the
+    recording of a trace): no cost, traffic or FLOP accounting, only the storages' liveness
+    (capacity checks) and the instruction as the latest one (in-place assignment)."""
+    s.sched.issue(0, 0.0, [(t.st.dep, t.box) for t in ins], [(t.st.dep, t.box) for t in outs])
+    s.last_st = outs[0].st if outs else None
+
+
 def _account_reads(s, ins):
     for t in ins:
         k = t.st.kind
@@ -300,6 +308,10 @@ def compute(eng, cost, ins, outs, run, opname, mask=None, in_mask=None):
             outs[0].write(v, mask)
     if mask is not None and outs and outs[0].st.name == _TMP:
         _PREDICATE[outs[0].st] = mask
+    if not s.timing:
+        _untimed(s, ins, outs)
+        s.last_eng = eng
+        return
     if eng == GPSIMD and _PE_BROADCAST:
         for t in ins:
             if t.st in _PE_BROADCAST:
@@ -440,6 +452,9 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
         if v.shape != dst.shape:
             v = v.reshape(dst.shape)
         dst.write(v, mask, exact=src.st.dt is dst.st.dt)
+    if not s.timing:
+        _untimed(s, (src,), (dst,))
+        return
     sb = src.size * src.st.dt.itemsize
     db = dst.size * dst.st.dt.itemsize
     nbytes = sb if sb > db else db
@@ -643,6 +658,10 @@ def transpose_core(x, dst=None, to_sbuf=False, engine=None):
         raise compile_error("err_unsupported_memory: TensorE transpose input must be in SBUF")
     if s.numerics:
         dst.write(x.read().T)
+    if not s.timing:
+        _untimed(s, (x,), (dst,))
+        s.last_eng = TENSOR
+        return dst
     cyc = f if f < 64 else 64
     if p > cyc:
         cyc = p

@@ -109,6 +109,41 @@ class Sandbox(unittest.TestCase):
             self.assertEqual(untimed.metrics["peak_sbuf_bytes_per_partition"],
                              timed.metrics["peak_sbuf_bytes_per_partition"])
 
+    def test_events_decoded_once_replay_like_events_decoded_as_they_go(self):
+        # replays of one trace share its decoded events (plans); a replay that decodes every
+        # event as it goes (no plans) gives the same values, latency, metrics and hotspots
+        path, trace = self.honest()
+        table = boundary.api_table()
+        planned = [self.replay(path, trace, seed) for seed in (0, 1)]
+        prep = replay._prepared(trace["events"], table, path)
+        self.assertIs(replay._prepared(trace["events"], table, path), prep)
+        self.assertGreater(sum(p is not None for p in prep.plans), len(trace["events"]) // 2)
+        original = replay._plan
+        replay._PREPARED.clear()
+        replay._plan = lambda *a: None
+        try:
+            decoded = [self.replay(path, trace, seed) for seed in (0, 1)]
+        finally:
+            replay._plan = original
+            replay._PREPARED.clear()
+        for a, b in zip(planned, decoded):
+            np.testing.assert_array_equal(a.outputs[0], b.outputs[0])
+            self.assertEqual(a.latency_us, b.latency_us)
+            self.assertEqual(a.metrics, b.metrics)
+            self.assertEqual(a.hotspots, b.hotspots)
+            self.assertEqual(a.waits, b.waits)
+
+    def test_a_planned_event_with_an_unknown_reference_is_refused(self):
+        def m(t):
+            for ev in t["events"]:
+                if ev[0] == "c" and ev[2] == {"$s": "nki.language.store"}:
+                    ev[4]["value"] = {"$r": 4242}
+                    return
+            raise AssertionError("no store call")
+        e = self.forged(m)
+        self.assertIsInstance(e, boundary.NkiForbiddenAccess)
+        self.assertIn("unknown object", e.message)
+
     def test_sequential_range_keeps_its_ordering_in_the_replay(self):
         text = """
         import nki
