@@ -79,9 +79,15 @@ OPERATORS.update({"len": len, "iter": iter, "next": next, "int": int, "float": f
 _ITER_TYPES = (type(iter(())), type(iter([])), type(iter(range(0))))
 
 
+_ALLOC_BUFFER = []
+
+
 def _alloc_buffer_type():
-    from .frontend import _AllocBuffer
-    return _AllocBuffer
+    """frontend._AllocBuffer (imported on first use: the front end imports this module)."""
+    if not _ALLOC_BUFFER:
+        from .frontend import _AllocBuffer
+        _ALLOC_BUFFER.append(_AllocBuffer)
+    return _ALLOC_BUFFER[0]
 
 
 def dynamic_object(v):
