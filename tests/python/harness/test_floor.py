@@ -64,8 +64,13 @@ class FloorInTheHarness(unittest.TestCase):
             self.assertIn("1e+15 FLOPS", msg)
 
     def test_bad_flops_is_a_problem_error(self):
-        out = self.run_h("benchmark", ADD_PROBLEM + "\nFLOPS = 'many'\n")
-        self.assertEqual(out["failure"]["kind"], "problem_error")
+        # evaluate reads FLOPS before it releases the first seed's inputs, and still reports
+        # a bad value where the floor is used (the benchmark), after a successful verify
+        for command in ("benchmark", "evaluate"):
+            out = self.run_h(command, ADD_PROBLEM + "\nFLOPS = 'many'\n")
+            self.assertEqual(out["failure"]["kind"], "problem_error")
+            self.assertEqual(out["failure"]["stage"], "benchmark")
+        self.assertTrue(out["verify"]["seeds"][0]["ok"])
 
     def test_sim_refuses_targets_it_does_not_model(self):
         from harnesslib import floor
