@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/hash.hpp"
+#include "core/targets.hpp"
 #include "search/engine/evaluation_service.hpp"
 #include "tools/evaluation_json.hpp"
 
@@ -54,7 +55,7 @@ json eval_args_schema() {
            "Backend spec: 'sim' (built-in simulator, default) or "
            "'ssh://user@host[:port]?device=neuron'. Default: the server's "
            "--backend."}}},
-        {"target", {{"type", "string"}, {"enum", {"trn1", "trn2"}}}},
+        {"target", {{"type", "string"}, {"enum", core::known_target_names()}}},
         {"kernel_name",
          {{"type", "string"},
           {"description", "Kernel function to evaluate when the file defines several."}}},
