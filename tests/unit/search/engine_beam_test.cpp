@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "core/targets.hpp"
 #include "search/engine/beam.hpp"
 #include "search/engine/search_config.hpp"
 
@@ -105,7 +106,14 @@ TEST(EngineConfig, ValidationNamesTheBadField) {
   EXPECT_NE(status.failure().message.find("dropout"), std::string::npos);
   config.dropout = 0.5;
   config.target = "trn9";
-  EXPECT_FALSE(validate(config).ok());
+  auto unknown = validate(config);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.failure().message.find("trn1, trn2 or trn3"), std::string::npos)
+      << unknown.failure().message;
+  for (const auto target : core::k_known_targets) {
+    config.target = std::string(target);
+    EXPECT_TRUE(validate(config).ok()) << target;
+  }
 }
 
 }  // namespace
