@@ -76,6 +76,13 @@ json eval_args_schema() {
 
 core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArgs& args,
                                                      server::ToolContext& context) {
+  // The schema names the known targets; a caller that skips schema checks still gets this
+  // answer rather than a stored harness failure.
+  if (!args.target.empty() && !core::is_known_target(args.target)) {
+    return core::make_failure(
+        core::FailureKind::invalid_argument, "evaluate",
+        "target must be " + core::known_targets_text() + ", not '" + args.target + "'");
+  }
   const std::string working_dir = context.working_dir();
   auto kernel = read_source_file("kernel", args.kernel, working_dir);
   if (!kernel.ok()) {

@@ -127,6 +127,8 @@ TEST_F(Trn3Target, AnUnknownTargetIsRefusedByTheSchema) {
   auto refused =
       call("verify_kernel", {{"kernel", "gemm.py"}, {"problem", "problem.py"}, {"target", "trn7"}});
   EXPECT_TRUE(refused.is_error) << refused.structured.dump();
+  EXPECT_NE(refused.structured.dump().find("trn1, trn2 or trn3"), std::string::npos)
+      << refused.structured.dump();
 }
 
 TEST_F(Trn3Target, ANeuronxccKernelOnTrn3HardwareGetsTheNamespaceRule) {
