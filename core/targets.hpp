@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
+#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +38,22 @@ inline std::string known_targets_text(std::string_view last_separator = " or ") 
     text += k_known_targets[i];
   }
   return text;
+}
+
+// Why `target` cannot run a kernel with this source, or nothing: trn3 needs the `nki` namespace
+// (NKI 0.3+), as the hardware harness says too. The simulator runs either namespace on any
+// target, so without this a trn3 run on it would accept, and a search would optimize, a
+// `neuronxcc.nki` kernel that no SDK builds for trn3. (The harness's other rule, trn1 needing
+// `neuronxcc.nki`, stays with the hardware harness: the simulator runs `nki` seeds as trn1.)
+inline std::optional<std::string> namespace_problem(std::string_view target,
+                                                    const std::string& kernel_source) {
+  static const std::regex k_legacy_import(R"((^|\n)[ \t]*(from|import)[ \t]+neuronxcc\.nki\b)");
+  if (target == "trn3" && std::regex_search(kernel_source, k_legacy_import)) {
+    return std::string(
+        "trn3 needs the `nki` namespace (NKI 0.3+, Neuron SDK 2.29+); `neuronxcc.nki` kernels "
+        "run on trn1 and trn2 only: import nki, nki.isa and nki.language instead");
+  }
+  return std::nullopt;
 }
 
 }  // namespace autocomp::core

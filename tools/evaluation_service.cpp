@@ -108,6 +108,10 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
   outcome.kernel = std::move(kernel).value();
   outcome.problem = std::move(problem).value();
   outcome.target = env.target_for(args.target, outcome.problem.text);
+  if (auto refused = core::namespace_problem(outcome.target, outcome.kernel.text)) {
+    return core::make_failure(core::FailureKind::invalid_argument, "evaluate",
+                              outcome.kernel.path + ": " + *refused);
+  }
 
   auto problem_key = db->evaluations().put_workload(outcome.problem.text, outcome.problem.path);
   if (!problem_key.ok()) {

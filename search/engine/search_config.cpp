@@ -45,6 +45,9 @@ core::Status validate(const SearchConfig& config) {
   if (!core::is_known_target(config.target)) {
     return bad("target must be " + core::known_targets_text() + ", not '" + config.target + "'");
   }
+  if (auto refused = core::namespace_problem(config.target, config.kernel_source)) {
+    return bad("the kernel: " + *refused);
+  }
   if (config.proposers.empty()) {
     return bad("at least one proposer is needed");
   }

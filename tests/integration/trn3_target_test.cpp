@@ -142,6 +142,38 @@ TEST_F(Trn3Target, ANeuronxccKernelOnTrn3HardwareGetsTheNamespaceRule) {
   EXPECT_NE(answer.find("trn3 needs the `nki` namespace"), std::string::npos) << answer;
 }
 
+TEST_F(Trn3Target, ANeuronxccKernelOnTrn3IsRefusedOnTheSimulatorTooAndNoSearchStarts) {
+  write("problem.py", testing::k_add_problem);
+  write("add.py", testing::k_add_fast_kernel);  // imports neuronxcc.nki
+  auto refused =
+      call("verify_kernel", {{"kernel", "add.py"}, {"problem", "problem.py"}, {"target", "trn3"}});
+  EXPECT_TRUE(refused.is_error) << refused.structured.dump();
+  EXPECT_NE(refused.structured.dump().find("trn3 needs the `nki` namespace"), std::string::npos)
+      << refused.structured.dump();
+  // The same kernel on trn2 runs.
+  auto trn2 =
+      call("verify_kernel", {{"kernel", "add.py"}, {"problem", "problem.py"}, {"target", "trn2"}});
+  ASSERT_FALSE(trn2.is_error) << trn2.structured.dump();
+  EXPECT_TRUE(trn2.structured.at("correct").get<bool>());
+
+  // A knob, so that the search would have something to run without an LLM.
+  write("add.py", std::string(testing::k_add_fast_kernel) +
+                      "\n# autocomp: knob SPARE = [1, 2]\nSPARE = 1\n");
+  auto env = std::make_shared<ToolEnv>(m_options);
+  auto tool = make_run_beam_search_tool(env);
+  server::ToolContext context;
+  auto search = tool.handler({{"kernel", (m_dir / "add.py").string()},
+                              {"problem", (m_dir / "problem.py").string()},
+                              {"target", "trn3"},
+                              {"beam", 1},
+                              {"iterations", 1}},
+                             context);
+  EXPECT_TRUE(search.is_error) << search.structured.dump();
+  EXPECT_NE((search.structured.dump() + search.text).find("trn3 needs the `nki` namespace"),
+            std::string::npos)
+      << search.structured.dump() << search.text;
+}
+
 TEST_F(Trn3Target, ASearchRunsOnTheTargetTheProblemNames) {
   const fs::path seed = fs::path(AUTOCOMP_SOURCE_DIR) / "seeds" / "gemm";
   // One knob, so that the search has something to try without an LLM (docs/knobs.md).
