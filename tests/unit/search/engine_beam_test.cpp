@@ -114,6 +114,17 @@ TEST(EngineConfig, ValidationNamesTheBadField) {
     config.target = std::string(target);
     EXPECT_TRUE(validate(config).ok()) << target;
   }
+  // trn3 needs the `nki` namespace; the same kernel in `neuronxcc.nki` runs on trn2.
+  config.kernel_source = "import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n";
+  config.target = "trn3";
+  auto legacy = validate(config);
+  ASSERT_FALSE(legacy.ok());
+  EXPECT_NE(legacy.failure().message.find("trn3 needs the `nki` namespace"), std::string::npos);
+  config.target = "trn2";
+  EXPECT_TRUE(validate(config).ok());
+  config.target = "trn3";
+  config.kernel_source = "import nki\nimport nki.language as nl\n# not neuronxcc.nki\n";
+  EXPECT_TRUE(validate(config).ok());
 }
 
 }  // namespace
