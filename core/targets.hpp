@@ -19,8 +19,7 @@ inline constexpr std::array<std::string_view, 3> k_known_targets = {"trn1", "trn
 inline constexpr std::string_view k_default_target = "trn2";
 
 inline bool is_known_target(std::string_view target) {
-  return std::find(k_known_targets.begin(), k_known_targets.end(), target) !=
-         k_known_targets.end();
+  return std::find(k_known_targets.begin(), k_known_targets.end(), target) != k_known_targets.end();
 }
 
 // The known targets as strings (for JSON schema enums).
@@ -44,7 +43,7 @@ inline std::string known_targets_text(std::string_view last_separator = " or ") 
 // (NKI 0.3+), as the hardware harness says too. The simulator runs either namespace on any
 // target, so without this a trn3 run on it would accept, and a search would optimize, a
 // `neuronxcc.nki` kernel that no SDK builds for trn3. (The harness's other rule, trn1 needing
-// `neuronxcc.nki`, stays with the hardware harness: the simulator runs `nki` seeds as trn1.)
+// `neuronxcc.nki`, stays with the hardware harness.)
 inline std::optional<std::string> namespace_problem(std::string_view target,
                                                     const std::string& kernel_source) {
   static const std::regex k_legacy_import(R"((^|\n)[ \t]*(from|import)[ \t]+neuronxcc\.nki\b)");

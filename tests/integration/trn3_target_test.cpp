@@ -78,9 +78,8 @@ TEST_F(Trn3Target, EveryToolThatTakesATargetOffersTheKnownTargets) {
   register_product_tools(m_registries, m_options);
   m_registered = true;
   int with_target = 0;
-  for (const char* name :
-       {"verify_kernel", "benchmark_kernel", "profile_kernel", "revert_to_best", "list_lessons",
-        "clear_lessons", "run_beam_search"}) {
+  for (const char* name : {"verify_kernel", "benchmark_kernel", "profile_kernel", "revert_to_best",
+                           "list_lessons", "clear_lessons", "run_beam_search"}) {
     const server::ToolDef* tool = m_registries.tools.find(name);
     ASSERT_NE(tool, nullptr) << name;
     const json& properties = tool->input_schema.at("properties");
@@ -157,8 +156,8 @@ TEST_F(Trn3Target, ANeuronxccKernelOnTrn3IsRefusedOnTheSimulatorTooAndNoSearchSt
   EXPECT_TRUE(trn2.structured.at("correct").get<bool>());
 
   // A knob, so that the search would have something to run without an LLM.
-  write("add.py", std::string(testing::k_add_fast_kernel) +
-                      "\n# autocomp: knob SPARE = [1, 2]\nSPARE = 1\n");
+  write("add.py",
+        std::string(testing::k_add_fast_kernel) + "\n# autocomp: knob SPARE = [1, 2]\nSPARE = 1\n");
   auto env = std::make_shared<ToolEnv>(m_options);
   auto tool = make_run_beam_search_tool(env);
   server::ToolContext context;

@@ -184,8 +184,7 @@ TEST(PromptFacts, Trn3PromptStatesTrn3ArchitectureAndMxFromTheFacts) {
   numbers << "about " << trn3["peak_mx_tflops"].get<double>() << " TFLOPS";
   EXPECT_NE(text.find(numbers.str()), std::string::npos) << numbers.str();
   std::ostringstream effective;
-  effective << "~" << trn3["effective_gbps_per_core"].get<double>()
-            << " GB/s between HBM and SBUF";
+  effective << "~" << trn3["effective_gbps_per_core"].get<double>() << " GB/s between HBM and SBUF";
   EXPECT_NE(text.find(effective.str()), std::string::npos) << effective.str();
   std::ostringstream tensor;
   tensor << "systolic array at " << trn3["tensor_ghz"].get<double>() << " GHz";
