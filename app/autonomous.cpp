@@ -48,7 +48,7 @@ const char* const k_usage =
     "  --problem PATH        its problem file (inputs, reference, tolerances)\n"
     "  --backend SPEC        where kernels run: sim (default), local?device=..., ssh://host,\n"
     "                        hosts:PATH (a file of ssh:// hosts, one per line)\n"
-    "  --target trn1|trn2    hardware generation (default: the problem's TARGET, else trn2)\n"
+    "  --target TARGET       trn1, trn2 or trn3 (default: the problem's TARGET, else trn2)\n"
     "  --harness-dir DIR     evaluation harness folder (default: the installed one)\n"
     "  --llm SPEC            openai:MODEL or anthropic:MODEL; repeat for an ensemble\n"
     "  --beam N --plans N --impls N --iterations N   search shape (6, 6, 2, 10)\n"

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "core/targets.hpp"
+
 namespace autocomp::app {
 
 namespace {
@@ -76,7 +78,8 @@ Product options:
   --backend SPEC           evaluation backend (repeatable): sim (default),
                            local?device=fake, ssh://user@host?device=neuron, or
                            hosts:PATH (a file of ssh:// hosts, one per line)
-  --target TARGET          Trainium target, e.g. trn1, trn2
+  --target TARGET          Trainium target: trn1, trn2 or trn3 (default: the problem's
+                           TARGET, else trn2)
   --llm SPEC               LLM provider for searches (repeatable), e.g. openai:MODEL
   --harness-dir DIR        evaluation harness folder
 )";
@@ -208,6 +211,10 @@ CliParse parse_cli(const std::vector<std::string>& args) {
     } else if (arg == "--target") {
       if (!value(options.product.target)) {
         return fail("--target needs a TARGET");
+      }
+      if (!core::is_known_target(options.product.target)) {
+        return fail("--target must be " + core::known_targets_text() + ", not '" +
+                    options.product.target + "'");
       }
     } else if (arg == "--llm") {
       if (!value(text)) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/hash.hpp"
+#include "core/targets.hpp"
 #include "search/engine/evaluation_service.hpp"
 #include "tools/evaluation_json.hpp"
 
@@ -54,7 +55,7 @@ json eval_args_schema() {
            "Backend spec: 'sim' (built-in simulator, default) or "
            "'ssh://user@host[:port]?device=neuron'. Default: the server's "
            "--backend."}}},
-        {"target", {{"type", "string"}, {"enum", {"trn1", "trn2"}}}},
+        {"target", {{"type", "string"}, {"enum", core::known_target_names()}}},
         {"kernel_name",
          {{"type", "string"},
           {"description", "Kernel function to evaluate when the file defines several."}}},
@@ -75,6 +76,13 @@ json eval_args_schema() {
 
 core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArgs& args,
                                                      server::ToolContext& context) {
+  // The schema names the known targets; a caller that skips schema checks still gets this
+  // answer rather than a stored harness failure.
+  if (!args.target.empty() && !core::is_known_target(args.target)) {
+    return core::make_failure(
+        core::FailureKind::invalid_argument, "evaluate",
+        "target must be " + core::known_targets_text() + ", not '" + args.target + "'");
+  }
   const std::string working_dir = context.working_dir();
   auto kernel = read_source_file("kernel", args.kernel, working_dir);
   if (!kernel.ok()) {
@@ -100,6 +108,10 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
   outcome.kernel = std::move(kernel).value();
   outcome.problem = std::move(problem).value();
   outcome.target = env.target_for(args.target, outcome.problem.text);
+  if (auto refused = core::namespace_problem(outcome.target, outcome.kernel.text)) {
+    return core::make_failure(core::FailureKind::invalid_argument, "evaluate",
+                              outcome.kernel.path + ": " + *refused);
+  }
 
   auto problem_key = db->evaluations().put_workload(outcome.problem.text, outcome.problem.path);
   if (!problem_key.ok()) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/hash.hpp"
+#include "core/targets.hpp"
 #include "core/text.hpp"
 #include "tools/kernel_files.hpp"
 
@@ -52,7 +53,7 @@ json reflexion_json(const search::store::Reflexion& r) {
 
 json target_property() {
   return {{"type", "string"},
-          {"enum", {"trn1", "trn2"}},
+          {"enum", core::known_target_names()},
           {"description", "Only this target's lessons (default: every target)."}};
 }
 

@@ -13,7 +13,7 @@ struct ProductToolsOptions {
   std::string db_path;  // --db PATH (empty: the tools' default location)
   std::vector<std::string>
       backend_specs;                   // --backend SPEC, repeatable (e.g. "sim", "ssh://user@host")
-  std::string target;                  // --target (e.g. "trn1", "trn2"; empty: default)
+  std::string target;                  // --target ("trn1", "trn2", "trn3"; empty: default)
   std::vector<std::string> llm_specs;  // --llm SPEC, repeatable (e.g. "openai:gpt-4o")
   std::string harness_dir;             // --harness-dir (empty: the installed/source harness)
 };

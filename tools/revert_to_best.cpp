@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/hash.hpp"
+#include "core/targets.hpp"
 #include "tools/evaluation_tools.hpp"
 #include "tools/kernel_files.hpp"
 
@@ -141,7 +142,7 @@ server::ToolDef make_revert_to_best_tool(std::shared_ptr<ToolEnv> env) {
         {"run_id",
          {{"type", "string"},
           {"description", "Take the best candidate of this search run instead."}}},
-        {"target", {{"type", "string"}, {"enum", {"trn1", "trn2"}}}},
+        {"target", {{"type", "string"}, {"enum", core::known_target_names()}}},
         {"dry_run",
          {{"type", "boolean"}, {"description", "Say what would be restored; write nothing."}}}}},
       {"required", {"kernel"}},

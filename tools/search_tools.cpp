@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/hash.hpp"
+#include "core/targets.hpp"
 #include "search/autotune/knobs.hpp"
 #include "search/engine/beam_search.hpp"
 #include "search/llm/provider.hpp"
@@ -209,7 +210,7 @@ json search_input_schema() {
            "Continue a stored run (interrupted or cancelled) instead of starting "
            "a new one; kernel and problem are then ignored."}}},
         {"backend", {{"type", "string"}, {"description", "Backend spec (default: server's)."}}},
-        {"target", {{"type", "string"}, {"enum", {"trn1", "trn2"}}}},
+        {"target", {{"type", "string"}, {"enum", core::known_target_names()}}},
         {"llm",
          {{"type", "array"},
           {"items", {{"type", "string"}}},

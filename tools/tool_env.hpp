@@ -41,7 +41,8 @@ class ToolEnv {
   std::size_t cached_backends();
   static constexpr std::size_t k_backend_cache = 8;
 
-  // "trn1"/"trn2": the explicit argument, else the problem file's TARGET, else --target, else trn2.
+  // A known target (core/targets.hpp): the explicit argument, else the problem file's TARGET, else
+  // --target, else trn2.
   std::string target_for(const std::string& argument, const std::string& problem_source) const;
 
   // The searches this server runs in the background.

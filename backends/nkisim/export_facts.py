@@ -26,7 +26,7 @@ DEFAULT_OUT = os.path.join(ROOT, "prompts", "generated", "facts.json")
 sys.path.insert(0, HERE)
 
 from nkisim import constants as C  # noqa: E402
-from nkisim import core, isa, language, ops, runtime  # noqa: E402
+from nkisim import core, isa, language, mx, ops, runtime  # noqa: E402
 from nkisim.timing import GPSIMD, SCALAR, TENSOR, VECTOR  # noqa: E402
 
 ENGINE_NAMES = {VECTOR: "VectorE", SCALAR: "ScalarE", GPSIMD: "GpSimdE", TENSOR: "TensorE"}
@@ -69,6 +69,11 @@ def target_facts(target):
         "scalar_ghz": _round(target.scalar_hz / 1e9),
         "gpsimd_ghz": _round(target.gpsimd_hz / 1e9),
         "peak_bf16_tflops": _round(target.peak_flops_bf16 / 1e12),
+        # MX matmuls (nisa.nc_matmul_mx, nisa.quantize_mx) exist only where the target has them
+        "mx": bool(getattr(target, "mx", False)),
+        "peak_mx_tflops": _round(getattr(target, "peak_flops_mx", 0.0) / 1e12),
+        "mx_matmul_speedup": C.MX_MATMUL_SPEEDUP if getattr(target, "mx", False) else 1,
+        "mx_group_size": C.MX_GROUP_SIZE,
         "hbm_gbps_per_core": _round(target.hbm_bytes_per_ns),
         "dma_engines": C.DMA_ENGINES,
         "dma_gbps_per_engine": _round(target.dma_bytes_per_ns / C.DMA_ENGINES),
@@ -103,25 +108,71 @@ def limits():
     }
 
 
+def _mx_engine(name):
+    """The engine nkisim.mx's `name` charges (its first `core.compute(ENGINE, ...)` or
+    `sched.issue(ENGINE, ...)`), read from mx.py's source."""
+    with open(mx.__file__, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or node.name != name:
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                    sub.func.attr in ("compute", "issue") and sub.args and \
+                    isinstance(sub.args[0], ast.Name) and sub.args[0].id in ENGINE_BY_SYMBOL:
+                return ENGINE_BY_SYMBOL[sub.args[0].id]
+    return None
+
+
+def _mx_required(name):
+    """Parameters of nkisim.mx's `name` without a default (the required ones)."""
+    fn = getattr(mx, name, None)
+    if fn is None:
+        return set()
+    return {p.name for p in inspect.signature(fn).parameters.values() if p.default is p.empty}
+
+
 def _bind_names(tree):
     """For every module-level function of isa.py: the argument list given to `_bind` and the
     engine of its first `compute`/`_engine` default, following one call into a private helper
     (activation -> _activation)."""
     functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    # Module-level argument lists (`_NC_MATMUL_MX_ARGS = [...]`) that `_bind` may be given by name
+    lists = {node.targets[0].id: node.value for node in tree.body
+             if isinstance(node, ast.Assign) and len(node.targets) == 1 and
+             isinstance(node.targets[0], ast.Name) and
+             isinstance(node.value, (ast.List, ast.Tuple))}
 
     def strings(node):
         return [e.value for e in node.elts if isinstance(e, ast.Constant)]
 
+    delegated = set()  # nkisim.mx functions the instruction calls
+
     def scan(node):
         names, engine, new_first = None, None, False
         helper = None
+        delegated.clear()
         for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                    isinstance(sub.func.value, ast.Name) and sub.func.value.id == "_mx" and \
+                    engine is None:
+                # an MX instruction is implemented in nkisim.mx: its engine is the one the
+                # implementation charges, its required arguments the implementation's
+                engine = _mx_engine(sub.func.attr)
+                delegated.add(sub.func.attr)
             if not isinstance(sub, ast.Call) or not isinstance(sub.func, ast.Name):
                 continue
             fn = sub.func.id
             if fn == "_bind" and names is None and len(sub.args) >= 4 and \
                     isinstance(sub.args[3], (ast.List, ast.Tuple)):
                 names = strings(sub.args[3])
+            elif fn == "_bind" and names is None and len(sub.args) >= 4 and \
+                    isinstance(sub.args[3], ast.Name) and sub.args[3].id in lists:
+                names = strings(lists[sub.args[3].id])
+                if len(sub.args) >= 5 and isinstance(sub.args[4], ast.Constant) and \
+                        sub.args[4].value is True:
+                    # dst first, and no form without dst: the instruction is new in NKI 0.3+
+                    names = (names, False)
             elif fn == "_bind" and names is None and len(sub.args) >= 4 and \
                     isinstance(sub.args[3], ast.IfExp):
                 # `[legacy names] if not new else [names with dst]`: the NKI 0.3+ form
@@ -169,6 +220,8 @@ def _bind_names(tree):
             continue
         names, engine, new_first, helper = scan(node)
         required, defaults = parameters(node)
+        for implementation in delegated:
+            required |= _mx_required(implementation)
         if helper is not None and (names is None or engine is None):
             h_names, h_engine, h_new, _ = scan(functions[helper])
             names = names if names is not None else h_names
@@ -211,7 +264,7 @@ def isa_facts():
         entry = {"signature": "nisa.%s(%s)" % (name, _parameter_text(args, required | {"dst"},
                                                                      defaults)),
                  "summary": _first_line(inspect.getdoc(fn))}
-        if new_first:
+        if new_first and legacy is not False:
             # neuronxcc.nki (before NKI 0.3) returns the result instead of taking dst
             old = [n for n in (legacy or plain) if n != "name"]
             entry["legacy_signature"] = "y = nisa.%s(%s)" % (
@@ -258,7 +311,7 @@ def names():
 def facts():
     return {
         "generated_by": "backends/nkisim/export_facts.py (do not edit; regenerate)",
-        "targets": {name: target_facts(C.get_target(name)) for name in ("trn1", "trn2")},
+        "targets": {name: target_facts(C.get_target(name)) for name in ("trn1", "trn2", "trn3")},
         "limits": limits(),
         "names": names(),
         "instructions": dict(sorted({**isa_facts(), **nl_facts()}.items())),

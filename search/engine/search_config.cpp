@@ -1,5 +1,7 @@
 #include "search/engine/search_config.hpp"
 
+#include "core/targets.hpp"
+
 namespace autocomp::search::engine {
 
 namespace {
@@ -40,8 +42,11 @@ core::Status validate(const SearchConfig& config) {
         "divergence must be 0 (off) or greater than 1 (1.5 drops members 50% slower than the "
         "best)");
   }
-  if (config.target != "trn1" && config.target != "trn2") {
-    return bad("target must be trn1 or trn2, not '" + config.target + "'");
+  if (!core::is_known_target(config.target)) {
+    return bad("target must be " + core::known_targets_text() + ", not '" + config.target + "'");
+  }
+  if (auto refused = core::namespace_problem(config.target, config.kernel_source)) {
+    return bad("the kernel: " + *refused);
   }
   if (config.proposers.empty()) {
     return bad("at least one proposer is needed");

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "core/targets.hpp"
 #include "search/launch/proposers.hpp"
 #include "search/store/store.hpp"
 
@@ -39,12 +40,14 @@ std::string resolve_target(const std::string& explicit_target, const std::string
   if (!explicit_target.empty()) {
     return explicit_target;
   }
-  static const std::regex k_target_line(R"re((^|\n)TARGET\s*=\s*["'](trn1|trn2)["'])re");
+  // A TARGET line naming an unknown target is ignored here; the harness reports it.
+  static const std::regex k_target_line(R"re((^|\n)TARGET\s*=\s*["']([A-Za-z0-9_]+)["'])re");
   std::smatch match;
-  if (std::regex_search(problem_source, match, k_target_line)) {
+  if (std::regex_search(problem_source, match, k_target_line) &&
+      core::is_known_target(match[2].str())) {
     return match[2].str();
   }
-  return fallback.empty() ? "trn2" : fallback;
+  return fallback.empty() ? std::string(core::k_default_target) : fallback;
 }
 
 core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store::Store> db,
@@ -117,7 +120,8 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
   }
 
   const BackendSource& source = backends ? backends : fresh_backends(request.harness_dir);
-  auto backend = source(backend_spec, target.empty() ? "trn2" : target);
+  auto backend =
+      source(backend_spec, target.empty() ? std::string(core::k_default_target) : target);
   if (!backend.ok()) {
     return backend.failure();
   }

@@ -70,8 +70,9 @@ using BackendSource = std::function<core::Result<std::shared_ptr<backends::Backe
 // A BackendSource that builds a fresh backend with the given harness folder.
 BackendSource fresh_backends(std::string harness_dir);
 
-// "trn1"/"trn2": `explicit_target` when set, else the problem's `TARGET = "..."` line, else
-// `fallback` when set, else trn2.
+// A known target (core/targets.hpp): `explicit_target` when set, else the problem's `TARGET =
+// "..."` line, else `fallback` when set, else trn2. A TARGET line naming an unknown target is
+// ignored.
 std::string resolve_target(const std::string& explicit_target, const std::string& problem_source,
                            const std::string& fallback);
 

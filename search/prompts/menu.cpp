@@ -180,6 +180,9 @@ double metric(const std::map<std::string, double>& values, const std::string& na
   return found == values.end() ? fallback : found->second;
 }
 
+// The loosest relative tolerance below which MX (fp8/fp4) matmuls are not offered.
+constexpr double k_mx_min_rtol = 5e-2;
+
 // What the ranking looks at, derived once from the context.
 struct Signals {
   bool memory = false;         // memory-bound, or DMA busier than every compute engine
@@ -197,6 +200,7 @@ struct Signals {
   bool attention = false;            // exponentials and matmuls: attention-like
   bool narrow_tiles = false;         // no sign of 128-partition tiles
   bool bf16_tolerance = true;        // the tolerance admits bf16 rounding (or is not stated)
+  bool mx_matmul = false;            // matmuls, and a stated tolerance that admits fp8 rounding
   bool grid_launch = false;          // the evaluation launches several programs
   bool fp32 = false;
   bool small_dma = false;
@@ -264,6 +268,9 @@ Signals read_signals(const MenuContext& context) {
   s.attention = s.exp && s.matmul;
   s.narrow_tiles = !contains(code, "128") && !contains(code, "pmax");
   s.bf16_tolerance = !context.rtol || *context.rtol >= 1e-2;
+  // MX fp8 keeps 2-3 mantissa bits (up to ~6-12% error per element, more below a group's
+  // largest element): only a loose tolerance the problem states admits it, never the default.
+  s.mx_matmul = s.matmul && context.rtol && *context.rtol >= k_mx_min_rtol;
   s.grid_launch = context.programs > 1;
   s.fp32 = !contains(src, "bfloat16") && !contains(src, "bf16");
   const double average_bytes = metric(m, "dma_transfer_average_bytes", -1);
@@ -367,6 +374,11 @@ const std::map<std::string, ItemRules>& item_rules() {
       {"avoid_transposes", {{{2, "transposes", &S::transpose}}, &S::transpose}},
       {"bf16_compute",
        {{{1, "fp32 compute", &S::fp32}, {1, "compute-bound", &S::compute}}, &S::bf16_tolerance}},
+      {"mx_matmul",
+       {{{2, "uses matmul", &S::matmul},
+         {2, "TensorE busy", &S::tensor_hot},
+         {1, "compute-bound", &S::compute}},
+        &S::mx_matmul}},
       {"downcast_early", {{{1, "memory-bound", &S::memory}}, &S::transpose, true}},
       {"spmd_grid",
        {{{1, "compute-bound", &S::compute}, {1, "memory-bound", &S::memory}}, &S::grid_launch}},

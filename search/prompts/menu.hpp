@@ -20,7 +20,7 @@ struct MenuItem {
 };
 
 struct Menu {
-  std::string target;  // "trn1", "trn2"
+  std::string target;  // "trn1", "trn2", "trn3"
   std::vector<MenuItem> items;
 };
 

@@ -31,7 +31,7 @@ class ExportFactsTest(unittest.TestCase):
     def test_numbers_are_the_simulators(self):
         from nkisim import constants as C
         from nkisim import runtime
-        for name in ("trn1", "trn2"):
+        for name in ("trn1", "trn2", "trn3"):
             target = C.get_target(name)
             facts = self.facts["targets"][name]
             # What a simulation's DMA queues deliver between HBM and SBUF (efficiency included).
@@ -40,6 +40,31 @@ class ExportFactsTest(unittest.TestCase):
             self.assertAlmostEqual(facts["dma_fixed_us"], C.DMA_FIXED_NS / 1000.0, 3)
             self.assertAlmostEqual(facts["vector_ghz"], target.vector_hz / 1e9, 3)
             self.assertEqual(facts["pass_cost_vs_vector"]["VectorE"], 1.0)
+
+    def test_trn3_has_mx_and_the_older_targets_do_not(self):
+        from nkisim import constants as C
+        targets = self.facts["targets"]
+        self.assertTrue(targets["trn3"]["mx"])
+        self.assertAlmostEqual(targets["trn3"]["peak_mx_tflops"],
+                               C.get_target("trn3").peak_flops_mx / 1e12, 1)
+        self.assertEqual(targets["trn3"]["mx_matmul_speedup"], C.MX_MATMUL_SPEEDUP)
+        self.assertEqual(targets["trn3"]["sbuf_kib_per_partition"], 240)
+        for name in ("trn1", "trn2"):
+            self.assertFalse(targets[name]["mx"])
+            self.assertEqual(targets[name]["mx_matmul_speedup"], 1)
+
+    def test_mx_instructions_take_dst_first_and_have_no_return_value_form(self):
+        instructions = self.facts["instructions"]
+        matmul = instructions["nisa.nc_matmul_mx"]
+        self.assertEqual(matmul["signature"].split(", tile_position")[0],
+                         "nisa.nc_matmul_mx(dst, stationary, moving, stationary_scale, "
+                         "moving_scale")
+        self.assertEqual(matmul["engine"], "TensorE")
+        self.assertNotIn("legacy_signature", matmul)
+        quantize = instructions["nisa.quantize_mx"]
+        self.assertEqual(quantize["signature"], "nisa.quantize_mx(dst, src, dst_scale)")
+        self.assertEqual(quantize["engine"], "VectorE")
+        self.assertNotIn("legacy_signature", quantize)
 
     def test_signatures_come_from_the_argument_binding(self):
         instructions = self.facts["instructions"]

@@ -25,6 +25,15 @@ TEST(Cli, ParsesHttpAndProductOptions) {
   EXPECT_EQ(options.product.target, "trn2");
 }
 
+TEST(Cli, TargetMustBeAKnownOne) {
+  auto trn3 = parse_cli({"autocomp-mcp", "--target", "trn3"});
+  ASSERT_TRUE(trn3.options) << trn3.error;
+  EXPECT_EQ(trn3.options->product.target, "trn3");
+  auto unknown = parse_cli({"autocomp-mcp", "--target", "trn7"});
+  EXPECT_FALSE(unknown.options);
+  EXPECT_NE(unknown.error.find("trn1, trn2 or trn3"), std::string::npos) << unknown.error;
+}
+
 TEST(Cli, SecurityOptions) {
   auto parsed =
       parse_cli({"autocomp-mcp", "--http", "0", "--allow-remote-endpoints", "--max-sessions", "7",

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "core/targets.hpp"
 #include "search/engine/beam.hpp"
 #include "search/engine/search_config.hpp"
 
@@ -105,7 +106,25 @@ TEST(EngineConfig, ValidationNamesTheBadField) {
   EXPECT_NE(status.failure().message.find("dropout"), std::string::npos);
   config.dropout = 0.5;
   config.target = "trn9";
-  EXPECT_FALSE(validate(config).ok());
+  auto unknown = validate(config);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.failure().message.find("trn1, trn2 or trn3"), std::string::npos)
+      << unknown.failure().message;
+  for (const auto target : core::k_known_targets) {
+    config.target = std::string(target);
+    EXPECT_TRUE(validate(config).ok()) << target;
+  }
+  // trn3 needs the `nki` namespace; the same kernel in `neuronxcc.nki` runs on trn2.
+  config.kernel_source = "import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n";
+  config.target = "trn3";
+  auto legacy = validate(config);
+  ASSERT_FALSE(legacy.ok());
+  EXPECT_NE(legacy.failure().message.find("trn3 needs the `nki` namespace"), std::string::npos);
+  config.target = "trn2";
+  EXPECT_TRUE(validate(config).ok());
+  config.target = "trn3";
+  config.kernel_source = "import nki\nimport nki.language as nl\n# not neuronxcc.nki\n";
+  EXPECT_TRUE(validate(config).ok());
 }
 
 }  // namespace

@@ -64,6 +64,10 @@ TEST(ResolveTarget, ArgumentThenProblemThenFallbackThenTrn2) {
   EXPECT_EQ(resolve_target("", "TARGET = 'trn1'\n", ""), "trn1");
   EXPECT_EQ(resolve_target("", k_problem_plain, "trn1"), "trn1");
   EXPECT_EQ(resolve_target("", k_problem_plain, ""), "trn2");
+  EXPECT_EQ(resolve_target("", "TARGET = \"trn3\"\n", "trn1"), "trn3");
+  EXPECT_EQ(resolve_target("trn3", k_problem_trn1, ""), "trn3");
+  // A target the product does not know is not taken from the problem.
+  EXPECT_EQ(resolve_target("", "TARGET = 'trn7'\n", "trn1"), "trn1");
   // Only an assignment at the start of a line counts.
   EXPECT_EQ(resolve_target("", "# OLD_TARGET = 'trn1'\n", ""), "trn2");
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/targets.hpp"
+
 namespace autocomp::search::prompts {
 namespace {
 
@@ -47,7 +49,8 @@ TEST(MenuTest, BadLinesAreReportedWithTheirLineNumber) {
 TEST(MenuTest, ShippedMenusHaveAtLeastThirtyItemsPerTarget) {
   auto library = PromptLibrary::open(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts");
   ASSERT_TRUE(library.ok());
-  for (const std::string target : {"trn1", "trn2"}) {
+  for (const auto known : core::k_known_targets) {
+    const std::string target(known);
     auto menu = load_menu(library.value(), target);
     ASSERT_TRUE(menu.ok()) << menu.failure().describe();
     EXPECT_GE(menu->items.size(), 30u) << target;

@@ -148,7 +148,7 @@ TEST(PromptFacts, AnNlFunctionsNoteComesOnlyWhenThePlanCallsIt) {
 
 TEST(PromptFacts, MenuTextsTakeHardwareNumbersFromTheFacts) {
   const auto facts = nlohmann::json::parse(read_file("prompts/generated/facts.json"));
-  for (const std::string target : {"trn1", "trn2"}) {
+  for (const std::string target : {"trn1", "trn2", "trn3"}) {
     PlanPromptInput input;
     input.target = target;
     input.kernel_source = read_file("seeds/softmax/naive.py");
@@ -163,6 +163,60 @@ TEST(PromptFacts, MenuTextsTakeHardwareNumbersFromTheFacts) {
     EXPECT_NE(text.find(fixed.str(), item), std::string::npos) << target;
     EXPECT_EQ(text.find("{{"), std::string::npos);
   }
+}
+
+TEST(PromptFacts, Trn3PromptStatesTrn3ArchitectureAndMxFromTheFacts) {
+  const auto facts = nlohmann::json::parse(read_file("prompts/generated/facts.json"));
+  const auto& trn3 = facts["targets"]["trn3"];
+  PlanPromptInput input;
+  input.target = "trn3";
+  input.kernel_source = read_file("seeds/gemm/naive.py");
+  input.dropout = 0;
+  auto request = shipped()->planning(input);
+  ASSERT_TRUE(request.ok()) << request.failure().describe();
+  const auto text = request->system + "\n" + user_text(*request);
+  EXPECT_NE(text.find("Trainium3 (trn3), NeuronCore-v4"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Trainium2"), std::string::npos);
+  EXPECT_NE(text.find("trn3 accepts only the `nki` namespace"), std::string::npos);
+  EXPECT_NE(text.find("nisa.nc_matmul_mx(dst, stationary, moving"), std::string::npos);
+  EXPECT_NE(text.find("nisa.quantize_mx(dst, src, dst_scale)"), std::string::npos);
+  std::ostringstream numbers;
+  numbers << "about " << trn3["peak_mx_tflops"].get<double>() << " TFLOPS";
+  EXPECT_NE(text.find(numbers.str()), std::string::npos) << numbers.str();
+  std::ostringstream effective;
+  effective << "~" << trn3["effective_gbps_per_core"].get<double>() << " GB/s between HBM and SBUF";
+  EXPECT_NE(text.find(effective.str()), std::string::npos) << effective.str();
+  std::ostringstream tensor;
+  tensor << "systolic array at " << trn3["tensor_ghz"].get<double>() << " GHz";
+  EXPECT_NE(text.find(tensor.str()), std::string::npos);
+  EXPECT_EQ(text.find("{{"), std::string::npos);
+}
+
+TEST(PromptFacts, MxMatmulIsOfferedOnlyOnTrn3ForMatmulsWithALooseStatedTolerance) {
+  const auto eval = measured(900);
+  const std::string problem = read_file("seeds/gemm/problem.py");  // RTOL = 2e-2
+  const auto rtol_line = problem.find("RTOL = 2e-2");
+  ASSERT_NE(rtol_line, std::string::npos);
+  std::string loose = problem;
+  loose.replace(rtol_line, 11, "RTOL = 5e-2");
+  auto offered = [&](const std::string& target, const std::string& kernel,
+                     const std::string& problem_source) {
+    PlanPromptInput input;
+    input.target = target;
+    input.kernel_source = read_file(kernel);
+    input.problem_source = problem_source;
+    input.evaluation = &eval;
+    input.dropout = 0;
+    auto request = shipped()->planning(input);
+    EXPECT_TRUE(request.ok()) << request.failure().describe();
+    return request.ok() && user_text(*request).find("[mx_matmul]") != std::string::npos;
+  };
+  EXPECT_TRUE(offered("trn3", "seeds/gemm/naive.py", loose));
+  EXPECT_FALSE(offered("trn3", "seeds/gemm/naive.py", problem)) << "2e-2 is tighter than fp8";
+  EXPECT_FALSE(offered("trn3", "seeds/gemm/naive.py", "import numpy as np\n"))
+      << "the default tolerance is not known to admit fp8";
+  EXPECT_FALSE(offered("trn3", "seeds/softmax/naive.py", loose)) << "no matmul";
+  EXPECT_FALSE(offered("trn2", "seeds/gemm/naive.py", loose)) << "no MX before trn3";
 }
 
 TEST(PromptFacts, MenuOffersOnlyItemsThatCanPayForThisKernelAndProblem) {
@@ -272,7 +326,7 @@ TEST(PromptFacts, ImplementationPromptsCarryBoundedLessonsInOrder) {
 
 TEST(PromptFacts, HardwareNumbersComeFromTheGeneratedFacts) {
   const auto facts = nlohmann::json::parse(read_file("prompts/generated/facts.json"));
-  for (const std::string target : {"trn1", "trn2"}) {
+  for (const std::string target : {"trn1", "trn2", "trn3"}) {
     PlanPromptInput input;
     input.target = target;
     input.kernel_source = read_file("seeds/layernorm/naive.py");
