@@ -11,6 +11,7 @@
 
 #include "core/hash.hpp"
 #include "search/store/store.hpp"
+#include "support/search_job.hpp"
 #include "tools/search_tools.hpp"
 #include "tools/tool_env.hpp"
 
@@ -58,33 +59,22 @@ TEST_F(SearchLaunch, AProblemsTargetIsTheHardwareTheToolsSearchRunsOn) {
   options.db_path = (m_dir / "store.db").string();
   options.target = "trn2";  // the server's default; the problem's TARGET wins over it
   auto env = std::make_shared<ToolEnv>(options);
-  auto tool = make_run_beam_search_tool(env);
-  server::ToolContext context;
-  auto result = tool.handler({{"kernel", (m_dir / "kernel.py").string()},
-                              {"problem", (m_dir / "problem.py").string()},
-                              {"beam", 1},
-                              {"plans", 1},
-                              {"iterations", 1},
-                              {"seed", 1}},
-                             context);
+  auto result = testing::start_small_search(env, (m_dir / "kernel.py").string(),
+                                            (m_dir / "problem.py").string());
   ASSERT_FALSE(result.is_error) << result.structured.dump();
   const std::string run_id = result.structured.at("run_id");
   EXPECT_EQ(result.structured.at("target"), "trn1");
 
-  auto live = env->jobs().snapshot(run_id);
+  auto live = testing::finished_job(*env, run_id);
   ASSERT_TRUE(live);
-  core::CancelToken never;
-  for (int i = 0; i < 600 && live && !live->finished; ++i) {
-    live = env->jobs().wait(run_id, live->updates, std::chrono::seconds(1), never);
-  }
-  ASSERT_TRUE(live && live->finished);
   ASSERT_TRUE(live->outcome);
   EXPECT_EQ(live->outcome->status, "completed") << live->outcome->stop_reason;
   EXPECT_EQ(live->outcome->config.target, "trn1");
 
   auto db = env->store();
   ASSERT_TRUE(db.ok());
-  auto evaluations = db.value()->evaluations().evaluations_for_candidate(core::source_key(m_kernel));
+  auto evaluations =
+      db.value()->evaluations().evaluations_for_candidate(core::source_key(m_kernel));
   ASSERT_TRUE(evaluations.ok());
   ASSERT_FALSE(evaluations->empty());
   for (const auto& stored : *evaluations) {

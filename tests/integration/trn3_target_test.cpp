@@ -14,6 +14,7 @@
 #include "search/store/store.hpp"
 #include "server/tool.hpp"
 #include "support/add_workload.hpp"
+#include "support/search_job.hpp"
 #include "tools/product_tools.hpp"
 #include "tools/search_tools.hpp"
 #include "tools/tool_env.hpp"
@@ -185,26 +186,14 @@ TEST_F(Trn3Target, ASearchRunsOnTheTargetTheProblemNames) {
   write("problem.py", read(seed / "problem.py") + "\nTARGET = \"trn3\"\n");
   m_options.target = "trn2";  // the server's default; the problem's TARGET wins over it
   auto env = std::make_shared<ToolEnv>(m_options);
-  auto tool = make_run_beam_search_tool(env);
-  server::ToolContext context;
-  auto result = tool.handler({{"kernel", (m_dir / "kernel.py").string()},
-                              {"problem", (m_dir / "problem.py").string()},
-                              {"beam", 1},
-                              {"plans", 1},
-                              {"iterations", 1},
-                              {"seed", 1}},
-                             context);
+  auto result = testing::start_small_search(env, (m_dir / "kernel.py").string(),
+                                            (m_dir / "problem.py").string());
   ASSERT_FALSE(result.is_error) << result.structured.dump();
   const std::string run_id = result.structured.at("run_id");
   EXPECT_EQ(result.structured.at("target"), "trn3");
 
-  auto live = env->jobs().snapshot(run_id);
+  auto live = testing::finished_job(*env, run_id);
   ASSERT_TRUE(live);
-  core::CancelToken never;
-  for (int i = 0; i < 600 && live && !live->finished; ++i) {
-    live = env->jobs().wait(run_id, live->updates, std::chrono::seconds(1), never);
-  }
-  ASSERT_TRUE(live && live->finished);
   ASSERT_TRUE(live->outcome);
   EXPECT_EQ(live->outcome->status, "completed") << live->outcome->stop_reason;
   EXPECT_EQ(live->outcome->config.target, "trn3");

@@ -484,13 +484,7 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
                 plan = plans[i]
                 if plan is not None:
                     rp.run_plan(plan)
-                    dropped = drops.get(i)
-                    if dropped is not None:
-                        for x in dropped:
-                            if x not in keep:
-                                rp.objs.pop(x, None)
-                    continue
-                if type(ev) is list and ev and ev[0] == "pid":
+                elif type(ev) is list and ev and ev[0] == "pid":
                     if seen >= len(pids) or len(ev) != 2 or ev[1] != pids[seen]:
                         raise B.Divergence("programs out of order")
                     seen += 1
@@ -498,7 +492,7 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
                     sim.program_id = tuple(ev[1])
                     sim.shared_index = 0
                     continue
-                if type(ev) is list and ev and ev[0] == "ordered":
+                elif type(ev) is list and ev and ev[0] == "ordered":
                     if len(ev) != 2 or ev[1] not in (1, -1):
                         raise B.Divergence("malformed ordering event")
                     if ev[1] == 1:
@@ -506,10 +500,13 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
                     else:
                         sim.sched.end_ordered()
                     continue
-                rp.event(ev)
-                for x in drops.get(i, ()):
-                    if x not in keep:
-                        rp.objs.pop(x, None)
+                else:
+                    rp.event(ev)
+                dropped = drops.get(i)
+                if dropped is not None:
+                    for x in dropped:
+                        if x not in keep:
+                            rp.objs.pop(x, None)
         if seen != len(pids):
             raise B.Divergence("the trace ran %d of %d programs" % (seen, len(pids)))
         runtime.CUR = sim

@@ -1,21 +1,14 @@
 #include <gtest/gtest.h>
 
 #include "core/targets.hpp"
+#include "measured_candidate.hpp"
 #include "search/engine/beam.hpp"
 #include "search/engine/search_config.hpp"
 
 namespace autocomp::search::engine {
 namespace {
 
-Candidate measured(const std::string& key, double us, Origin origin = {}) {
-  Candidate candidate;
-  candidate.key = key;
-  candidate.origin = origin;
-  candidate.eval.verified = true;
-  candidate.eval.correct = true;
-  candidate.eval.latency = backends::LatencyStats{us, us, us, {us}};
-  return candidate;
-}
+using testing::measured;
 
 TEST(EngineBeam, FasterChildIsAcceptedSlowerIsRejectedAfterTheEarlyIterations) {
   SearchConfig config;

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "measured_candidate.hpp"
 #include "search/engine/beam.hpp"
 
 // The beam strategy on its own: given a batch's results, it picks the next generation. No
@@ -9,15 +10,7 @@
 namespace autocomp::search::engine {
 namespace {
 
-Candidate kernel_at(const std::string& key, double us, Origin origin = {}) {
-  Candidate candidate;
-  candidate.key = key;
-  candidate.origin = origin;
-  candidate.eval.verified = true;
-  candidate.eval.correct = true;
-  candidate.eval.latency = backends::LatencyStats{us, us, us, {us}};
-  return candidate;
-}
+using testing::measured;
 
 Origin child_of(int member, int plan, int iteration = 1) {
   return Origin{iteration, member, plan, 0, 0, "llm"};
@@ -42,17 +35,17 @@ SearchConfig beam_config(int beam) {
 TEST(BeamStrategy, TheNextGenerationIsTheFastestOfTheOldOneAndTheChildrenThatPassed) {
   const SearchConfig config = beam_config(2);
   BeamStrategy strategy(config);
-  strategy.start(kernel_at("root", 100));
+  strategy.start(measured("root", 100));
   auto parents = strategy.generate(1);
   ASSERT_EQ(keys_of(parents), (std::vector<std::string>{"root"}));
 
-  Candidate failed = kernel_at("failed", 10, child_of(0, 2));
+  Candidate failed = measured("failed", 10, child_of(0, 2));
   failed.eval.correct = false;
-  Candidate duplicate = kernel_at("dup", 5, child_of(0, 3));
+  Candidate duplicate = measured("dup", 5, child_of(0, 3));
   duplicate.duplicate = true;
-  const std::vector<Candidate> children{kernel_at("a", 90, child_of(0, 0)),
-                                        kernel_at("slower", 120, child_of(0, 1)), failed,
-                                        duplicate, kernel_at("b", 70, child_of(0, 4))};
+  const std::vector<Candidate> children{measured("a", 90, child_of(0, 0)),
+                                        measured("slower", 120, child_of(0, 1)), failed, duplicate,
+                                        measured("b", 70, child_of(0, 4))};
   EXPECT_TRUE(strategy.admits(children[0]));
   EXPECT_FALSE(strategy.admits(children[1])) << "slower than its parent";
   EXPECT_FALSE(strategy.admits(failed));
@@ -66,17 +59,17 @@ TEST(BeamStrategy, TheNextGenerationIsTheFastestOfTheOldOneAndTheChildrenThatPas
 
   // The next batch is judged against each child's own parent.
   EXPECT_EQ(keys_of(strategy.generate(2)), (std::vector<std::string>{"b", "a"}));
-  EXPECT_TRUE(strategy.admits(kernel_at("c", 80, child_of(1, 0, 2)))) << "faster than a";
-  EXPECT_FALSE(strategy.admits(kernel_at("d", 80, child_of(0, 0, 2)))) << "slower than b";
-  EXPECT_FALSE(strategy.admits(kernel_at("e", 1, child_of(5, 0, 2)))) << "no such parent";
+  EXPECT_TRUE(strategy.admits(measured("c", 80, child_of(1, 0, 2)))) << "faster than a";
+  EXPECT_FALSE(strategy.admits(measured("d", 80, child_of(0, 0, 2)))) << "slower than b";
+  EXPECT_FALSE(strategy.admits(measured("e", 1, child_of(5, 0, 2)))) << "no such parent";
 }
 
 TEST(BeamStrategy, WithoutAnyChildThatPassesTheGenerationStays) {
   const SearchConfig config = beam_config(3);
   BeamStrategy strategy(config);
-  strategy.start(kernel_at("root", 100));
+  strategy.start(measured("root", 100));
   strategy.generate(1);
-  Selection selection = strategy.notify(1, {kernel_at("slow", 150, child_of(0, 0))});
+  Selection selection = strategy.notify(1, {measured("slow", 150, child_of(0, 0))});
   EXPECT_EQ(keys_of(selection.next), (std::vector<std::string>{"root"}));
   EXPECT_EQ(selection.accepted, 0);
 }
@@ -86,23 +79,23 @@ TEST(BeamStrategy, TheEarlySlackLetsSlightlySlowerChildrenIn) {
   config.early_slack = 1.1;
   config.slack_iterations = 1;
   BeamStrategy strategy(config);
-  strategy.start(kernel_at("root", 100));
+  strategy.start(measured("root", 100));
   strategy.generate(1);
-  EXPECT_TRUE(strategy.admits(kernel_at("a", 105, child_of(0, 0))));
-  Selection selection = strategy.notify(1, {kernel_at("a", 105, child_of(0, 0))});
+  EXPECT_TRUE(strategy.admits(measured("a", 105, child_of(0, 0))));
+  Selection selection = strategy.notify(1, {measured("a", 105, child_of(0, 0))});
   EXPECT_EQ(keys_of(selection.next), (std::vector<std::string>{"root", "a"}));
   strategy.generate(2);
-  EXPECT_FALSE(strategy.admits(kernel_at("b", 104, child_of(0, 0, 2)))) << "slack is over";
+  EXPECT_FALSE(strategy.admits(measured("b", 104, child_of(0, 0, 2)))) << "slack is over";
 }
 
 TEST(BeamStrategy, TheDivergenceGuardLeavesFarSlowerMembersOut) {
   SearchConfig config = beam_config(3);
   config.divergence = 1.5;
   BeamStrategy strategy(config);
-  strategy.start(kernel_at("root", 100));
+  strategy.start(measured("root", 100));
   strategy.generate(1);
   Selection selection = strategy.notify(
-      1, {kernel_at("fast", 40, child_of(0, 0)), kernel_at("ok", 55, child_of(0, 1))});
+      1, {measured("fast", 40, child_of(0, 0)), measured("ok", 55, child_of(0, 1))});
   EXPECT_EQ(keys_of(selection.next), (std::vector<std::string>{"fast", "ok"}));
   EXPECT_EQ(selection.diverged, 1) << "the input, 2.5x slower than the best, left";
 }
@@ -110,17 +103,16 @@ TEST(BeamStrategy, TheDivergenceGuardLeavesFarSlowerMembersOut) {
 TEST(BeamStrategy, ARestoredGenerationContinuesWhereTheStoredRunStopped) {
   const SearchConfig config = beam_config(2);
   BeamStrategy strategy(config);
-  strategy.start(kernel_at("root", 100));
-  const std::map<std::string, Candidate> known{{"root", kernel_at("root", 100)},
-                                               {"a", kernel_at("a", 80)},
-                                               {"b", kernel_at("b", 90)}};
+  strategy.start(measured("root", 100));
+  const std::map<std::string, Candidate> known{
+      {"root", measured("root", 100)}, {"a", measured("a", 80)}, {"b", measured("b", 90)}};
   EXPECT_FALSE(strategy.restore(store::Beam{2, {"a", "missing"}}, known));
   EXPECT_EQ(keys_of(strategy.generation()), (std::vector<std::string>{"root"}))
       << "unchanged when a member is unknown";
 
   ASSERT_TRUE(strategy.restore(store::Beam{2, {"a", "b"}}, known));
   EXPECT_EQ(keys_of(strategy.generate(3)), (std::vector<std::string>{"a", "b"}));
-  EXPECT_TRUE(strategy.admits(kernel_at("c", 85, child_of(1, 0, 3))));
+  EXPECT_TRUE(strategy.admits(measured("c", 85, child_of(1, 0, 3))));
 }
 
 }  // namespace
