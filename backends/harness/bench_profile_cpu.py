@@ -8,7 +8,7 @@ says little and is printed only for orientation. Peak memory matters because fre
 are expensive on some hosts (system time); it is printed too.
 
     /usr/bin/python3 backends/harness/bench_profile_cpu.py [--only gemm,transpose]
-        [--repo PATH] [--commands evaluate,profile] [--ref-cache]
+        [--repo PATH] [--commands evaluate,profile] [--repeat N] [--ref-cache]
 
 Cases (goals from issue 17): gemm = seeds/gemm/optimized.py (one seed) <= 30 s;
 transpose = seeds/transpose/naive.py (five seeds) <= 10 s; `profile` (timing only) a small
@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,9 @@ def main():
     ap.add_argument("--only", default="gemm,transpose")
     ap.add_argument("--repo", default=REPO, help="checkout to measure (default: this one)")
     ap.add_argument("--commands", default="evaluate,profile")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each case N times and print the median CPU seconds (identical "
+                         "runs vary by about 20%% on a shared host)")
     ap.add_argument("--ref-cache", action="store_true",
                     help="use a warm reference cache (runs each case once to fill it first)")
     args = ap.parse_args()
@@ -66,18 +70,26 @@ def main():
         for command in args.commands.split(","):
             if cache and command == "evaluate":
                 run_case(args.repo, seed, kernel, command, cache)
-            out, user, system, wall, rss = run_case(args.repo, seed, kernel, command, cache)
-            status = out.get("status")
-            if status != "ok":
-                status = "%s: %s" % (status, str((out.get("failure") or {}).get("message"))[:120])
             goal = GOALS.get(seed) if command == "evaluate" else None
-            lat = ((out.get("benchmark") or {}).get("latency_us") or {}).get("min")
-            print("%-9s %-9s %-8s cpu %6.2f s (user %6.2f, sys %6.2f)%s  wall %6.1f s  "
-                  "peak rss (largest child) %5.0f MB  seeds %s  latency %s us  %s"
-                  % (seed, kernel, command, user + system, user, system,
-                     "  goal <= %g" % goal if goal else "", wall, rss,
-                     len((out.get("problem") or {}).get("seeds") or ()),
-                     "%.1f" % lat if lat else "-", status), flush=True)
+            cpus = []
+            for _ in range(max(1, args.repeat)):
+                out, user, system, wall, rss = run_case(args.repo, seed, kernel, command, cache)
+                cpus.append(user + system)
+                status = out.get("status")
+                if status != "ok":
+                    status = "%s: %s" % (status,
+                                         str((out.get("failure") or {}).get("message"))[:120])
+                lat = ((out.get("benchmark") or {}).get("latency_us") or {}).get("min")
+                print("%-9s %-9s %-8s cpu %6.2f s (user %6.2f, sys %6.2f)%s  wall %6.1f s  "
+                      "peak rss (largest child) %5.0f MB  seeds %s  latency %s us  %s"
+                      % (seed, kernel, command, user + system, user, system,
+                         "  goal <= %g" % goal if goal else "", wall, rss,
+                         len((out.get("problem") or {}).get("seeds") or ()),
+                         "%.1f" % lat if lat else "-", status), flush=True)
+            if len(cpus) > 1:
+                print("%-9s %-9s %-8s median cpu %6.2f s over %d runs (min %.2f, max %.2f)%s"
+                      % (seed, kernel, command, statistics.median(cpus), len(cpus), min(cpus),
+                         max(cpus), "  goal <= %g" % goal if goal else ""), flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ returned are checked against what it returns here, so a trace that does not matc
 events (tampered, or one whose kernel looked at data) is refused. A trace can express only
 NKI API calls: a forged one is just another kernel.
 """
+import gc
 import itertools
 import math
 
@@ -265,22 +266,52 @@ def _plan_value(e, table):
     (k, x), = e.items()
     if k == "$r":
         return (True, x) if type(x) is int else None
+    if k == "$t":
+        v = _plan_tuple(x, table)
+        return None if v is None else (False, v)
+    if k == "$sl":
+        v = _plan_slice(x)
+        return None if v is None else (False, v)
     if k == "$s":
         v = table.get(x, _MISSING) if type(x) is str else _MISSING
         return None if v is _MISSING else (False, v)
-    if k == "$sl":
-        if type(x) is list and len(x) == 3 and all(type(y) in _SLICE_PARTS for y in x):
-            return (False, slice(*x))
-        return None
-    if k == "$t" and type(x) is list:
-        out = []
-        for y in x:
-            v = _plan_value(y, table)
-            if v is None or v[0]:
-                return None
-            out.append(v[1])
-        return (False, tuple(out))
     return None
+
+
+def _plan_slice(x):
+    """The slice an encoded `$sl` body stands for, or None."""
+    if type(x) is list and len(x) == 3:
+        a, b, c = x
+        if type(a) in _SLICE_PARTS and type(b) in _SLICE_PARTS and type(c) in _SLICE_PARTS:
+            return slice(a, b, c)
+    return None
+
+
+def _plan_tuple(x, table):
+    """The constant tuple an encoded `$t` body stands for, or None (not a list, or an item
+    that is not a constant). Indexing keys, tuples of scalars and slices, are the common
+    case and are decoded here without recursion."""
+    if type(x) is not list:
+        return None
+    out = []
+    for y in x:
+        ty = type(y)
+        if ty in _SCALARS:
+            out.append(y)
+            continue
+        if ty is dict and len(y) == 1:
+            sl = y.get("$sl", _MISSING)
+            if sl is not _MISSING:
+                v = _plan_slice(sl)
+                if v is None:
+                    return None
+                out.append(v)
+                continue
+        v = _plan_value(y, table)
+        if v is None or v[0]:
+            return None
+        out.append(v[1])
+    return tuple(out)
 
 
 def _plan(ev, table, lines):
@@ -313,10 +344,12 @@ def _plan(ev, table, lines):
     else:
         return None
     args_plan = []
+    any_ref = False
     for a in args:
         v = _plan_value(a, table)
         if v is None:
             return None
+        any_ref = any_ref or v[0]
         args_plan.append(v)
     kw_plan = {}
     for k, a in kws.items():
@@ -324,7 +357,7 @@ def _plan(ev, table, lines):
         if v is None:
             return None
         kw_plan[str(k)] = v
-    if not any(r for r, _ in args_plan):
+    if not any_ref:
         args_plan = tuple(x for _, x in args_plan)
     line = ev[1]
     return (f, lines.at(line), line, args_plan, kw_plan or None, res_rec)
@@ -382,8 +415,8 @@ class _Prepared:
 
     def __init__(self, events, table, lines):
         self.lines = lines
-        self.drops = _compute_last_uses(events)
-        self.plans = [_plan(ev, table, lines) for ev in events]
+        self.plans = plans = [_plan(ev, table, lines) for ev in events]
+        self.drops = _compute_last_uses(events, plans)
 
 
 def _prepared(events, table, kernel_path):
@@ -398,14 +431,38 @@ def _prepared(events, table, kernel_path):
     return prep
 
 
-def _compute_last_uses(events):
+def _compute_last_uses(events, plans):
+    """{event index: [ids whose last mention is there]}; a planned event's ids are read from
+    its plan (the same ids _refs finds in the event) instead of walking the event again."""
     last = {}
     for i, ev in enumerate(events):
-        ids = []
-        if type(ev) is list:
-            _refs(ev[2:], ids)
-        for x in ids:
-            last[x] = i
+        plan = plans[i]
+        if plan is None:
+            if type(ev) is list:
+                ids = []
+                _refs(ev[2:], ids)
+                for x in ids:
+                    last[x] = i
+            continue
+        args_plan, kw_plan, res_rec = plan[3], plan[4], plan[5]
+        if type(args_plan) is list:
+            for r, x in args_plan:
+                if r:
+                    last[x] = i
+        if kw_plan is not None:
+            for r, x in kw_plan.values():
+                if r:
+                    last[x] = i
+        if type(res_rec) is dict and len(res_rec) == 1:
+            x = res_rec.get("$n", res_rec.get("$r"))
+            if type(x) is int:
+                last[x] = i
+                continue
+        if type(res_rec) in (list, dict):
+            ids = []
+            _refs(res_rec, ids, 1)
+            for x in ids:
+                last[x] = i
     drops = {}
     for x, i in last.items():
         drops.setdefault(i, []).append(x)
@@ -431,6 +488,20 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
     and NkiForbiddenAccess when the trace does not replay as recorded. read_only: names of
     inputs the kernel must not write (their arrays are used without a copy and never
     changed); an instruction that writes one raises NkiInputWritten."""
+    # A replay makes a few objects per event and no reference cycles: the cyclic collector
+    # would only walk the trace and its plans again and again (a fifth of a first replay)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path,
+                       hotspots, timing, read_only)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, hotspots,
+            timing, read_only):
     try:
         check_trace(trace)
         grid = _norm_grid(trace["grid"] if grid is None else grid)

@@ -287,7 +287,7 @@ def _check_capacity(sim):
     alone exceed capacity, raise the out-of-memory compile error at the allocation that
     first exceeds it. Otherwise live SBUF data beyond capacity is spilled, as the compiler
     does: every byte per partition over capacity is saved to HBM and reloaded once, and the
-    transfers are charged as DMA time on the critical path (see _charge_spills)."""
+    transfers take the DMA time the kernel's own transfers leave idle (see _charge_spills)."""
     from .buffers import capacity_message
     for kind, cap in (("sbuf", sim.sbuf_cap), ("psum", sim.psum_cap)):
         events = []
@@ -335,20 +335,35 @@ def _check_capacity(sim):
 
 
 def _charge_spills(sim, nbytes):
-    """Save `nbytes` SBUF -> HBM and reload them: two DMA transfers (fixed latency each,
-    bytes at the HBM-side DMA bandwidth) added to the makespan, since the compiler's
-    spill/reload traffic (qSyncSpillReload, nki.md §4.4) sits between the instructions
-    that overflow SBUF and the later ones that need the data back."""
+    """Save `nbytes` SBUF -> HBM and reload them: two passes of DMA traffic (fixed latency
+    each, bytes at the HBM-side DMA bandwidth). The compiler's spill/reload transfers
+    (qSyncSpillReload, nki.md §4.4) run on the DMA queues while the engines compute, so they
+    use the DMA time the kernel's own transfers leave idle, earliest first, and lengthen
+    the kernel only by what does not fit there: it ends no earlier than before and no
+    earlier than its own DMA bandwidth time plus the spill traffic. (Spill transfers that a
+    dependency chain keeps from overlapping anything are not modelled: an optimistic
+    placement, where adding them after the makespan was a pessimistic one.)"""
     sim.spill_save = nbytes
     sim.spill_reload = nbytes
     sched = sim.sched
     per_pass = C.DMA_FIXED_NS + (nbytes + C.PMAX * sim.target.dma_descriptor_bytes) / sim.dma_bw
-    start = sched.makespan
-    sched.dma_starts.append(start)
-    sched.dma_ends.append(start + 2 * per_pass)
+    spill_ns = 2 * per_pass
+    end = max(sched.makespan, sched.bw.busy + spill_ns)
+    left = spill_ns
+    for a, b in sched.dma_idle_windows(end):
+        if left <= 0:
+            break
+        take = min(left, b - a)
+        sched.dma_starts.append(a)
+        sched.dma_ends.append(a + take)
+        left -= take
+    if left > 0:  # idle windows shorter than their union suggests: the rest runs after
+        sched.dma_starts.append(end)
+        sched.dma_ends.append(end + left)
+        end += left
     sched.dma_count += 2
     sched.bw.busy += 2 * (per_pass - C.DMA_FIXED_NS)
-    sched.makespan = start + 2 * per_pass
+    sched.makespan = end
     sim.hbm_write += nbytes
     sim.hbm_read += nbytes
     sim.sbuf_read += nbytes

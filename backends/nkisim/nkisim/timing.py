@@ -415,8 +415,10 @@ class Scheduler:
             end = t + fixed_ns + min_data_ns
         self._queue_take(q, t, end, gap)
         if self.hot is not None:
+            # a transfer's share of the core's DMA bandwidth, not its time in flight: many
+            # transfers are in flight at once, so the DMA rows add up to at most the makespan
             line = self.line_of()
-            self._attribute(4, end - t, line)
+            self._attribute(4, data_ns, line)
             self.producer[end] = (4, line)
         self.dma_starts.append(t)
         self.dma_ends.append(end)
@@ -479,6 +481,21 @@ class Scheduler:
                         self.qgaps[k] = kept
                         n += len(kept)
                     self.ngaps = n
+
+    def dma_idle_windows(self, until):
+        """(start, end) windows in [0, until) where no DMA transfer is in flight, in order."""
+        out = []
+        t = 0.0
+        for a, b in sorted(zip(self.dma_starts, self.dma_ends)):
+            if a >= until:
+                break
+            if a > t:
+                out.append((t, a))
+            if b > t:
+                t = b
+        if t < until:
+            out.append((t, until))
+        return out
 
     def dma_active_ns(self):
         """Length of the union of all DMA transfer intervals."""

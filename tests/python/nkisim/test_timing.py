@@ -488,6 +488,18 @@ class ModelTest(unittest.TestCase):
         engines = {h["engine"] for h in r.hotspots}
         self.assertTrue({"dma", "scalar", "vector"} <= engines)
 
+    def test_dma_hotspots_are_shares_of_the_makespan(self):
+        # a DMA-bound kernel keeps many transfers in flight: each line's row is its share of
+        # the DMA bandwidth, so a line never takes more than the whole kernel
+        r = sim(fused_pass, x=rand(4096, 2048))
+        dma = [h for h in r.hotspots if h["engine"] == "dma"]
+        self.assertEqual(len(dma), 2)
+        total = sum(h["time_us"] for h in dma)
+        self.assertLessEqual(total, r.latency_us * 1.0001)
+        # the loads and the stores move the same bytes: about half of the DMA time each
+        self.assertAlmostEqual(dma[0]["time_us"], dma[1]["time_us"], delta=0.1 * total)
+        self.assertGreater(total, 0.5 * r.latency_us)
+
     def test_waits_name_the_engine_waited_for(self):
         r = sim(load_then_exp, x=rand(128, 2048))
         self.assertTrue(r.waits)
