@@ -40,10 +40,11 @@ inline std::string known_targets_text(std::string_view last_separator = " or ") 
 }
 
 // Why `target` cannot run a kernel with this source, or nothing: trn3 needs the `nki` namespace
-// (NKI 0.3+), as the hardware harness says too. The simulator runs either namespace on any
-// target, so without this a trn3 run on it would accept, and a search would optimize, a
-// `neuronxcc.nki` kernel that no SDK builds for trn3. (The harness's other rule, trn1 needing
-// `neuronxcc.nki`, stays with the hardware harness.)
+// (NKI 0.3+). The harness applies the same rule on every device (harnesslib/sdkformats.py), so
+// the candidates a search's model writes fail as compile errors; this copy refuses a user's
+// kernel before any work starts (the evaluation tools, the search config). (The harness's other
+// rule, trn1 needing `neuronxcc.nki`, holds on hardware only: the simulator models trn1 for
+// either namespace.)
 inline std::optional<std::string> namespace_problem(std::string_view target,
                                                     const std::string& kernel_source) {
   static const std::regex k_legacy_import(R"((^|\n)[ \t]*(from|import)[ \t]+neuronxcc\.nki\b)");

@@ -1,12 +1,14 @@
 // Target trn3 through the product: every tool schema offers it, the evaluation tools run a seed
 // kernel of the `nki` namespace on it (from the argument or the problem's TARGET line), a
-// `neuronxcc.nki` kernel is refused with the namespace rule, and a search runs on it.
+// `neuronxcc.nki` kernel is refused with the namespace rule (by the tools, and by the harness for a
+// search's candidates), and a search runs on it.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -172,6 +174,33 @@ TEST_F(Trn3Target, ANeuronxccKernelOnTrn3IsRefusedOnTheSimulatorTooAndNoSearchSt
   EXPECT_NE((search.structured.dump() + search.text).find("trn3 needs the `nki` namespace"),
             std::string::npos)
       << search.structured.dump() << search.text;
+}
+
+// A search's candidates go to the backend without the tools' request check: the harness applies
+// the namespace rule itself, as a compile error of the candidate (the search repairs or drops it).
+TEST_F(Trn3Target, TheSimulatorBackendFailsALegacyCandidateOnTrn3AsACompileError) {
+  auto env = std::make_shared<ToolEnv>(m_options);
+  auto backend = env->backend("sim");
+  ASSERT_TRUE(backend.ok()) << backend.failure().message;
+  backends::EvalRequest request;
+  request.command = backends::EvalCommand::verify;
+  request.kernel_source = testing::k_add_fast_kernel;  // imports neuronxcc.nki
+  request.problem_source = testing::k_add_problem;
+  request.target = "trn3";
+  backends::EvalRequest modern = request;
+  modern.kernel_source =
+      std::regex_replace(request.kernel_source, std::regex("neuronxcc\\.nki"), "nki");
+  ASSERT_NE(modern.kernel_source, request.kernel_source);
+  backends::EvalRequest on_trn2 = request;
+  on_trn2.target = "trn2";
+  auto results = backend.value()->evaluate({request, modern, on_trn2}, core::CancelToken{}, {});
+  ASSERT_EQ(results.size(), 3u);
+  ASSERT_TRUE(results[0].failure) << "a legacy kernel ran on trn3";
+  EXPECT_EQ(results[0].failure->kind, core::FailureKind::compile_error);
+  EXPECT_NE(results[0].failure->message.find("trn3 needs the `nki` namespace"), std::string::npos)
+      << results[0].failure->message;
+  EXPECT_TRUE(results[1].ok()) << results[1].failure->message;
+  EXPECT_TRUE(results[2].ok()) << results[2].failure->message;
 }
 
 TEST_F(Trn3Target, ASearchRunsOnTheTargetTheProblemNames) {

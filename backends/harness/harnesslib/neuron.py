@@ -36,20 +36,7 @@ PEAKS = {
     "trn2": {"peak_tflops": 78.6, "peak_hbm_gbps": 362.0},
 }
 
-_NS_NEW = re.compile(r"^\s*(import\s+nki\b|from\s+nki(\.|\s+import)\b)", re.M)
-_NS_OLD = re.compile(r"^\s*(import\s+neuronxcc\.nki\b|from\s+neuronxcc(\.nki)?(\.\w+)*\s+import\b)", re.M)
-
-
 # ---------------------------------------------------------------- pure helpers
-
-def detect_namespace(source):
-    """'neuronxcc' when the kernel imports neuronxcc.nki, 'nki' when it imports nki, else None."""
-    if _NS_OLD.search(source):
-        return "neuronxcc"
-    if _NS_NEW.search(source):
-        return "nki"
-    return None
-
 
 def find_tool(which=shutil.which, exists=os.path.exists):
     """Path of neuron-profile (or neuron-explorer) on PATH or in /opt/aws/neuron/bin, or None."""
@@ -321,10 +308,11 @@ class NeuronDevice:
         self.kernel_path = kernel_path
         self.workdir = workdir
         with open(kernel_path, encoding="utf-8", errors="replace") as f:
-            self.namespace = detect_namespace(f.read()) or "nki"
+            self.namespace = sdkformats.detect_namespace(f.read()) or "nki"
         refused = sdkformats.target_problem(target, self.namespace)
         if refused:
-            raise HarnessFailure("unavailable", "device 'neuron', target %s: %s" % (target, refused))
+            raise HarnessFailure(refused[0], "device 'neuron', target %s: %s" % (target,
+                                                                                refused[1]))
         self.tool = find_tool()
         need_profiler = command in ("benchmark", "profile", "evaluate")
         missing = missing_sdk_parts(self.namespace, need_profiler, module_available, self.tool)

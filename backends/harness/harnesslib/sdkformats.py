@@ -1,7 +1,8 @@
 """Formats of the real Neuron SDK tools, read tolerantly (pure functions, tested on fixtures).
 
 * Targets per namespace: NKI 0.3+ (the `nki` namespace, SDK 2.29+) supports trn2 and trn3 only;
-  trn1 kernels need an older SDK and the `neuronxcc.nki` namespace, which knows no trn3.
+  trn1 kernels need an older SDK and the `neuronxcc.nki` namespace, which knows no trn3. A
+  kernel's namespace is read from its imports.
 * Profiles: `summary-json` (`{"n_<id>": {...}}`, the cheap path), Neuron Explorer's full-profile
   JSON (`{"summary": [...], "instruction": [...]}` plus metadata naming the profile schema; last
   supported in SDK 2.33), and the Parquet digest: a small JSON the Trainium host writes from the
@@ -20,15 +21,36 @@ METADATA_KEYS = ("metadata", "Metadata", "profile_metadata")
 
 # ------------------------------------------------------------------ targets
 
-def target_problem(target, namespace):
-    """Why this target cannot run a kernel of this namespace on the real SDK, or None."""
-    if namespace == "nki" and target == "trn1":
-        return ("the `nki` namespace (NKI 0.3+, Neuron SDK 2.29+) supports trn2 and trn3 only; "
+_NS_NEW = re.compile(r"^\s*(import\s+nki\b|from\s+nki(\.|\s+import)\b)", re.M)
+_NS_OLD = re.compile(
+    r"^\s*(import\s+neuronxcc\.nki\b|from\s+neuronxcc(\.nki)?(\.\w+)*\s+import\b)", re.M)
+
+
+def detect_namespace(source):
+    """'neuronxcc' when the kernel imports neuronxcc.nki, 'nki' when it imports nki, else None."""
+    if _NS_OLD.search(source):
+        return "neuronxcc"
+    if _NS_NEW.search(source):
+        return "nki"
+    return None
+
+
+def target_problem(target, namespace, device="neuron"):
+    """(failure kind, why) when this target cannot run a kernel of this namespace, else None.
+    trn3 with a `neuronxcc.nki` kernel is the kernel's fault on every device (no SDK builds one
+    for trn3): `compile_error`, so a search repairs or drops it. trn1 with an `nki` kernel is
+    the host's (trn1 needs an SDK too old for that namespace): `unavailable`, on the real SDK
+    only; the simulator (`device` "sim") models trn1 for either namespace, so that trn1
+    figures exist for kernels written against the newer API."""
+    if namespace == "neuronxcc" and target == "trn3":
+        return ("compile_error",
+                "trn3 needs the `nki` namespace (NKI 0.3+, Neuron SDK 2.29+); `neuronxcc.nki` "
+                "kernels run on trn1 and trn2 only: import nki, nki.isa and nki.language instead")
+    if namespace == "nki" and target == "trn1" and device != "sim":
+        return ("unavailable",
+                "the `nki` namespace (NKI 0.3+, Neuron SDK 2.29+) supports trn2 and trn3 only; "
                 "trn1 needs Neuron SDK 2.28 or older and a kernel written against "
                 "`neuronxcc.nki`")
-    if namespace == "neuronxcc" and target == "trn3":
-        return ("trn3 needs the `nki` namespace (NKI 0.3+, Neuron SDK 2.29+); `neuronxcc.nki` "
-                "kernels run on trn1 and trn2 only")
     return None
 
 

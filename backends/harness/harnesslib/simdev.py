@@ -102,6 +102,7 @@ class SimDevice:
         path = os.path.abspath(kernel_path)
         if not os.path.isfile(path):
             raise HarnessFailure("harness_error", "kernel file not found: %s" % kernel_path)
+        self._check_namespace(path)
         config = {"kernel_path": path, "harness_dir": HARNESS_DIR, "target": self.target,
                   "input_names": list(input_names), "kernel_name": explicit_name,
                   "problem_kernel": problem_kernel_name}
@@ -117,6 +118,18 @@ class SimDevice:
             proc.close()
             raise HarnessFailure("runtime_error", "the kernel process named no kernel")
         return KernelHandle(name, path, fn=None, ref=_Session(config, proc))
+
+    def _check_namespace(self, path):
+        """A kernel whose namespace no SDK builds for the target fails here as on hardware
+        (harnesslib/sdkformats.py), so a search repairs or drops it instead of optimizing a
+        kernel that cannot ship."""
+        from harnesslib import sdkformats  # noqa: PLC0415
+        with open(path, encoding="utf-8", errors="replace") as f:
+            source = f.read()
+        refused = sdkformats.target_problem(self.target, sdkformats.detect_namespace(source),
+                                            device="sim")
+        if refused:
+            raise HarnessFailure(refused[0], "target %s: %s" % (self.target, refused[1]))
 
     def _trace(self, session, inputs, grid, input_dtypes):
         from nkisim import boundary, sandbox  # noqa: PLC0415

@@ -42,8 +42,10 @@ class FloorFigures(unittest.TestCase):
 @unittest.skipUnless(util.sim_available(), "nkisim not importable")
 class FloorInTheHarness(unittest.TestCase):
     def run_h(self, command, problem_text, target="trn2"):
+        # trn3 takes kernels of the `nki` namespace only (harnesslib/sdkformats.py)
+        kernel = ADD_KERNEL.replace("neuronxcc.nki", "nki") if target == "trn3" else ADD_KERNEL
         with util.TempDir() as d:
-            return autocomp_harness.run([command, "--kernel", write(d, "k.py", ADD_KERNEL),
+            return autocomp_harness.run([command, "--kernel", write(d, "k.py", kernel),
                                          "--problem", write(d, "p.py", problem_text),
                                          "--seeds", "0", "--no-ref-cache", "--target", target])
 

@@ -5,7 +5,7 @@ import os
 import unittest
 
 from tests.python.harness import util
-from harnesslib import neuron
+from harnesslib import neuron, sdkformats
 
 
 def fixture(name):
@@ -47,11 +47,11 @@ class CommandLines(unittest.TestCase):
         self.assertEqual(kept["NEURON_PLATFORM_TARGET_OVERRIDE"], "trn2")
 
     def test_namespace_detection(self):
-        self.assertEqual(neuron.detect_namespace("import neuronxcc.nki as nki\n"), "neuronxcc")
-        self.assertEqual(neuron.detect_namespace("from neuronxcc import nki\n"), "neuronxcc")
-        self.assertEqual(neuron.detect_namespace("import nki\nimport nki.isa as nisa\n"), "nki")
-        self.assertEqual(neuron.detect_namespace("from nki import language as nl\n"), "nki")
-        self.assertIsNone(neuron.detect_namespace("import nkix\nimport numpy\n"))
+        self.assertEqual(sdkformats.detect_namespace("import neuronxcc.nki as nki\n"), "neuronxcc")
+        self.assertEqual(sdkformats.detect_namespace("from neuronxcc import nki\n"), "neuronxcc")
+        self.assertEqual(sdkformats.detect_namespace("import nki\nimport nki.isa as nisa\n"), "nki")
+        self.assertEqual(sdkformats.detect_namespace("from nki import language as nl\n"), "nki")
+        self.assertIsNone(sdkformats.detect_namespace("import nkix\nimport numpy\n"))
 
 
 class SummaryJson(unittest.TestCase):

@@ -21,12 +21,42 @@ def parse(text):
 
 class Targets(unittest.TestCase):
     def test_nki_namespace_refuses_trn1_and_neuronxcc_refuses_trn3(self):
-        self.assertIn("trn2 and trn3 only", sdkformats.target_problem("trn1", "nki"))
-        self.assertIn("neuronxcc", sdkformats.target_problem("trn1", "nki"))
-        self.assertIsNotNone(sdkformats.target_problem("trn3", "neuronxcc"))
+        kind, why = sdkformats.target_problem("trn1", "nki")
+        self.assertEqual(kind, "unavailable")   # the host's SDK is too old for the kernel
+        self.assertIn("trn2 and trn3 only", why)
+        self.assertIn("neuronxcc", why)
+        kind, why = sdkformats.target_problem("trn3", "neuronxcc")
+        self.assertEqual(kind, "compile_error")  # the kernel's fault, on every device
+        self.assertIn("import nki", why)
         for target, ns in (("trn2", "nki"), ("trn3", "nki"), ("trn1", "neuronxcc"),
                            ("trn2", "neuronxcc")):
             self.assertIsNone(sdkformats.target_problem(target, ns))
+
+    def test_the_simulator_keeps_only_the_trn3_rule(self):
+        self.assertIsNone(sdkformats.target_problem("trn1", "nki", device="sim"))
+        self.assertEqual(sdkformats.target_problem("trn3", "neuronxcc", device="sim")[0],
+                         "compile_error")
+
+    @unittest.skipUnless(util.sim_available(), "nkisim not importable")
+    def test_the_simulator_refuses_a_legacy_kernel_on_trn3_as_a_compile_error(self):
+        from tests.python.harness.test_harness_sim import ADD_KERNEL, ADD_PROBLEM
+        from tests.python.harness.util import autocomp_harness
+        with util.TempDir() as d:
+            def run(target, kernel):
+                return autocomp_harness.run(["verify", "--kernel", util.write(d, "k.py", kernel),
+                                             "--problem", util.write(d, "p.py", ADD_PROBLEM),
+                                             "--seeds", "0", "--no-ref-cache",
+                                             "--target", target])
+            out = run("trn3", ADD_KERNEL)
+            self.assertEqual(out["status"], "failed")
+            self.assertEqual(out["failure"]["kind"], "compile_error", out["failure"])
+            self.assertIn("trn3 needs the `nki` namespace", out["failure"]["message"])
+            self.assertIn("import nki", out["failure"]["message"])
+            for target in ("trn1", "trn2"):
+                self.assertEqual(run(target, ADD_KERNEL)["status"], "ok")
+            modern = ADD_KERNEL.replace("neuronxcc.nki", "nki")
+            for target in ("trn1", "trn2", "trn3"):
+                self.assertEqual(run(target, modern)["status"], "ok", target)
 
     def test_neuron_device_refuses_before_looking_for_the_sdk(self):
         with util.TempDir() as d:
@@ -35,6 +65,12 @@ class Targets(unittest.TestCase):
                 neuron.NeuronDevice("trn1", kernel, d, "verify")
         self.assertEqual(cm.exception.kind, "unavailable")
         self.assertIn("trn2 and trn3 only", cm.exception.message)
+        with util.TempDir() as d:
+            kernel = util.write(d, "k.py", "import neuronxcc.nki as nki\n")
+            with self.assertRaises(HarnessFailure) as cm:
+                neuron.NeuronDevice("trn3", kernel, d, "verify")
+        self.assertEqual(cm.exception.kind, "compile_error")
+        self.assertIn("trn3 needs the `nki` namespace", cm.exception.message)
 
 
 class Profiles(unittest.TestCase):
