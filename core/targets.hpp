@@ -47,7 +47,10 @@ inline std::string known_targets_text(std::string_view last_separator = " or ") 
 // either namespace.)
 inline std::optional<std::string> namespace_problem(std::string_view target,
                                                     const std::string& kernel_source) {
-  static const std::regex k_legacy_import(R"((^|\n)[ \t]*(from|import)[ \t]+neuronxcc\.nki\b)");
+  // The harness's reading of the imports (sdkformats.detect_namespace): `import neuronxcc.nki`,
+  // `from neuronxcc import nki`, `from neuronxcc.nki.language import ...`.
+  static const std::regex k_legacy_import(
+      R"((^|\n)[ \t]*(import[ \t]+neuronxcc\.nki\b|from[ \t]+neuronxcc(\.\w+)*[ \t]+import\b))");
   if (target == "trn3" && std::regex_search(kernel_source, k_legacy_import)) {
     return std::string(
         "trn3 needs the `nki` namespace (NKI 0.3+, Neuron SDK 2.29+); `neuronxcc.nki` kernels "

@@ -37,7 +37,7 @@ def detect_namespace(source):
 
 def target_problem(target, namespace, device="neuron"):
     """(failure kind, why) when this target cannot run a kernel of this namespace, else None.
-    trn3 with a `neuronxcc.nki` kernel is the kernel's fault on every device (no SDK builds one
+    trn3 with a `neuronxcc.nki` kernel is the kernel's fault on any device (no SDK builds one
     for trn3): `compile_error`, so a search repairs or drops it. trn1 with an `nki` kernel is
     the host's (trn1 needs an SDK too old for that namespace): `unavailable`, on the real SDK
     only; the simulator (`device` "sim") models trn1 for either namespace, so that trn1

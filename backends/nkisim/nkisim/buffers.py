@@ -15,7 +15,7 @@ from . import constants as C
 from . import dtypes as D
 from . import runtime
 from .errors import compile_error, current_kernel_line, runtime_error
-from .timing import DepState, timing_seq
+from .timing import DepState, timing_seq, timing_seq_end
 
 
 def capacity_message(kind, need, cap, target):
@@ -150,7 +150,8 @@ class Storage:
                 if pb > cap:
                     raise compile_error(capacity_message(kind, pb, cap, sim.target.name))
                 self.pp = pb
-                sim.allocs.append((timing_seq(), pb, self.dep, kind, current_kernel_line()))
+                sim.allocs.append((timing_seq(), pb, self.dep, kind, current_kernel_line(),
+                                   timing_seq_end()))
         if data is not None:
             self.data = data
         elif sim is not None and sim.numerics and fill:

@@ -31,7 +31,8 @@ class Sim:
         self.spill_reload = 0
         self.psum_peak = 0
         # on-chip allocations: (sequence number at allocation, bytes per partition,
-        # DepState, 'sbuf'|'psum', kernel line); liveness ends at the last access
+        # DepState, 'sbuf'|'psum', kernel line, end time of the instruction before it);
+        # liveness ends at the last access
         self.allocs = []
         self.hbm_read = 0
         self.hbm_write = 0

@@ -291,7 +291,7 @@ def _check_capacity(sim):
     from .buffers import capacity_message
     for kind, cap in (("sbuf", sim.sbuf_cap), ("psum", sim.psum_cap)):
         events = []
-        for i, (seq, pb, dep, k, line) in enumerate(sim.allocs):
+        for i, (seq, pb, dep, k, line, _) in enumerate(sim.allocs):
             if k != kind:
                 continue
             start = seq + 0.5
@@ -303,6 +303,7 @@ def _check_capacity(sim):
         peak = 0
         over = 0
         spilled = 0
+        spill_from = None  # when SBUF first overflows
         group_seq = None
         group = 0
         for pos, is_start, pb, i in events:
@@ -322,53 +323,57 @@ def _check_capacity(sim):
                 if cur - cap > over:
                     spilled += cur - cap - over
                     over = cur - cap
+                    if spill_from is None:
+                        spill_from = sim.allocs[i][5]
             else:
                 cur -= pb
                 over = cur - cap if cur > cap else 0
         if kind == "sbuf":
             sim.sbuf_peak = peak
             if spilled:
-                _charge_spills(sim, spilled * C.PMAX)
+                _charge_spills(sim, spilled * C.PMAX, spill_from)
         else:
             sim.psum_peak = peak
     sim.allocs = []
 
 
-def _charge_spills(sim, nbytes):
+def _charge_spills(sim, nbytes, not_before):
     """Save `nbytes` SBUF -> HBM and reload them: two passes of DMA traffic (fixed latency
     each, bytes at the HBM-side DMA bandwidth). The compiler's spill/reload transfers
-    (qSyncSpillReload, nki.md §4.4) run on the DMA queues while the engines compute, so they
-    use the DMA time the kernel's own transfers leave idle, earliest first, and lengthen
-    the kernel only by what does not fit there: it ends no earlier than before and no
-    earlier than its own DMA bandwidth time plus the spill traffic. (Spill transfers that a
-    dependency chain keeps from overlapping anything are not modelled: an optimistic
-    placement, where adding them after the makespan was a pessimistic one.)"""
+    (qSyncSpillReload, nki.md §4.4) run on the DMA queues while the engines compute, so
+    their bytes use the DMA bandwidth the kernel's own transfers leave idle from the first
+    overflow on (`not_before`: the end of the instruction before the allocation that
+    overflowed, in program order), earliest first; what does not fit lengthens the kernel.
+    (Spill transfers that a dependency chain keeps from overlapping anything are not
+    modelled: an optimistic placement, where adding them after the makespan was a
+    pessimistic one.) Runs without timing only count the bytes."""
     sim.spill_save = nbytes
     sim.spill_reload = nbytes
-    sched = sim.sched
-    per_pass = C.DMA_FIXED_NS + (nbytes + C.PMAX * sim.target.dma_descriptor_bytes) / sim.dma_bw
-    spill_ns = 2 * per_pass
-    end = max(sched.makespan, sched.bw.busy + spill_ns)
-    left = spill_ns
-    for a, b in sched.dma_idle_windows(end):
-        if left <= 0:
-            break
-        take = min(left, b - a)
-        sched.dma_starts.append(a)
-        sched.dma_ends.append(a + take)
-        left -= take
-    if left > 0:  # idle windows shorter than their union suggests: the rest runs after
-        sched.dma_starts.append(end)
-        sched.dma_ends.append(end + left)
-        end += left
-    sched.dma_count += 2
-    sched.bw.busy += 2 * (per_pass - C.DMA_FIXED_NS)
-    sched.makespan = end
     sim.hbm_write += nbytes
     sim.hbm_read += nbytes
     sim.sbuf_read += nbytes
     sim.sbuf_write += nbytes
     sim.dma_bytes += 2 * nbytes
+    if not sim.timing:
+        return
+    sched = sim.sched
+    pass_ns = (nbytes + C.PMAX * sim.target.dma_descriptor_bytes) / sim.dma_bw
+    end = sched.makespan
+    left = 2 * pass_ns
+    for a, b in sched.bw.idle_windows(not_before or 0.0, end):
+        take = min(left, b - a)
+        sched.dma_starts.append(a)
+        sched.dma_ends.append(a + take)
+        left -= take
+        if left <= 0:
+            break
+    if left > 0:  # the rest runs after the kernel's own work, behind one fixed latency
+        sched.dma_starts.append(end)
+        end += C.DMA_FIXED_NS + left
+        sched.dma_ends.append(end)
+    sched.dma_count += 2
+    sched.bw.busy += 2 * pass_ns
+    sched.makespan = end
 
 
 def _collect(ret, numerics):

@@ -13,6 +13,7 @@ dimension, flattened into one tuple) or None for the whole storage. DMA transfer
 share one bandwidth timeline that later transfers may back-fill.
 """
 from bisect import bisect_right
+from itertools import chain
 
 from . import constants as C
 
@@ -84,11 +85,19 @@ class DepState:
 
 
 _SEQ = [0]
+# end time of the most recently recorded instruction (0 in runs without timing)
+_SEQ_END = [0.0]
 
 
 def timing_seq():
     """Sequence number of the most recently recorded instruction (process-wide counter)."""
     return _SEQ[0]
+
+
+def timing_seq_end():
+    """End time of the most recently recorded instruction, in program order: where an
+    allocation made now can first hold data, near enough (the spill model's lower bound)."""
+    return _SEQ_END[0]
 
 
 def ready_time(t, reads, writes):
@@ -114,6 +123,7 @@ def record(reads, writes, end):
     """Remember that the accesses finish at `end`."""
     seq = _SEQ[0] + 1
     _SEQ[0] = seq
+    _SEQ_END[0] = end
     for ds, box in reads:
         ds.last = seq
         rd = ds.rd
@@ -176,6 +186,9 @@ class Timeline:
         self.e = []
         self.busy = 0.0
         self.first = 0.0  # where the last request started
+        # intervals prune() took out of s/e (they precede every interval still there)
+        self.done_s = []
+        self.done_e = []
 
     def end(self):
         return self.e[-1] if self.e else 0.0
@@ -228,11 +241,31 @@ class Timeline:
         return cur
 
     def prune(self, floor):
-        """Forget intervals ending before `floor` (no future request starts earlier)."""
+        """Set aside intervals ending before `floor` (no future request starts earlier)."""
         k = bisect_right(self.e, floor)
         if k > 64:
+            self.done_s.extend(self.s[:k])
+            self.done_e.extend(self.e[:k])
             del self.s[:k]
             del self.e[:k]
+
+    def idle_windows(self, lo, hi):
+        """(start, end) gaps between the busy intervals within [lo, hi), in order."""
+        out = []
+        t = lo
+        for a, b in zip(chain(self.done_s, self.s), chain(self.done_e, self.e)):
+            if b <= t:
+                continue
+            if a >= hi:
+                break
+            if a > t:
+                out.append((t, a))
+            t = b
+            if t >= hi:
+                break
+        if t < hi:
+            out.append((t, hi))
+        return out
 
 
 class Scheduler:
@@ -240,6 +273,7 @@ class Scheduler:
 
     def __init__(self, target):
         self.target = target
+        _SEQ_END[0] = 0.0                     # a new run starts at time 0
         self.free = [0.0, 0.0, 0.0, 0.0]      # latest end per engine
         self.floor = [0.0, 0.0, 0.0, 0.0]     # no instruction of the engine starts earlier
         self.lines = [Timeline(), Timeline(), Timeline(), Timeline()]  # busy time per engine
@@ -481,21 +515,6 @@ class Scheduler:
                         self.qgaps[k] = kept
                         n += len(kept)
                     self.ngaps = n
-
-    def dma_idle_windows(self, until):
-        """(start, end) windows in [0, until) where no DMA transfer is in flight, in order."""
-        out = []
-        t = 0.0
-        for a, b in sorted(zip(self.dma_starts, self.dma_ends)):
-            if a >= until:
-                break
-            if a > t:
-                out.append((t, a))
-            if b > t:
-                t = b
-        if t < until:
-            out.append((t, until))
-        return out
 
     def dma_active_ns(self):
         """Length of the union of all DMA transfer intervals."""

@@ -523,5 +523,75 @@ class ModelTest(unittest.TestCase):
         self.assertGreater(r.latency_us, 2 * 1.3)
 
 
+class SpillPlacementTest(unittest.TestCase):
+    """Where spill traffic goes (simulator._charge_spills): into the DMA bandwidth the
+    kernel's own transfers leave idle after the first overflow, the rest after the makespan."""
+
+    def setUp(self):
+        from types import SimpleNamespace
+        from nkisim import constants, timing
+        self.C = constants
+        target = constants.get_target("trn2")
+        self.sched = timing.Scheduler(target)
+        self.sim = SimpleNamespace(
+            sched=self.sched, timing=True, target=target, dma_bw=4.0, spill_save=0,
+            spill_reload=0, hbm_read=0, hbm_write=0, sbuf_read=0, sbuf_write=0, dma_bytes=0)
+
+    def spill(self, pass_ns, not_before=0.0):
+        from nkisim import simulator
+        # bytes whose save (and reload) take pass_ns at the 4 B/ns of the fake core
+        nbytes = int(pass_ns * 4.0) - 128 * self.sim.target.dma_descriptor_bytes
+        simulator._charge_spills(self.sim, nbytes, not_before)
+        return nbytes
+
+    def test_idle_windows_survive_pruning(self):
+        from nkisim import timing
+        line = timing.Timeline()
+        for k in range(200):
+            line.consume(10.0 * k, 1.0)
+        before = line.idle_windows(0.0, 2000.0)
+        line.prune(1500.0)
+        self.assertTrue(line.done_s)
+        self.assertEqual(line.idle_windows(0.0, 2000.0), before)
+        self.assertEqual(len(before), 200)
+        self.assertAlmostEqual(sum(b - a for a, b in before), 2000.0 - 200.0)
+        self.assertEqual(line.idle_windows(15.0, 31.0), [(15.0, 20.0), (21.0, 30.0)])
+
+    def test_a_spill_that_fits_the_idle_bandwidth_costs_no_time(self):
+        self.sched.bw.consume(0.0, 100.0)
+        self.sched.makespan = 1000.0
+        nbytes = self.spill(250.0)
+        self.assertAlmostEqual(self.sched.makespan, 1000.0)
+        self.assertEqual(self.sim.spill_save, nbytes)
+        self.assertEqual(self.sim.dma_bytes, 2 * nbytes)
+        self.assertEqual(self.sched.dma_count, 2)
+        self.assertAlmostEqual(self.sched.bw.busy, 100.0 + 500.0)
+        self.assertEqual(list(zip(self.sched.dma_starts, self.sched.dma_ends)), [(100.0, 600.0)])
+
+    def test_transfers_in_flight_do_not_hide_idle_bandwidth(self):
+        # queues always busy with slow small transfers, bandwidth 5% used
+        for k in range(20):
+            self.sched.bw.consume(50.0 * k, 2.5)
+            self.sched.dma_starts.append(50.0 * k)
+            self.sched.dma_ends.append(50.0 * k + 50.0)
+        self.sched.makespan = 1000.0
+        self.spill(400.0)
+        self.assertAlmostEqual(self.sched.makespan, 1000.0)
+
+    def test_no_spill_before_the_first_overflow_and_the_rest_after_the_makespan(self):
+        self.sched.makespan = 1000.0
+        self.spill(150.0, not_before=800.0)   # 300 ns of traffic, 200 idle after 800
+        self.assertAlmostEqual(self.sched.makespan, 1000.0 + self.C.DMA_FIXED_NS + 100.0)
+        self.assertGreaterEqual(min(self.sched.dma_starts), 800.0)
+
+    def test_a_run_without_timing_counts_the_bytes_only(self):
+        self.sim.timing = False
+        self.sched.makespan = 0.0
+        nbytes = self.spill(150.0)
+        self.assertEqual(self.sched.makespan, 0.0)
+        self.assertEqual(self.sim.spill_reload, nbytes)
+        self.assertEqual(self.sim.hbm_read, nbytes)
+
+
 if __name__ == "__main__":
     unittest.main()

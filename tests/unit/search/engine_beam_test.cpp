@@ -116,6 +116,13 @@ TEST(EngineConfig, ValidationNamesTheBadField) {
   config.target = "trn2";
   EXPECT_TRUE(validate(config).ok());
   config.target = "trn3";
+  // every import form the harness reads as the legacy namespace
+  for (const char* legacy_import : {"from neuronxcc import nki\n",
+                                    "from neuronxcc.nki.language import par_dim\n",
+                                    "x = 1\n  import neuronxcc.nki.isa as nisa\n"}) {
+    config.kernel_source = legacy_import;
+    EXPECT_FALSE(validate(config).ok()) << legacy_import;
+  }
   config.kernel_source = "import nki\nimport nki.language as nl\n# not neuronxcc.nki\n";
   EXPECT_TRUE(validate(config).ok());
 }
