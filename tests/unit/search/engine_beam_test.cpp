@@ -117,9 +117,9 @@ TEST(EngineConfig, ValidationNamesTheBadField) {
   EXPECT_TRUE(validate(config).ok());
   config.target = "trn3";
   // every import form the harness reads as the legacy namespace
-  for (const char* legacy_import : {"from neuronxcc import nki\n",
-                                    "from neuronxcc.nki.language import par_dim\n",
-                                    "x = 1\n  import neuronxcc.nki.isa as nisa\n"}) {
+  for (const char* legacy_import :
+       {"from neuronxcc import nki\n", "from neuronxcc.nki.language import par_dim\n",
+        "x = 1\n  import neuronxcc.nki.isa as nisa\n"}) {
     config.kernel_source = legacy_import;
     EXPECT_FALSE(validate(config).ok()) << legacy_import;
   }
