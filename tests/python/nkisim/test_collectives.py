@@ -329,6 +329,39 @@ class PrivatePaths(unittest.TestCase):
             nkisim.simulate(k, {"a": a, "use_sendrecv": True})
         self.assertIn("sendrecv between SPMD programs is not simulated", str(c.exception))
 
+    def test_public_core_barrier_is_never_a_silent_no_op(self):
+        def kernel(cores):
+            @nki.jit
+            def k(a):
+                out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+                nl.store(out, nl.load(a))
+                nisa.core_barrier(out, cores)
+                return out
+            return k
+
+        @nki.jit
+        def on_chip(a):
+            out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+            t = nl.load(a)
+            nisa.core_barrier(t, (0, 1))
+            nl.store(out, t)
+            return out
+
+        a = rand(128, 8)
+        with self.assertRaises(nkisim.NkiCompileError) as c:
+            nkisim.simulate(on_chip, {"a": a})
+        self.assertIn("data must be a tensor in shared HBM", str(c.exception))
+        for target, cores, message in (
+                ("trn2", (0, 1), "between NeuronCores is not simulated"),
+                ("trn3", (0, 1), "between NeuronCores is not simulated"),
+                ("trn2", (0,), "supports only cores=(0, 1)"),
+                ("trn2", 7, "must be a tuple of core ids"),
+                ("trn2", None, "needs cores"),
+                ("trn1", (0, 1), "NeuronCore-v3 or newer")):
+            with self.assertRaises(nkisim.NkiCompileError, msg=(target, cores)) as c:
+                nkisim.simulate(kernel(cores), {"a": a}, target=target)
+            self.assertIn(message, str(c.exception))
+
 
 # an aws-neuron/nki-samples checkout of the neuron-team kernels (optional)
 SAMPLES = os.environ.get("NKI_SAMPLES_NEURON_TEAM", "/work/samples/neuron-team-kernels")
