@@ -338,8 +338,9 @@ def _check_capacity(sim):
 
 
 def _charge_spills(sim, nbytes, not_before):
-    """Save `nbytes` SBUF -> HBM and reload them: two passes of DMA traffic (fixed latency
-    each, bytes at the HBM-side DMA bandwidth). The compiler's spill/reload transfers
+    """Save `nbytes` SBUF -> HBM and reload them: two passes of DMA traffic (bytes at the
+    HBM-side DMA bandwidth, plus one fixed latency when some of it runs after the kernel's
+    own work). The compiler's spill/reload transfers
     (qSyncSpillReload, nki.md §4.4) run on the DMA queues while the engines compute, so
     their bytes use the DMA bandwidth the kernel's own transfers leave idle from the first
     overflow on (`not_before`: the end of the instruction before the allocation that

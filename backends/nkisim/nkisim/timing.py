@@ -181,14 +181,15 @@ def touch(reads, writes):
 class Timeline:
     """Busy intervals of a shared resource (DMA bandwidth); work is fluid and may fill gaps."""
 
-    def __init__(self):
+    def __init__(self, keep_history=False):
         self.s = []
         self.e = []
         self.busy = 0.0
         self.first = 0.0  # where the last request started
-        # intervals prune() took out of s/e (they precede every interval still there)
-        self.done_s = []
-        self.done_e = []
+        # with keep_history, the intervals prune() took out of s/e (they precede every
+        # interval still there), so that idle_windows sees the whole run
+        self.done_s = [] if keep_history else None
+        self.done_e = [] if keep_history else None
 
     def end(self):
         return self.e[-1] if self.e else 0.0
@@ -244,16 +245,18 @@ class Timeline:
         """Set aside intervals ending before `floor` (no future request starts earlier)."""
         k = bisect_right(self.e, floor)
         if k > 64:
-            self.done_s.extend(self.s[:k])
-            self.done_e.extend(self.e[:k])
+            if self.done_s is not None:
+                self.done_s.extend(self.s[:k])
+                self.done_e.extend(self.e[:k])
             del self.s[:k]
             del self.e[:k]
 
     def idle_windows(self, lo, hi):
-        """(start, end) gaps between the busy intervals within [lo, hi), in order."""
+        """(start, end) gaps between the busy intervals within [lo, hi), in order; intervals
+        already pruned count only with keep_history."""
         out = []
         t = lo
-        for a, b in zip(chain(self.done_s, self.s), chain(self.done_e, self.e)):
+        for a, b in zip(chain(self.done_s or (), self.s), chain(self.done_e or (), self.e)):
             if b <= t:
                 continue
             if a >= hi:
@@ -295,7 +298,7 @@ class Scheduler:
         self.ngaps = 0
         self.dma_recent = []                  # starts of the last DMA_SCHED_WINDOW transfers
         self.dma_floor = 0.0                  # no transfer starts earlier
-        self.bw = Timeline()
+        self.bw = Timeline(keep_history=True)  # the spill model reads its idle windows
         self.dma_starts = []
         self.dma_ends = []
         self.dma_count = 0

@@ -546,7 +546,7 @@ class SpillPlacementTest(unittest.TestCase):
 
     def test_idle_windows_survive_pruning(self):
         from nkisim import timing
-        line = timing.Timeline()
+        line = timing.Timeline(keep_history=True)
         for k in range(200):
             line.consume(10.0 * k, 1.0)
         before = line.idle_windows(0.0, 2000.0)
