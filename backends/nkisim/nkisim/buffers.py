@@ -105,7 +105,11 @@ class Storage:
                  "name", "alias", "pdim", "__weakref__")
 
     def __init__(self, shape, dt, buffer, data=None, fill=True, name="", charge=True,
-                 check_rank=True, pdim=0):
+                 check_rank=True, pdim=0, overwritten=False):
+        """fill: give the storage data when the run has numerics (unless `data` is given);
+        new on-chip data holds the fill pattern, so reads of never-written elements show.
+        overwritten: the caller writes every element before anything can read one, so the
+        data is not filled first."""
         sim = runtime.CUR
         self.pdim = pdim
         self.shape = shape
@@ -150,16 +154,20 @@ class Storage:
                 if pb > cap:
                     raise compile_error(capacity_message(kind, pb, cap, sim.target.name))
                 self.pp = pb
-                sim.allocs.append((timing_seq(), pb, self.dep, kind, current_kernel_line(),
-                                   timing_seq_end()))
+                if sim.liveness:
+                    sim.allocs.append((timing_seq(), pb, self.dep, kind,
+                                       current_kernel_line(), timing_seq_end()))
         if data is not None:
             self.data = data
         elif sim is not None and sim.numerics and fill:
             pool = sim.pool.get((shape, dt.np)) if kind != "hbm" else None
             if pool:
                 arr = pool.pop()
-                arr.fill(D.fill_value(dt))
+                if not overwritten:
+                    arr.fill(D.fill_value(dt))
                 self.data = arr
+            elif overwritten:
+                self.data = np.empty(shape, dtype=dt.np)
             else:
                 self.data = np.full(shape, D.fill_value(dt), dtype=dt.np)
         else:

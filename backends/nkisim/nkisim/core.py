@@ -69,9 +69,11 @@ def alloc(shape, dt, buffer, name="", charge=True, pdim=0):
     return Tensor.root(Storage(shape, dt, buffer, name=name, charge=charge, pdim=pdim))
 
 
-def tmp(shape, dt, buffer=sbuf):
-    """A fresh result tile of an instruction (may be written in place by a later assignment)."""
-    return Tensor.root(Storage(shape, dt, buffer, name=_TMP, check_rank=False))
+def tmp(shape, dt, buffer=sbuf, overwritten=False):
+    """A fresh result tile of an instruction (may be written in place by a later assignment).
+    overwritten: the instruction writes all of it (no mask), so it skips the fill pattern."""
+    return Tensor.root(Storage(shape, dt, buffer, name=_TMP, check_rank=False,
+                               overwritten=overwritten))
 
 
 def free_size(t):
@@ -244,8 +246,11 @@ def _contiguous_inner(t):
 def _untimed(s, ins, outs):
     """The end of an instruction in a run without timing (a replay for values only, or the
     recording of a trace): no cost, traffic or FLOP accounting, only the storages' liveness
-    (capacity checks) and the instruction as the latest one (in-place assignment)."""
-    s.sched.issue(0, 0.0, [(t.st.dep, t.box) for t in ins], [(t.st.dep, t.box) for t in outs])
+    (capacity checks; in runs that record it) and the instruction as the latest one
+    (in-place assignment)."""
+    if s.liveness:
+        s.sched.issue(0, 0.0, [(t.st.dep, t.box) for t in ins],
+                      [(t.st.dep, t.box) for t in outs])
     s.last_st = outs[0].st if outs else None
 
 
@@ -644,8 +649,9 @@ def transpose_core(x, dst=None, to_sbuf=False, engine=None):
     p, f = x.shape
     if dst is None:
         buf = sbuf if (to_sbuf or engine == VECTOR) else psum
-        dst = Tensor.root(Storage((f, p), x.st.dt, buf, name=_TMP,
-                                  charge=not to_sbuf))
+        # TensorE writes all of a new tile; VectorE goes through compute(), which may not
+        dst = Tensor.root(Storage((f, p), x.st.dt, buf, name=_TMP, charge=not to_sbuf,
+                                  overwritten=engine != VECTOR))
     elif tuple(dst.shape) != (f, p):
         raise compile_error("transpose output shape %s does not match %s"
                             % (list(dst.shape), [f, p]))

@@ -339,7 +339,7 @@ def load(src, mask=None, dtype=None, mode=None, **kw):
     dt = dt_of(dtype) if dtype is not None else src.st.dt
     # one element (`x[i]` of a 1-D tensor) lands in a [1, 1] tile: on-chip tiles have a
     # partition and a free axis
-    out = core.tmp(src.shape if len(src.shape) else (1, 1), dt, sbuf)
+    out = core.tmp(src.shape if len(src.shape) else (1, 1), dt, sbuf, overwritten=mask is None)
     dma(out, src, mask)
     return M.masked_result(out, mask)
 
@@ -384,7 +384,7 @@ def copy(src, mask=None, dtype=None, **kw):
     if not isinstance(src, Tensor):
         raise compile_error("nl.copy expects a tensor")
     dt = dt_of(dtype) if dtype is not None else src.st.dt
-    out = core.tmp(src.shape, dt, sbuf)
+    out = core.tmp(src.shape, dt, sbuf, overwritten=mask is None)
     if src.st.kind == "hbm":
         dma(out, src, mask)
         return M.masked_result(out, mask)

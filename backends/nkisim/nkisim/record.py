@@ -467,8 +467,8 @@ def trace(loaded, request):
     except Exception as e:
         return {"ok": False, "kind": "compile_error", "message": "%s: %s" % (type(e).__name__, e),
                 "line": None}
-    # the trusted replay times the trace; recording it needs no timing
-    sim = runtime.Sim(tgt, numerics=False, timing=False)
+    # the trusted replay times the trace and checks its capacity; recording it needs neither
+    sim = runtime.Sim(tgt, numerics=False, timing=False, liveness=False)
     sim.grid = grid
     _record_ordering(sim, rec)
     runtime.CUR = sim

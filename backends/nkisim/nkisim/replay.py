@@ -481,27 +481,30 @@ def check_trace(trace):
 
 
 def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=None,
-           kernel_path="<kernel>", hotspots=True, timing=True, read_only=()):
+           kernel_path="<kernel>", hotspots=True, timing=True, read_only=(), checked=False):
     """Re-execute `trace` with `inputs` (name -> numpy array / TensorSpec / scalar). Returns a
     SimResult like `simulate`; with timing=False only its outputs mean anything (no
-    instruction is timed: latency and metrics are zero; for a trace already timed once). Raises NkiCompileError / NkiRuntimeError from the simulator,
-    and NkiForbiddenAccess when the trace does not replay as recorded. read_only: names of
-    inputs the kernel must not write (their arrays are used without a copy and never
-    changed); an instruction that writes one raises NkiInputWritten."""
+    instruction is timed: latency and metrics are zero; for a trace already timed once).
+    Raises NkiCompileError / NkiRuntimeError from the simulator, and NkiForbiddenAccess
+    when the trace does not replay as recorded. read_only: names of inputs the kernel must
+    not write (their arrays are used without a copy and never changed); an instruction that
+    writes one raises NkiInputWritten. checked: the caller replayed this trace before, with
+    timing, on inputs of the same shapes and dtypes; a replay without timing then skips the
+    on-chip capacity check (a function of the trace alone) and the liveness it needs."""
     # A replay makes a few objects per event and no reference cycles: the cyclic collector
     # would only walk the trace and its plans again and again (a fifth of a first replay)
     collecting = gc.isenabled()
     gc.disable()
     try:
         return _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path,
-                       hotspots, timing, read_only)
+                       hotspots, timing, read_only, checked)
     finally:
         if collecting:
             gc.enable()
 
 
 def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, hotspots,
-            timing, read_only):
+            timing, read_only, checked):
     try:
         check_trace(trace)
         grid = _norm_grid(trace["grid"] if grid is None else grid)
@@ -516,7 +519,7 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
     events = trace["events"]
     prep = _prepared(events, table, kernel_path)
     rp = _Replayer(table, prep.lines)
-    sim = runtime.Sim(tgt, numerics, timing)
+    sim = runtime.Sim(tgt, numerics, timing, liveness=not checked)
     sim.grid = grid
     if hotspots and timing:
         sim.sched.start_attribution(E.current_kernel_line)

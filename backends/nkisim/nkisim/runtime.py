@@ -4,7 +4,7 @@
 to find the scheduler, the target constants, the numerics switch and the statistics.
 """
 from . import constants as C
-from .timing import NullScheduler, Scheduler
+from .timing import NullScheduler, Scheduler, ValueScheduler
 
 CUR = None
 
@@ -19,11 +19,22 @@ def hbm_dma_bandwidth(target):
 class Sim:
     """Everything one `simulate` call accumulates."""
 
-    def __init__(self, target, numerics=True, timing=True):
+    def __init__(self, target, numerics=True, timing=True, liveness=True):
+        """liveness: record on-chip allocations and the last instruction that touches each,
+        for the capacity check and spill model at the end of the run. A timed run always
+        records them. Off only where that check cannot change the outcome: recording a
+        trace (the trusted replay checks it) and value-only replays of a trace already
+        replayed with the check (it depends on the trace alone, not on the data)."""
         self.target = target
         self.numerics = numerics
         self.timing = timing
-        self.sched = Scheduler(target) if timing else NullScheduler(target)
+        self.liveness = liveness or timing
+        if timing:
+            self.sched = Scheduler(target)
+        elif self.liveness:
+            self.sched = NullScheduler(target)
+        else:
+            self.sched = ValueScheduler(target)
         self.sbuf_cap = target.sbuf_bytes_per_partition
         self.psum_cap = C.PSUM_BYTES_PER_PARTITION
         self.sbuf_peak = 0

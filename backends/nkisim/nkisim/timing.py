@@ -562,3 +562,16 @@ class NullScheduler(Scheduler):
     def dma(self, data_ns, fixed_ns, reads, writes, min_data_ns=0.0):
         touch(reads, writes)
         return 0.0
+
+
+class ValueScheduler(NullScheduler):
+    """For runs without liveness (runtime.Sim): instructions leave no trace at all."""
+
+    def issue(self, engine, cost, reads, writes, startup=0.0):
+        return 0.0
+
+    def issue_zero(self, engine, reads, writes):
+        return 0.0
+
+    def dma(self, data_ns, fixed_ns, reads, writes, min_data_ns=0.0):
+        return 0.0

@@ -97,6 +97,35 @@ import neuronxcc.nki as nki"""
             np.testing.assert_allclose(outs[0], inp["a"] + inp["b"])
         self.assertEqual(len(h.ref.traces), 2)
 
+    def test_value_replays_skip_the_capacity_check_only_after_a_timed_replay_passed_it(self):
+        from harnesslib.failures import HarnessFailure
+        # nine PSUM tiles live at once: each fits, together they exceed the eight banks; the
+        # check runs at the end of a replay over the liveness it records
+        over = ADD_KERNEL.replace(
+            "    return out\n",
+            "    tiles = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)\n"
+            "             for _ in range(9)]\n"
+            "    nl.store(out[0:128, :], value=nl.add(nl.copy(tiles[0][:, 0:64]), x))\n"
+            "    return out\n")
+        h = self.dev.load_kernel(write(self.dir, "over.py", over), ["a", "b"])
+        for timing in (True, False, True):
+            with self.subTest(timing=timing):
+                with self.assertRaises(HarnessFailure) as cm:
+                    self.dev.run(h, _inputs(3), timing=timing)
+                self.assertEqual(cm.exception.kind, "compile_error")
+                self.assertIn("Out of memory in psum", cm.exception.message)
+        self.assertEqual(h.ref.checked, set())
+        h = self.dev.load_kernel(write(self.dir, "add.py", ADD_KERNEL), ["a", "b"])
+        first = self.dev.run(h, _inputs(1), timing=False)  # not yet checked: full liveness
+        self.assertGreater(first.metrics["peak_sbuf_bytes_per_partition"], 0)
+        self.dev.run(h, _inputs(1), timing=True)
+        self.assertEqual(len(h.ref.checked), 1)
+        for seed in (2, 3):
+            inp = _inputs(seed)
+            res = self.dev.run(h, inp, timing=False)
+            np.testing.assert_array_equal(self.dev.outputs(res)[0][0], inp["a"] + inp["b"])
+            self.assertEqual(res.metrics["peak_sbuf_bytes_per_partition"], 0)  # no liveness
+
     def test_harness_never_imports_the_kernel(self):
         # A kernel whose import would break the harness process if it ran there.
         text = ADD_KERNEL.replace("import neuronxcc.nki as nki",

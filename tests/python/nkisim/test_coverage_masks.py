@@ -136,6 +136,20 @@ def masked_load_kernel(x, h):
 
 
 @nki.jit
+def masked_load_after_full_loads_kernel(x):
+    """Unmasked loads write all of their new tile, so it skips the fill pattern; a masked
+    load's new tile must still show it where the mask is false, even when it reuses the
+    storage of those earlier tiles."""
+    out = nl.ndarray((2, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    for _ in nl.affine_range(4):
+        t = nl.load(x)
+        nl.store(out[0], t)
+    i_p = nl.arange(128)[:, None]
+    nl.store(out[1], nl.load(x, mask=(i_p < 64)))
+    return out
+
+
+@nki.jit
 def masked_slice_assign_kernel(x):
     """A slice past the end of the destination, legal because the mask excludes it."""
     out = nl.ndarray((128, 96), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -302,6 +316,13 @@ class CoverageMaskTest(unittest.TestCase):
         np.testing.assert_array_equal(out, want)
         (out,) = run(masked_load_kernel, x=x, h=2)           # index 2 of 2: all masked
         np.testing.assert_array_equal(out, np.zeros((128, 64), np.float32))
+
+    def test_a_masked_load_leaves_the_fill_pattern_where_the_mask_is_false(self):
+        x = rand(128, 64)
+        (out,) = run(masked_load_after_full_loads_kernel, x=x)
+        np.testing.assert_array_equal(out[0], x)
+        np.testing.assert_array_equal(out[1, :64], x[:64])
+        self.assertTrue(np.isnan(out[1, 64:]).all())
 
     def test_masked_assignment_past_the_end(self):
         x = rand(128, 64)

@@ -108,6 +108,13 @@ class Sandbox(unittest.TestCase):
             self.assertEqual(untimed.hotspots, [])
             self.assertEqual(untimed.metrics["peak_sbuf_bytes_per_partition"],
                              timed.metrics["peak_sbuf_bytes_per_partition"])
+            # once the caller has a timed replay's capacity check, a value replay skips it
+            # and the liveness it needs: same values, no peak
+            checked = replay.replay(trace, inp, target="trn2", kernel_path=path, timing=False,
+                                    checked=True)
+            np.testing.assert_array_equal(checked.outputs[0], timed.outputs[0])
+            self.assertEqual(checked.metrics["peak_sbuf_bytes_per_partition"], 0)
+            self.assertGreater(timed.metrics["peak_sbuf_bytes_per_partition"], 0)
 
     def test_events_decoded_once_replay_like_events_decoded_as_they_go(self):
         # replays of one trace share its decoded events (plans); a replay that decodes every
