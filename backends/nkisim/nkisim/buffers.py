@@ -100,9 +100,11 @@ def _psum_banks_bytes(pp):
 
 
 class Storage:
-    """One allocation. `pp` is its charged bytes per partition (0 for HBM)."""
+    """One allocation. `pp` is its charged bytes per partition (0 for HBM). An alias (a
+    reshape of a whole tensor) shares its `base` storage's data and holds `base`, so that
+    data is not pooled for another tile while the alias can still be read."""
     __slots__ = ("shape", "dt", "buffer", "kind", "data", "dep", "sim", "pp", "written",
-                 "name", "alias", "pdim", "__weakref__")
+                 "name", "alias", "pdim", "base", "__weakref__")
 
     def __init__(self, shape, dt, buffer, data=None, fill=True, name="", charge=True,
                  check_rank=True, pdim=0, overwritten=False):
@@ -122,6 +124,7 @@ class Storage:
         self.name = name
         self.written = None
         self.alias = False
+        self.base = None
         self.pp = 0
         if kind != "hbm":
             if len(shape) < 2 and check_rank:
@@ -477,6 +480,7 @@ class Tensor:
             new.name = st.name
             new.alias = True
             new.pdim = 0
+            new.base = st
             return Tensor.root(new)
         raise compile_error("reshape is only supported on a whole tensor")
 

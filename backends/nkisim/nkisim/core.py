@@ -251,6 +251,11 @@ def _untimed(s, ins, outs):
     if s.liveness:
         s.sched.issue(0, 0.0, [(t.st.dep, t.box) for t in ins],
                       [(t.st.dep, t.box) for t in outs])
+    else:
+        for t in outs:
+            wr = t.st.dep.wr
+            if not wr:
+                wr[None] = 0.0  # as timing.mark_written: the storage was written
     s.last_st = outs[0].st if outs else None
 
 

@@ -165,15 +165,23 @@ def record(reads, writes, end):
 
 def touch(reads, writes):
     """Count an instruction for liveness (each storage's `last` sequence number) without
-    timing it (NullScheduler). A written storage keeps a write record (ending at time 0, so
-    it never delays anything): `wr` being non-empty is how a run knows a storage was
-    written (e.g. to copy an output parameter back to the caller's array)."""
+    timing it (NullScheduler), and mark what it writes (mark_written)."""
     seq = _SEQ[0] + 1
     _SEQ[0] = seq
     for ds, _ in reads:
         ds.last = seq
     for ds, _ in writes:
         ds.last = seq
+        if not ds.wr:
+            ds.wr[None] = 0.0
+
+
+def mark_written(writes):
+    """Give each written storage a write record (ending at time 0, so it never delays
+    anything) when it has none: `wr` being non-empty is how every run, with or without
+    timing and liveness, knows a storage was written (e.g. to copy an output parameter back
+    to the caller's array)."""
+    for ds, _ in writes:
         if not ds.wr:
             ds.wr[None] = 0.0
 
@@ -565,13 +573,16 @@ class NullScheduler(Scheduler):
 
 
 class ValueScheduler(NullScheduler):
-    """For runs without liveness (runtime.Sim): instructions leave no trace at all."""
+    """For runs without liveness (runtime.Sim): instructions only mark what they write."""
 
     def issue(self, engine, cost, reads, writes, startup=0.0):
+        mark_written(writes)
         return 0.0
 
     def issue_zero(self, engine, reads, writes):
+        mark_written(writes)
         return 0.0
 
     def dma(self, data_ns, fixed_ns, reads, writes, min_data_ns=0.0):
+        mark_written(writes)
         return 0.0

@@ -59,17 +59,20 @@ class OutputParameters(unittest.TestCase):
 
     def test_bf16_output_parameter_on_every_seed(self):
         # a bf16 output parameter lives in a rounded copy the simulator writes back to the
-        # harness's array after the run, on every seed (later seeds are replayed untimed)
+        # harness's array after the run, on every seed (later seeds are replayed untimed;
+        # with one alpha for every seed they share one trace, so they replay it as checked)
         problem = PROBLEM.replace("return (x * np.float32(alpha)).astype(np.float32)",
                                   "return x * np.float32(alpha)")
-        with util.TempDir() as d:
-            out = autocomp_harness.run([
-                "evaluate", "--kernel", write(d, "k.py", KERNEL), "--problem",
-                write(d, "p.py", problem + '\nOUTPUTS = {"out": ((128, 64), "bfloat16")}\n'
-                + 'OUTPUT_DTYPES = ("bfloat16",)\n'),
-                "--seeds", "0,1,2", "--no-ref-cache"])
-        self.assertEqual(out["status"], "ok", out)
-        self.assertEqual(len(out["verify"]["seeds"]), 3)
+        for alpha in ("2.5 + seed", "2.5"):
+            with self.subTest(alpha=alpha), util.TempDir() as d:
+                text = problem.replace('"alpha": 2.5 + seed', '"alpha": ' + alpha)
+                out = autocomp_harness.run([
+                    "evaluate", "--kernel", write(d, "k.py", KERNEL), "--problem",
+                    write(d, "p.py", text + '\nOUTPUTS = {"out": ((128, 64), "bfloat16")}\n'
+                    + 'OUTPUT_DTYPES = ("bfloat16",)\n'),
+                    "--seeds", "0,1,2", "--no-ref-cache"])
+                self.assertEqual(out["status"], "ok", out)
+                self.assertEqual(len(out["verify"]["seeds"]), 3)
 
     def test_output_shape_from_the_reference(self):
         for spec in ('("out",)', '{"out": None}'):

@@ -48,6 +48,20 @@ def limits_kernel(x):
 
 
 @nki.jit
+def reshaped_tile_outlives_its_original_kernel(a, b):
+    """The tile nl.load returns is gone once reshaped (nothing names it); the reshaped view
+    must keep its data even when later tiles of the original's shape are allocated."""
+    out = nl.ndarray((3, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    y = nl.load(a).reshape((128, 64))
+    w = nl.load(b)
+    z = nl.load(b)
+    nl.store(out[0], y)
+    nl.store(out[1], w)
+    nl.store(out[2], z)
+    return out
+
+
+@nki.jit
 def reshape_kernel(x):
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     v = x.reshape(shape=(256, 64))
@@ -136,6 +150,13 @@ class CoverageApiTest(unittest.TestCase):
         x = rand(64, 256)
         (out,) = run(reshape_kernel, x=x)
         np.testing.assert_array_equal(out, x.reshape(256, 64)[128:256])
+
+    def test_a_reshaped_tile_keeps_its_data_after_its_original_is_gone(self):
+        a, b = rand(128, 64, seed=1), rand(128, 64, seed=2)
+        (out,) = run(reshaped_tile_outlives_its_original_kernel, a=a, b=b)
+        np.testing.assert_array_equal(out[0], a)
+        np.testing.assert_array_equal(out[1], b)
+        np.testing.assert_array_equal(out[2], b)
 
     def test_matmul_transpose_mode(self):
         x = rand(128, 64)
