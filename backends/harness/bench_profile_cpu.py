@@ -114,5 +114,6 @@ def measure(repo, seed, kernel, command, cache, goal, label):
              "%.1f" % lat if lat else "-", status), flush=True)
     return user + system
 
+
 if __name__ == "__main__":
     main()

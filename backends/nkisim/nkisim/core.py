@@ -10,7 +10,7 @@ from . import ops as O
 from . import runtime
 from .buffers import Storage, Tensor, psum, sbuf, shared_hbm
 from .errors import compile_error
-from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, ready_time, record
+from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, mark_written, ready_time, record
 
 _TMP = "__tmp__"
 _MM = "__matmul__"
@@ -252,10 +252,7 @@ def _untimed(s, ins, outs):
         s.sched.issue(0, 0.0, [(t.st.dep, t.box) for t in ins],
                       [(t.st.dep, t.box) for t in outs])
     else:
-        for t in outs:
-            wr = t.st.dep.wr
-            if not wr:
-                wr[None] = 0.0  # as timing.mark_written: the storage was written
+        mark_written([(t.st.dep, None) for t in outs])
     s.last_st = outs[0].st if outs else None
 
 
