@@ -10,7 +10,7 @@ from . import ops as O
 from . import runtime
 from .buffers import Storage, Tensor, psum, sbuf, shared_hbm
 from .errors import compile_error
-from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, mark_written, ready_time, record
+from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, ready_time, record
 
 _TMP = "__tmp__"
 _MM = "__matmul__"
@@ -245,14 +245,11 @@ def _contiguous_inner(t):
 # ---- instruction issue ------------------------------------------------------------------
 def _untimed(s, ins, outs):
     """The end of an instruction in a run without timing (a replay for values only, or the
-    recording of a trace): no cost, traffic or FLOP accounting, only the storages' liveness
-    (capacity checks; in runs that record it) and the instruction as the latest one
+    recording of a trace): no cost, traffic or FLOP accounting, only what the run's scheduler
+    records without timing (liveness for the capacity check, or just which storages were
+    written: timing.NullScheduler / ValueScheduler) and the instruction as the latest one
     (in-place assignment)."""
-    if s.liveness:
-        s.sched.issue(0, 0.0, [(t.st.dep, t.box) for t in ins],
-                      [(t.st.dep, t.box) for t in outs])
-    else:
-        mark_written([(t.st.dep, None) for t in outs])
+    s.sched.issue(0, 0.0, [(t.st.dep, t.box) for t in ins], [(t.st.dep, t.box) for t in outs])
     s.last_st = outs[0].st if outs else None
 
 

@@ -172,8 +172,7 @@ def touch(reads, writes):
         ds.last = seq
     for ds, _ in writes:
         ds.last = seq
-        if not ds.wr:
-            ds.wr[None] = 0.0
+    mark_written(writes)
 
 
 def mark_written(writes):
