@@ -237,7 +237,7 @@ def _make_device(args, target, workdir):
             raise HarnessFailure("unavailable", "device 'sim' models trn1, trn2 and trn3 only; target "
                                  "%r needs device 'neuron'" % target)
         from harnesslib.simdev import SimDevice  # noqa: PLC0415
-        return SimDevice(target)
+        return SimDevice(target, os.path.abspath(args.kernel))
     from harnesslib.neuron import NeuronDevice  # noqa: PLC0415
     return NeuronDevice(target, os.path.abspath(args.kernel), workdir, args.command)
 
