@@ -115,9 +115,12 @@ class KernelProcess:
     def loaded(self):
         """The load answer: {"ok": true, "kernel_name"} or a failure."""
         if self.start_error:
+            if not self.unavailable and self.proc is not None:
+                self._wait(time.monotonic() + 5.0)  # bwrap's own start-up failure, if any
+                self.unavailable = _sandbox_problem(self.log)
             self.close()
             return _failure("unavailable" if self.unavailable else "runtime_error",
-                            self.start_error)
+                            self.unavailable or self.start_error)
         try:
             ans = self._message()
         except BaseException:

@@ -1,0 +1,285 @@
+"""Kernel code runs in the OS sandbox (nkisim/confine.py): hostile kernels that pass the static
+scan are refused or harmless.
+
+Every attack fixture (fixtures/isolation/) reaches ctypes through numpy, which the static scan
+lets through, prints ATTACK-RAN (so each test proves the attack was executed, not refused by
+the scan), attacks, then computes `2 * a` honestly. Each test runs the harness as the product
+does (`python3 -I -B autocomp_harness.py verify`) and asserts what a user would notice: the
+result is a failure or correct, no planted file exists outside the sandbox, nothing was
+deleted, no process is left over, no connection was made.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+from tests.python.harness import util
+
+FIX = os.path.join(util.FIXTURES, "isolation")
+SANDBOX_PY = os.path.join(util.REPO, "backends", "nkisim", "nkisim", "sandbox.py")
+
+
+def sandbox_pids():
+    """Processes running this checkout's kernel sandbox."""
+    pids = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if SANDBOX_PY.encode() in f.read():
+                    pids.add(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+def run_harness(kernel, problem, *extra, env=None, timeout=300):
+    """(result dict, stderr, exit code) of `python3 -I -B autocomp_harness.py verify ...`."""
+    full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/")}
+    full_env.update(env or {})
+    p = subprocess.run([sys.executable, "-I", "-B", util.HARNESS, "verify", "--kernel", kernel,
+                        "--problem", problem, "--no-ref-cache"] + list(extra),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                       env=full_env, check=False)
+    lines = p.stdout.decode().splitlines()
+    import json  # noqa: PLC0415
+    return (json.loads(lines[-1]) if lines else None), p.stderr.decode(), p.returncode, \
+        p.stdout.decode()
+
+
+@unittest.skipUnless(util.sim_available(), "nkisim not importable")
+class HostileKernels(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="isolation-test-")
+        self.before = sandbox_pids()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def stage(self, fixture, problem="problem_double.py", **subst):
+        """Copy the fixture (placeholders filled in) and the problem into one folder, as the
+        product lays out a work folder: (kernel path, problem path)."""
+        with open(os.path.join(FIX, fixture)) as f:
+            text = f.read()
+        for key, value in subst.items():
+            text = text.replace("@%s@" % key, str(value))
+        kernel = os.path.join(self.tmp, "kernel.py")
+        with open(kernel, "w") as f:
+            f.write(text)
+        dst = os.path.join(self.tmp, "problem.py")
+        shutil.copy(os.path.join(FIX, problem), dst)
+        return kernel, dst
+
+    def attack(self, fixture, honest=True, **subst):
+        """Run an attack; honest: its kernel is then judged as the honest kernel it also is."""
+        kernel, problem = self.stage(fixture, **subst)
+        out, err, code, stdout = run_harness(kernel, problem)
+        self.assertEqual(code, 0, err[-2000:])
+        self.assertIn("ATTACK-RAN", err, "the attack did not run (refused by the scan?): %s"
+                      % (out or {}).get("failure"))
+        self.assertIsNotNone(out)
+        if honest:
+            self.assertEqual(out["status"], "ok", out.get("failure"))
+            self.assertTrue(out["verify"]["correct"])
+        self.assertEqual(sandbox_pids() - self.before, set(), "processes left over")
+        return out, err, stdout
+
+    def test_forged_result_through_proc_fd_and_killing_the_parent(self):
+        out, err, stdout = self.attack("result_pipe.py", honest=False)
+        # the only descriptors it reaches are its own sandbox's: its own answer channel, which
+        # it garbles (a failure), never the harness's result pipe
+        self.assertEqual(out["status"], "failed")
+        self.assertEqual(out["failure"]["message"], "the kernel process wrote no valid answer")
+        self.assertNotIn("FORGED", stdout)
+        self.assertEqual(out["schema"], "autocomp-harness/1")
+        self.assertEqual(len(stdout.strip().splitlines()), 1)
+
+    def test_planting_a_reference_cache_entry(self):
+        target = os.path.join(self.tmp, "refs", "0123456789abcdef0123456789abcdef.npz")
+        os.makedirs(os.path.dirname(target))
+        _, err, _ = self.attack("refcache.py", TARGET=target)
+        self.assertFalse(os.path.exists(target))
+        self.assertIn("PLANT=2", err)  # ENOENT: the cache folder does not exist in the sandbox
+
+    def test_planting_bytecode_in_the_harness_pycache(self):
+        target = os.path.join(util.HARNESS_DIR, "harnesslib", "__pycache__",
+                              "planted.cpython-%d%d.pyc" % sys.version_info[:2])
+        self.addCleanup(lambda: os.path.exists(target) and os.unlink(target))
+        _, err, _ = self.attack("pycache.py", TARGET=target)
+        self.assertFalse(os.path.exists(target))
+        self.assertNotIn("PLANT=0", err)
+
+    def test_planting_a_pth_file_in_a_user_site(self):
+        site = os.path.join(self.tmp, ".local", "lib", "python3", "site-packages")
+        os.makedirs(site)
+        target = os.path.join(site, "planted.pth")
+        _, err, _ = self.attack("user_site.py", TARGET=target)
+        self.assertFalse(os.path.exists(target))
+        self.assertNotIn("PLANT=0", err)
+
+    def test_writing_the_store_found_on_an_ancestors_command_line(self):
+        store = os.path.join(self.tmp, "store.db")
+        guessed = os.path.join(util.REPO, "build", "autocomp-store-guess.db")
+        with open(store, "wb") as f:
+            f.write(b"original store bytes")
+        kernel, problem = self.stage("store.py", TARGET=guessed)
+        # an ancestor carrying --db on its command line, as the server does
+        sh = subprocess.run(["/bin/sh", "-c", '"$0" -I -B "$1" verify --kernel "$2" --problem "$3" '
+                             '--no-ref-cache; true', sys.executable, util.HARNESS, kernel, problem,
+                             "--db", store], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={"PATH": "/usr/bin:/bin"}, timeout=300, check=False)
+        err = sh.stderr.decode()
+        self.assertIn("ATTACK-RAN", err)
+        self.assertIn('"status":"ok"', sh.stdout.decode())
+        with open(store, "rb") as f:
+            self.assertEqual(f.read(), b"original store bytes")
+        self.assertFalse(os.path.exists(guessed))
+        # no ancestor's command line is visible: only the guessed path was tried, and failed
+        self.assertIn("STORES=[%r]" % guessed, err)
+        self.assertNotIn("PLANT=0", err)
+
+    def test_reading_the_problem_file_beside_the_kernel(self):
+        _, err, _ = self.attack("problem_import.py")
+        self.assertNotIn("PROBLEM-READ", err)
+        self.assertIn("PROBLEM-ERRNO=2", err)
+
+    def test_reading_etc_shadow(self):
+        _, err, _ = self.attack("shadow.py")
+        self.assertNotIn("SHADOW-READ", err)
+        self.assertIn("SHADOW-ERRNO=2", err)
+
+    def test_reserving_50_gib(self):
+        _, err, _ = self.attack("memory.py")
+        got = [int(line.split("=")[1]) for line in err.splitlines()
+               if line.startswith("ALLOCATED-GIB=")]
+        self.assertEqual(len(got), 1, err[-2000:])
+        self.assertLess(got[0], 9)  # the address-space limit (8 GiB) stops it
+
+    def test_deleting_files_outside_its_folder(self):
+        victim = os.path.join(self.tmp, "victim.txt")
+        with open(victim, "w") as f:
+            f.write("keep me")
+        kernel, problem = self.stage("delete.py", VICTIM=victim)
+        out, err, code, _ = run_harness(kernel, problem)
+        self.assertIn("ATTACK-RAN", err)
+        self.assertEqual(out["status"], "ok", out.get("failure"))
+        self.assertTrue(os.path.exists(victim))
+        self.assertTrue(os.path.exists(problem))
+
+    def test_fork_bomb(self):
+        _, err, _ = self.attack("forkbomb.py")
+        self.assertIn("FORKS=0", err)
+
+    def test_network_socket_to_the_host_loopback(self):
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        server.setblocking(False)
+        self.addCleanup(server.close)
+        _, err, _ = self.attack("network.py", PORT=server.getsockname()[1])
+        with self.assertRaises(BlockingIOError):
+            server.accept()
+        self.assertNotIn("CONNECT=0", err)
+
+
+@unittest.skipUnless(util.sim_available(), "nkisim not importable")
+class AnswersWithoutInputs(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="isolation-test-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def stage(self, fixture, problem, **subst):
+        with open(os.path.join(FIX, fixture)) as f:
+            text = f.read()
+        for key, value in subst.items():
+            text = text.replace("@%s@" % key, str(value))
+        kernel = os.path.join(self.tmp, "kernel.py")
+        with open(kernel, "w") as f:
+            f.write(text)
+        return kernel, os.path.join(FIX, problem)
+
+    def constants_kernel(self):
+        a = np.random.default_rng(0).standard_normal((1, 8), dtype=np.float32)
+        values = "[%s]" % ", ".join(repr(float(v)) for v in (a * np.float32(2.0))[0])
+        return self.stage("constants.py", "problem_small.py", VALUES=values)
+
+    def test_constants_for_the_published_seeds_fail_on_drawn_seeds(self):
+        out, _, _, _ = run_harness(*self.constants_kernel())
+        self.assertEqual(out["status"], "failed")
+        self.assertEqual(out["failure"]["kind"], "mismatch")
+        self.assertIn("input_seeds", out["receipt"])
+        self.assertIn("seed_secret", out["receipt"])
+
+    def test_constants_that_match_are_refused_for_never_reading_the_input(self):
+        out, _, _, _ = run_harness(*self.constants_kernel(), "--fixed-seeds")
+        self.assertEqual(out["status"], "failed")
+        self.assertEqual(out["failure"]["kind"], "forbidden_access")
+        self.assertIn("never", out["failure"]["message"].replace("no instruction", "never"))
+        self.assertIn("'a'", out["failure"]["message"])
+
+    def test_a_kernel_reading_only_a_copy_of_the_input_is_refused(self):
+        out, _, _, _ = run_harness(*self.stage("reads_copy_only.py", "problem_copy.py"))
+        self.assertEqual(out["status"], "failed")
+        self.assertEqual(out["failure"]["kind"], "forbidden_access")
+        self.assertIn("'a'", out["failure"]["message"])
+
+    def test_ignoring_an_input_the_reference_ignores_passes(self):
+        out, _, _, _ = run_harness(*self.stage("honest_ignores_b.py", "problem_copy.py"))
+        self.assertEqual(out["status"], "ok", out.get("failure"))
+
+    def test_drawn_seeds_are_reproducible_from_the_receipt(self):
+        kernel, problem = self.stage("honest_ignores_b.py", "problem_copy.py")
+        first, _, _, _ = run_harness(kernel, problem)
+        again, _, _, _ = run_harness(kernel, problem, "--seed-secret",
+                                     first["receipt"]["seed_secret"])
+        self.assertEqual(first["receipt"]["input_seeds"], again["receipt"]["input_seeds"])
+        self.assertEqual([s["max_abs_err"] for s in first["verify"]["seeds"]],
+                         [s["max_abs_err"] for s in again["verify"]["seeds"]])
+        other, _, _, _ = run_harness(kernel, problem)
+        self.assertNotEqual(first["receipt"]["input_seeds"], other["receipt"]["input_seeds"])
+
+
+@unittest.skipUnless(util.sim_available(), "nkisim not importable")
+class SandboxTool(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="isolation-test-")
+        self.kernel = os.path.join(self.tmp, "kernel.py")
+        shutil.copy(os.path.join(FIX, "honest_ignores_b.py"), self.kernel)
+        self.problem = os.path.join(FIX, "problem_copy.py")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_a_host_without_bwrap_gets_a_clear_failure_never_an_unsandboxed_run(self):
+        out, _, code, _ = run_harness(self.kernel, self.problem,
+                                      env={"AUTOCOMP_BWRAP": os.path.join(self.tmp, "no-bwrap")})
+        self.assertEqual(code, 0)
+        self.assertEqual(out["status"], "failed")
+        self.assertEqual(out["failure"]["kind"], "unavailable")
+        self.assertIn("bubblewrap", out["failure"]["message"])
+        self.assertNotIn("verify", out)  # nothing was run
+
+    def test_a_bwrap_that_cannot_create_namespaces_is_reported_as_such(self):
+        fake = os.path.join(self.tmp, "bwrap")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace, likely "
+                    "because the kernel does not allow non-privileged user namespaces.' >&2\n"
+                    "exit 1\n")
+        os.chmod(fake, 0o755)
+        out, _, _, _ = run_harness(self.kernel, self.problem, env={"AUTOCOMP_BWRAP": fake})
+        self.assertEqual(out["status"], "failed")
+        self.assertEqual(out["failure"]["kind"], "unavailable")
+        self.assertIn("could not start", out["failure"]["message"])
+        self.assertIn("user namespaces", out["failure"]["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
