@@ -110,6 +110,10 @@ class HostileKernels(unittest.TestCase):
     def test_planting_bytecode_in_the_harness_pycache(self):
         target = os.path.join(util.HARNESS_DIR, "harnesslib", "__pycache__",
                               "planted.cpython-%d%d.pyc" % sys.version_info[:2])
+        folder = os.path.dirname(target)
+        if not os.path.isdir(folder):  # the harness runs with -B: make the folder an attack needs
+            os.makedirs(folder)
+            self.addCleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
         self.addCleanup(lambda: os.path.exists(target) and os.unlink(target))
         _, err, _ = self.attack("pycache.py", TARGET=target)
         self.assertFalse(os.path.exists(target))
