@@ -285,5 +285,62 @@ class SandboxTool(unittest.TestCase):
         self.assertIn("user namespaces", out["failure"]["message"])
 
 
+def product_binary():
+    """The autocomp-mcp binary: $AUTOCOMP_MCP_BINARY, else this checkout's build/."""
+    path = os.environ.get("AUTOCOMP_MCP_BINARY") or os.path.join(util.REPO, "build",
+                                                                  "autocomp-mcp")
+    return path if os.access(path, os.X_OK) else None
+
+
+@unittest.skipUnless(util.sim_available() and product_binary(), "no autocomp-mcp build")
+class ThroughTheProduct(unittest.TestCase):
+    """`autocomp-mcp call verify_kernel`: the server's store and the harness's result pipe are
+    out of the kernel's reach, and the tool answers."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="isolation-product-")
+        self.db = os.path.join(self.tmp, "store.db")
+        self.before = sandbox_pids()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def verify(self, fixture, **subst):
+        with open(os.path.join(FIX, fixture)) as f:
+            text = f.read()
+        for key, value in subst.items():
+            text = text.replace("@%s@" % key, str(value))
+        kernel = os.path.join(self.tmp, "kernel.py")
+        with open(kernel, "w") as f:
+            f.write(text)
+        problem = os.path.join(self.tmp, "problem.py")
+        shutil.copy(os.path.join(FIX, "problem_double.py"), problem)
+        import json  # noqa: PLC0415
+        p = subprocess.run([product_binary(), "call", "verify_kernel", "--harness-dir",
+                            os.path.join(util.REPO, "backends"), "--db", self.db, "--args",
+                            json.dumps({"kernel": kernel, "problem": problem, "fresh": True})],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600,
+                           check=False)
+        return p.stdout.decode(), p.stderr.decode()
+
+    def evaluations(self):
+        import sqlite3  # noqa: PLC0415
+        with sqlite3.connect(self.db) as db:
+            self.assertEqual(db.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+            return db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+
+    def test_forged_result_and_killed_harness(self):
+        out, err = self.verify("result_pipe.py")
+        self.assertNotIn("FORGED", out)
+        self.assertIn('"correct": false', out, err[-2000:])
+        self.assertEqual(sandbox_pids() - self.before, set())
+
+    def test_store_named_on_the_servers_command_line(self):
+        out, err = self.verify("store.py", TARGET=self.db)
+        self.assertIn('"correct": true', out, err[-2000:])  # harmless: judged as it is
+        self.assertEqual(self.evaluations(), 1)
+        self.assertEqual(sandbox_pids() - self.before, set())
+
+
 if __name__ == "__main__":
     unittest.main()
