@@ -674,9 +674,15 @@ def _run_device(args, out, ctx, holder):
         secret = args.seed_secret or os.urandom(16).hex()
         seeds = draw_seeds(problem_seeds, secret)
     first_inputs = problem.make_inputs(seeds[0])
+    # the signature (part of the evaluation's key) describes the problem's own first seed: a
+    # scalar input made from the seed would otherwise differ in every evaluation
+    sig_inputs = first_inputs
+    if secret is not None and not all(is_array(v) for v in first_inputs.values()):
+        sig_inputs = problem.make_inputs(problem_seeds[0])
     out["problem"] = {"file": problem.path, "seeds": problem_seeds,
-                      "signature": signature(first_inputs, problem.input_dtypes),
-                      "inputs": describe_inputs(first_inputs, problem.input_dtypes)}
+                      "signature": signature(sig_inputs, problem.input_dtypes),
+                      "inputs": describe_inputs(sig_inputs, problem.input_dtypes)}
+    del sig_inputs
     if secret is not None:
         out["problem"]["input_seeds"] = seeds
         out["problem"]["seed_secret"] = secret
