@@ -243,8 +243,8 @@ def _make_device(args, target, workdir):
                                  "%r needs device 'neuron'" % target)
         from harnesslib.simdev import SimDevice  # noqa: PLC0415
         return SimDevice(target, os.path.abspath(args.kernel))
-    from harnesslib.neuron import NeuronDevice  # noqa: PLC0415
-    return NeuronDevice(target, os.path.abspath(args.kernel), workdir, args.command)
+    from harnesslib.neuron_sandbox import SandboxedNeuronDevice  # noqa: PLC0415
+    return SandboxedNeuronDevice(target, os.path.abspath(args.kernel), workdir, args.command)
 
 
 def draw_seeds(seeds, secret_hex):

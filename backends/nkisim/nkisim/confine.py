@@ -205,11 +205,12 @@ def command(argv, visible=(), writable=(), devices=(), fds=(), seccomp_fd=None, 
     return cmd + list(argv)
 
 
-def limits_env(cpu_seconds, memory_mb=None, file_mb=None):
-    """Environment entries `apply_limits` reads in the confined program."""
+def limits_env(cpu_seconds, memory_mb=None, file_mb=None, nproc=NPROC):
+    """Environment entries `apply_limits` reads in the confined program (0: no limit)."""
     return {"AUTOCOMP_LIMIT_CPU": str(int(cpu_seconds)),
             "AUTOCOMP_LIMIT_AS_MB": str(int(memory_mb if memory_mb is not None else MEMORY_MB)),
-            "AUTOCOMP_LIMIT_FSIZE_MB": str(int(file_mb if file_mb is not None else FILE_MB))}
+            "AUTOCOMP_LIMIT_FSIZE_MB": str(int(file_mb if file_mb is not None else FILE_MB)),
+            "AUTOCOMP_LIMIT_NPROC": str(int(nproc))}
 
 
 def apply_limits(environ=None):
@@ -234,7 +235,9 @@ def apply_limits(environ=None):
     if fsize > 0:
         setl(resource.RLIMIT_FSIZE, fsize << 20)
     setl(resource.RLIMIT_CORE, 0)
-    setl(resource.RLIMIT_NPROC, NPROC)
+    nproc = int(env.pop("AUTOCOMP_LIMIT_NPROC", str(NPROC)) or 0)
+    if nproc > 0:
+        setl(resource.RLIMIT_NPROC, nproc)
 
 
 def startup_problem(log_text):

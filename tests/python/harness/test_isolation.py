@@ -285,6 +285,56 @@ class SandboxTool(unittest.TestCase):
         self.assertIn("user namespaces", out["failure"]["message"])
 
 
+FAKE_SDK = '''"""A fake Neuron SDK for tests: nki.jit runs the kernel as plain Python."""
+
+
+def jit(fn):
+    return fn
+'''
+
+
+@unittest.skipUnless(util.sim_available(), "nkisim not importable")
+class NeuronDeviceChild(unittest.TestCase):
+    """Device `neuron` (with a fake SDK, named as such): the SDK runs the kernel only in the
+    sandboxed child; the harness process never imports it."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="isolation-neuron-")
+        sdk = os.path.join(self.tmp, "sdk")
+        os.makedirs(os.path.join(sdk, "nki"))
+        with open(os.path.join(sdk, "nki", "__init__.py"), "w") as f:
+            f.write(FAKE_SDK)
+        sys.path.insert(0, sdk)
+        self.addCleanup(sys.path.remove, sdk)
+        self.addCleanup(sys.modules.pop, "nki", None)
+        self.work = os.path.join(self.tmp, "work")
+        os.makedirs(self.work)
+        self.kernel = os.path.join(self.work, "kernel.py")
+        shutil.copy(os.path.join(FIX, "neuron_fake_sdk_kernel.py"), self.kernel)
+        self.problem = os.path.join(self.work, "problem.py")
+        shutil.copy(os.path.join(FIX, "problem_double.py"), self.problem)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_kernel_runs_confined_and_is_judged_as_it_is(self):
+        import contextlib  # noqa: PLC0415
+        import io  # noqa: PLC0415
+        from harnesslib import neuron_sandbox  # noqa: PLC0415
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            out = util.autocomp_harness.run(["verify", "--device", "neuron", "--kernel",
+                                             self.kernel, "--problem", self.problem,
+                                             "--workdir", self.work, "--no-ref-cache"])
+        text = err.getvalue()
+        self.assertEqual(out["status"], "ok", out.get("failure"))
+        self.assertIn("ATTACK-RAN", text)
+        self.assertIn("OPEN /etc/shadow=2", text)
+        self.assertIn("OPEN %s=2" % self.problem, text)
+        self.assertNotIn("autocomp_kernel", sys.modules)  # never imported here
+        self.assertIsNotNone(neuron_sandbox)
+
+
 def product_binary():
     """The autocomp-mcp binary: $AUTOCOMP_MCP_BINARY, else this checkout's build/."""
     path = os.environ.get("AUTOCOMP_MCP_BINARY") or os.path.join(util.REPO, "build",
