@@ -284,6 +284,61 @@ class SandboxTool(unittest.TestCase):
         self.assertIn("user namespaces", out["failure"]["message"])
 
 
+class ReferenceCache(unittest.TestCase):
+    """Cached references are signed with a key the kernel never sees; a planted or altered
+    entry is refused and the reference recomputed."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="isolation-refs-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_entries_round_trip_and_the_key_is_private(self):
+        from harnesslib.refcache import RefCache  # noqa: PLC0415
+        cache = RefCache(self.tmp)
+        ref = (np.arange(6, dtype=np.float32).reshape(2, 3),)
+        self.assertTrue(cache.put("k1", ref, 5.0))
+        got = RefCache(self.tmp).get("k1")
+        np.testing.assert_array_equal(got[0], ref[0])
+        self.assertEqual(os.stat(os.path.join(self.tmp, ".key")).st_mode & 0o777, 0o600)
+
+    def test_altered_or_planted_entries_are_refused(self):
+        from harnesslib.refcache import RefCache  # noqa: PLC0415
+        cache = RefCache(self.tmp)
+        cache.put("k1", (np.ones((2, 3), np.float32),), 5.0)
+        path = os.path.join(self.tmp, "k1.npz")
+        with np.load(path) as data:
+            fields = {k: data[k] for k in data.files}
+        fields["out0"] = fields["out0"] * 0  # same MAC, other values
+        np.savez(path, **fields)
+        planted = os.path.join(self.tmp, "k2.npz")
+        np.savez(planted, count=np.array(1), out0=np.zeros((2, 3), np.float32))
+        fresh = RefCache(self.tmp)
+        self.assertIsNone(fresh.get("k1"))
+        self.assertIsNone(fresh.get("k2"))
+        self.assertEqual(fresh.rejected, 2)
+
+    @unittest.skipUnless(util.sim_available(), "nkisim not importable")
+    def test_the_harness_recomputes_a_planted_reference(self):
+        from harnesslib import refcache  # noqa: PLC0415
+        from harnesslib.problem import load_problem  # noqa: PLC0415
+        kernel = os.path.join(self.tmp, "kernel.py")
+        shutil.copy(os.path.join(FIX, "honest_ignores_b.py"), kernel)
+        problem_path = os.path.join(FIX, "problem_copy.py")
+        problem = load_problem(problem_path)
+        cache_dir = os.path.join(self.tmp, "refs")
+        os.makedirs(cache_dir)
+        refcache.RefCache(cache_dir)._key(True)  # the folder has its key
+        for seed in (0, 1):  # wrong answers, written by something without the key
+            np.savez(os.path.join(cache_dir, refcache.cache_key(problem.source_sha256, seed)
+                                  + ".npz"), count=np.array(1),
+                     out0=np.zeros((128, 64), np.float32), mac=np.array("0" * 64))
+        out = util.autocomp_harness.run(["verify", "--kernel", kernel, "--problem", problem_path,
+                                         "--fixed-seeds", "--ref-cache", cache_dir])
+        self.assertEqual(out["status"], "ok", out.get("failure"))
+
+
 FAKE_SDK = '''"""A fake Neuron SDK for tests: nki.jit runs the kernel as plain Python."""
 
 
