@@ -215,7 +215,7 @@ bool stopped_by_timeout_command(int exit_status) {
 std::string probe_harness_version(const std::string& python, const HarnessBundle& bundle,
                                   const std::string& device) {
   core::ProcessSpec spec;
-  spec.argv = {python, bundle.entry().string(), "version", "--device", device};
+  spec.argv = {python, "-I", "-B", bundle.entry().string(), "version", "--device", device};
   spec.timeout = std::chrono::seconds(60);
   spec.minimal_environment = true;
   std::string declared = "unknown";

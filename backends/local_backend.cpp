@@ -153,7 +153,7 @@ class LocalBackend final : public Backend {
     if (written.ok()) {
       step_start = Clock::now();
       core::ProcessSpec spec;
-      spec.argv = {m_config.python, m_config.bundle.entry().string()};
+      spec.argv = {m_config.python, "-I", "-B", m_config.bundle.entry().string()};
       auto args = evaluation_arguments(request, work.string(), files, m_config.device,
                                        m_config.fake_ms, m_config.target);
       spec.argv.insert(spec.argv.end(), args.begin(), args.end());

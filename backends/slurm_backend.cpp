@@ -263,8 +263,8 @@ class SlurmBackend final : public Backend {
           "fi\n";
     }
     script += "timeout -k " + std::to_string(k_kill_after_s) + " " +
-              timeout_command_seconds(request.timeout) + " " + shell_quote(m_config.python) + " " +
-              shell_quote(bundle_dir + "/harness/autocomp_harness.py");
+              timeout_command_seconds(request.timeout) + " " + shell_quote(m_config.python) +
+              " -I -B " + shell_quote(bundle_dir + "/harness/autocomp_harness.py");
     for (const auto& arg : evaluation_arguments(request, dir, files, m_config.device,
                                                 m_config.fake_ms, m_config.target)) {
       script += " " + shell_quote(arg);

@@ -570,7 +570,8 @@ class SshPool final : public Backend {
         std::to_string(k_remote_kill_after_s) + " " + timeout_command_seconds(request.timeout) +
         " env AUTOCOMP_EVAL_MARK=" + mark +
         " NEURON_RT_VISIBLE_CORES=" + std::to_string(slot.index) + " " +
-        shell_quote(config.python) + " " + shell_quote(bundle_dir + "/harness/autocomp_harness.py");
+        shell_quote(config.python) + " -I -B " +
+        shell_quote(bundle_dir + "/harness/autocomp_harness.py");
     for (const auto& arg :
          evaluation_arguments(request, work, files, config.device, config.fake_ms, config.target)) {
       command += " " + shell_quote(arg);

@@ -9,6 +9,7 @@ packages=(
   googletest libgtest-dev libgmock-dev
   openssh-server openssh-client procps
   python3 python3-numpy libopenblas0-pthread ccache
+  bubblewrap libseccomp2
   slurm-wlm munge
 )
 

@@ -106,6 +106,11 @@ def build_parser():
     p.add_argument("--fake-fail", default=None, help="fake device: fail with this kind")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds; on expiry print a timeout failure and exit")
+    p.add_argument("--fixed-seeds", action="store_true",
+                   help="make inputs from the seeds as given (default: each evaluation draws "
+                        "its input seeds from them and a fresh secret)")
+    p.add_argument("--seed-secret", default=None,
+                   help="hex secret of an earlier evaluation: draw the same input seeds again")
     p.add_argument("--ref-cache", default=None, help="reference cache folder")
     p.add_argument("--no-ref-cache", action="store_true")
     return p
@@ -237,9 +242,23 @@ def _make_device(args, target, workdir):
             raise HarnessFailure("unavailable", "device 'sim' models trn1, trn2 and trn3 only; target "
                                  "%r needs device 'neuron'" % target)
         from harnesslib.simdev import SimDevice  # noqa: PLC0415
-        return SimDevice(target)
-    from harnesslib.neuron import NeuronDevice  # noqa: PLC0415
-    return NeuronDevice(target, os.path.abspath(args.kernel), workdir, args.command)
+        return SimDevice(target, os.path.abspath(args.kernel))
+    from harnesslib.neuron_sandbox import SandboxedNeuronDevice  # noqa: PLC0415
+    return SandboxedNeuronDevice(target, os.path.abspath(args.kernel), workdir, args.command)
+
+
+def draw_seeds(seeds, secret_hex):
+    """Input seeds of one evaluation: each of the problem's seeds mixed with the secret
+    (SHA-256, 31 bits), so a kernel cannot know the inputs it will be judged on."""
+    try:
+        secret = bytes.fromhex(secret_hex)
+    except ValueError:
+        raise HarnessFailure("harness_error", "--seed-secret must be hexadecimal")
+    out = []
+    for s in seeds:
+        h = hashlib.sha256(secret + b"\0" + str(int(s)).encode()).digest()
+        out.append(int.from_bytes(h[:4], "little") & 0x7FFFFFFF)
+    return out
 
 
 def _reference(problem, inputs, seed, cache, copy_inputs=True):
@@ -261,12 +280,14 @@ def _is_sim(device):
 class _DeviceRun:
     """What the stages of one device run share."""
 
-    def __init__(self, args, problem, device, kernel, seeds, first_inputs, cache, target):
+    def __init__(self, args, problem, device, kernel, seeds, first_inputs, cache, target,
+                 problem_seeds=None):
         self.args = args
         self.problem = problem
         self.device = device
         self.kernel = kernel
-        self.seeds = seeds
+        self.seeds = seeds  # the input seeds (drawn, see draw_seeds)
+        self.problem_seeds = problem_seeds or seeds  # the seeds they were drawn from
         self.first_inputs = first_inputs
         self.cache = cache
         self.target = target
@@ -388,10 +409,16 @@ def _verify(run, out):
         ok, max_abs, rel_l2, msg = compare.compare_outputs(
             outs, ref, out_names=names, expected_names=problem.output_dtypes,
             rtol=problem.rtol, atol=problem.atol)
-        entries.append({"seed": seed, "ok": ok, "max_abs_err": max_abs, "rel_l2_err": rel_l2,
-                        "message": msg})
+        shown = run.problem_seeds[i]
+        entry = {"seed": shown, "ok": ok, "max_abs_err": max_abs, "rel_l2_err": rel_l2,
+                 "message": msg}
+        if shown != seed:
+            entry["input_seed"] = seed
+        entries.append(entry)
         if not ok:
-            raise HarnessFailure("mismatch", "seed %d: %s" % (seed, msg), stage="verify")
+            raise HarnessFailure("mismatch", "seed %d: %s" % (shown, msg), stage="verify")
+        if i == 0 and sim:
+            _check_inputs_read(run, result, seed, ref)
         if i == 0 and sim:
             # benchmark and profile reuse this run's timing; its output arrays are not needed
             result.outputs = ()
@@ -399,6 +426,55 @@ def _verify(run, out):
             _release_first_inputs(run)
         del inputs, ref, result, outs
     out["verify"]["correct"] = True
+
+
+def _check_inputs_read(run, result, seed, ref):
+    """Outputs that match while no instruction read an input the reference depends on were
+    not computed from the inputs (answers shipped as constants): refused. An input the kernel
+    ignores passes when the reference ignores it too (recomputed with that input replaced,
+    it stays within the problem's tolerance)."""
+    import numpy as np  # noqa: PLC0415
+    from harnesslib import compare  # noqa: PLC0415
+    from harnesslib.problem import is_array  # noqa: PLC0415
+    read = getattr(result, "inputs_read", None)
+    if read is None:
+        return
+    problem = run.problem
+    fresh = None
+    for name in run.first_inputs:
+        if name in read or not is_array(run.first_inputs[name]):
+            continue
+        if fresh is None:
+            fresh = problem.make_inputs(seed)  # the reference may have used the others in place
+        other = _perturbed(problem, fresh, name, seed)
+        if other is None:
+            continue
+        changed = dict(fresh)
+        changed[name] = other
+        ref2 = problem.make_reference(changed, seed, copy_inputs=True)
+        same, _, _, _ = compare.compare_outputs(list(ref2), list(ref),
+                                                expected_names=problem.output_dtypes,
+                                                rtol=problem.rtol, atol=problem.atol)
+        if not same:
+            raise HarnessFailure(
+                "forbidden_access", "the kernel's outputs match the reference, but no instruction "
+                "of the kernel read its input %r, on which the reference depends: outputs must be "
+                "computed from the inputs" % name, stage="verify")
+
+
+def _perturbed(problem, inputs, name, seed):
+    """Another valid value of input `name` (from another seed's inputs, else its own values
+    shuffled), or None when no different value is found (a constant input)."""
+    import numpy as np  # noqa: PLC0415
+    a = inputs[name]
+    b = problem.make_inputs((seed * 7919 + 104729) & 0x7FFFFFFF).get(name)
+    if isinstance(b, np.ndarray) and b.shape == a.shape and b.dtype == a.dtype \
+            and not np.array_equal(a, b, equal_nan=True):
+        return b
+    flat = a.reshape(-1).copy()
+    np.random.default_rng(seed).shuffle(flat)
+    flat = flat.reshape(a.shape)
+    return None if np.array_equal(a, flat, equal_nan=True) else flat
 
 
 def _input_facts(run):
@@ -550,7 +626,8 @@ def _receipt(args, out, device):
     r = {"device": args.device, "target": out.get("target"),
          "harness_version": out.get("harness_version"),
          "seeds": problem.get("seeds") or args.seeds, "warmup": args.warmup, "iters": args.iters,
-         "input_signature": problem.get("signature")}
+         "input_signature": problem.get("signature"),
+         "input_seeds": problem.get("input_seeds"), "seed_secret": problem.get("seed_secret")}
     if args.device == "sim":
         from harnesslib import simdev  # noqa: PLC0415
         r["simulator_version"] = simdev.nkisim_version()
@@ -590,11 +667,25 @@ def _run_device(args, out, ctx, holder):
                              % (target, ", ".join(TARGETS)))
     out["target"] = target
     kernel_path = os.path.abspath(args.kernel)
-    seeds = list(args.seeds or problem.seeds)
+    problem_seeds = list(args.seeds or problem.seeds)
+    if args.fixed_seeds and args.seed_secret is None:
+        seeds, secret = problem_seeds, None
+    else:
+        secret = args.seed_secret or os.urandom(16).hex()
+        seeds = draw_seeds(problem_seeds, secret)
     first_inputs = problem.make_inputs(seeds[0])
-    out["problem"] = {"file": problem.path, "seeds": seeds,
-                      "signature": signature(first_inputs, problem.input_dtypes),
-                      "inputs": describe_inputs(first_inputs, problem.input_dtypes)}
+    # the signature (part of the evaluation's key) describes the problem's own first seed: a
+    # scalar input made from the seed would otherwise differ in every evaluation
+    sig_inputs = first_inputs
+    if secret is not None and not all(is_array(v) for v in first_inputs.values()):
+        sig_inputs = problem.make_inputs(problem_seeds[0])
+    out["problem"] = {"file": problem.path, "seeds": problem_seeds,
+                      "signature": signature(sig_inputs, problem.input_dtypes),
+                      "inputs": describe_inputs(sig_inputs, problem.input_dtypes)}
+    del sig_inputs
+    if secret is not None:
+        out["problem"]["input_seeds"] = seeds
+        out["problem"]["seed_secret"] = secret
     params = list(first_inputs)
     if problem.outputs_spec is not None:
         out["problem"]["outputs"] = output_names(problem, first_inputs)
@@ -612,8 +703,11 @@ def _run_device(args, out, ctx, holder):
     out["kernel"] = {"name": kernel.name, "file": kernel_path}
     if hasattr(device, "namespace"):
         out["kernel"]["namespace"] = device.namespace
-    cache = RefCache(None if args.no_ref_cache else (args.ref_cache or default_dir()))
-    run = _DeviceRun(args, problem, device, kernel, seeds, first_inputs, cache, target)
+    # references of drawn seeds are never asked for again: the cache serves fixed seeds only
+    cache = RefCache(None if args.no_ref_cache or secret is not None
+                     else (args.ref_cache or default_dir()))
+    run = _DeviceRun(args, problem, device, kernel, seeds, first_inputs, cache, target,
+                     problem_seeds)
     del first_inputs  # the run owns them (and may release them early)
     ctx.leave()
 
@@ -723,12 +817,23 @@ def _device_arg(argv):
     return device
 
 
+def _not_dumpable():
+    """Linux: no core dumps, and /proc/<pid>/{fd,mem,environ} of this process closed to other
+    processes of the same user (prctl PR_SET_DUMPABLE 0)."""
+    try:
+        import ctypes  # noqa: PLC0415
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except (ImportError, OSError, AttributeError):
+        pass
+
+
 def main(argv=None):
     """Entry point: the real stdout is moved to a private descriptor before any kernel or
     problem code runs (fd 1 points at stderr meanwhile); the result line is encoded without
     `json` and written there; then the process ends with os._exit, so a thread the kernel left
     running can neither write after the result nor keep the process alive."""
     argv = sys.argv[1:] if argv is None else argv
+    _not_dumpable()
     memory.reuse_freed_memory()
     if _device_arg(argv) == "sim":
         threads.single_threaded_blas()

@@ -59,7 +59,7 @@ class _Session:
 def _child_failure(ans):
     kind = ans.get("kind")
     if kind not in ("compile_error", "runtime_error", "forbidden_access", "timeout",
-                    "harness_error"):
+                    "harness_error", "unavailable"):
         kind = "runtime_error"
     line = ans.get("line")
     return HarnessFailure(kind, str(ans.get("message"))[:2000],
@@ -78,13 +78,15 @@ class SimDevice:
 
     name = "sim"
 
-    def __init__(self, target):
+    def __init__(self, target, kernel_path=None):
         self.nkisim = import_nkisim()
         self.target = target
         self._spare = None
+        self._spare_path = os.path.abspath(kernel_path) if kernel_path else None
         try:  # the kernel's process starts now, while the caller makes inputs
             from nkisim import sandbox  # noqa: PLC0415
-            self._spare = sandbox.KernelProcess()
+            self._spare = sandbox.KernelProcess(kernel_path=self._spare_path,
+                                                harness_dir=HARNESS_DIR)
         except Exception:  # noqa: BLE001 - load_kernel starts one (and reports why not)
             self._spare = None
 
@@ -108,8 +110,11 @@ class SimDevice:
                   "input_names": list(input_names), "kernel_name": explicit_name,
                   "problem_kernel": problem_kernel_name}
         proc, self._spare = self._spare, None
+        if proc is not None and self._spare_path != path:
+            proc.close()  # started for another file: the sandbox does not show this one
+            proc = None
         if proc is None:
-            proc = sandbox.KernelProcess()
+            proc = sandbox.KernelProcess(kernel_path=path, harness_dir=HARNESS_DIR)
         proc.start(config)
         ans = proc.loaded()
         if not ans.get("ok"):

@@ -525,6 +525,7 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
         sim.sched.start_attribution(E.current_kernel_line)
     E.set_kernel_files({kernel_path})
     originals = {}
+    bound = {}  # input name -> its tensor (which inputs an instruction read, see below)
     pids = [list(p) for p in itertools.product(*[range(n) for n in grid])]
     dts = input_dtypes or {}
     try:
@@ -546,6 +547,7 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
                 elif isinstance(a, np.ndarray):
                     originals[name] = (a, t)
             rp.objs[ids[name]] = t
+            bound[name] = t
         runtime.CUR = None  # events before the first program ran at import time
         seen = 0
         keep = list(ids.values())
@@ -586,7 +588,12 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
         runtime.CUR = sim
         ret = rp.val(trace.get("ret"))
         _check_ret(ret)
-        return finish(sim, ret, originals, numerics)
+        res = finish(sim, ret, originals, numerics)
+        # a timed replay records every access: the inputs some instruction read (a reshape
+        # shares its original's access history); None when not timed
+        res.inputs_read = sorted(n for n, t in bound.items()
+                                 if t.st.dep.last >= 0 or t.st.dep.rd) if timing else None
+        return res
     except B.Divergence as d:
         raise B.NkiForbiddenAccess("the kernel's instruction trace does not replay: %s" % d)
     except E.NkiError as e:

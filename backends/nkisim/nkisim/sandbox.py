@@ -1,7 +1,9 @@
 """The kernel's own process: record a kernel's trace in a child, hand back only the trace.
 
-Parent side: `KernelProcess(config)` starts `python -I -B sandbox.py` with a minimal
-environment, stdin from /dev/null, stdout and stderr to a scratch file (never the caller's
+Parent side: `KernelProcess(config)` starts `python -I -B sandbox.py` inside the OS sandbox
+(confine.py: bubblewrap with its own mount, PID, network, user and IPC namespaces, a file
+system holding only the interpreter, the simulator, the harness library and the kernel file,
+no capabilities, no new processes, resource limits) with a minimal environment, stdin from /dev/null, stdout and stderr to a scratch file (never the caller's
 streams), one dedicated pipe for its answers and one for the request. `loaded()` waits for
 the import and kernel selection; `record(request)` sends the input specs and waits for the
 trace (bounded time and size). Answers are JSON (no pickle anywhere). A child that dies,
@@ -35,34 +37,62 @@ class KernelProcess:
     Messages are single JSON lines: child -> parent on the answer pipe (first the load
     answer, then the trace answer), parent -> child on the command pipe (the input specs)."""
 
-    def __init__(self, config=None, timeout=None):
+    def __init__(self, config=None, timeout=None, kernel_path=None, harness_dir=None):
         """Start the child; with config None it only imports the simulator and waits for
-        `start(config)` (so its start overlaps the caller's own work)."""
+        `start(config)` (so its start overlaps the caller's own work). The sandbox shows the
+        child the kernel file (config's kernel_path, else `kernel_path`) and the harness
+        library (`harness_dir`/harnesslib) read-only, nothing else of the caller's files."""
         import subprocess  # noqa: PLC0415 - parent side only
         import tempfile  # noqa: PLC0415
+        from nkisim import confine  # noqa: PLC0415
         self.timeout = CHILD_TIMEOUT_S if timeout is None else timeout
         self.proc = None
+        self.ans = self.cmd = None
+        self.log = None
         self._buf = b""
         self._size = 0
+        self.unavailable = None
+        if config is not None:
+            kernel_path = config.get("kernel_path", kernel_path)
+            harness_dir = config.get("harness_dir", harness_dir)
+        harness_dir = harness_dir or os.path.join(os.path.dirname(NKISIM_DIR), "harness")
+        visible = [NKISIM_DIR, os.path.join(harness_dir, "harnesslib")]
+        if kernel_path:
+            visible.append(os.path.abspath(kernel_path))
+        try:
+            seccomp_fd = confine.filter_fd()
+        except confine.Unavailable as e:
+            self.unavailable = str(e)
+            self.start_error = self.unavailable
+            self.started = False
+            if config is not None:
+                self.start(config)
+            return
         ans_r, ans_w = os.pipe()
         cmd_r, cmd_w = os.pipe()
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
-               "OPENBLAS_NUM_THREADS": "1", "NKISIM_ANSWER_FD": str(ans_w),
-               "NKISIM_COMMAND_FD": str(cmd_r), "NKISIM_PARENT": str(os.getpid()),
-               "NKISIM_CPU_LIMIT": str(int(self.timeout) + 60)}
+               "OPENBLAS_NUM_THREADS": "1", "HOME": "/tmp", "NKISIM_ANSWER_FD": str(ans_w),
+               "NKISIM_COMMAND_FD": str(cmd_r)}
+        env.update(confine.limits_env(int(self.timeout) + 60))
         self.log = tempfile.TemporaryFile(prefix="nkisim-child-")
-        cmd = [sys.executable, "-I", "-B", os.path.abspath(__file__)]
         try:
+            cmd = confine.command([sys.executable, "-I", "-B", os.path.abspath(__file__)],
+                                  visible=[p for p in visible if os.path.exists(p)],
+                                  seccomp_fd=seccomp_fd)
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=env,
-                pass_fds=(ans_w, cmd_r), close_fds=True)
+                pass_fds=(ans_w, cmd_r, seccomp_fd), close_fds=True)
             self.start_error = None
+        except confine.Unavailable as e:
+            self.unavailable = str(e)
+            self.start_error = self.unavailable
         except OSError as e:
             self.start_error = "cannot start the kernel process: %s" % e
         finally:
             os.close(ans_w)
             os.close(cmd_r)
+            os.close(seccomp_fd)
         self.ans = ans_r
         self.cmd = cmd_w
         self.started = False
@@ -85,8 +115,12 @@ class KernelProcess:
     def loaded(self):
         """The load answer: {"ok": true, "kernel_name"} or a failure."""
         if self.start_error:
+            if not self.unavailable and self.proc is not None:
+                self._wait(time.monotonic() + 5.0)  # bwrap's own start-up failure, if any
+                self.unavailable = _sandbox_problem(self.log)
             self.close()
-            return _failure("runtime_error", self.start_error)
+            return _failure("unavailable" if self.unavailable else "runtime_error",
+                            self.unavailable or self.start_error)
         try:
             ans = self._message()
         except BaseException:
@@ -131,6 +165,9 @@ class KernelProcess:
         if b"\n" not in self._buf:
             self._wait(deadline)
             code = self.proc.poll()
+            problem = _sandbox_problem(self.log)
+            if problem:
+                return _failure("unavailable", problem)
             return _failure("runtime_error", "the kernel process ended without an answer"
                             + ("" if code in (0, None) else " (exit status %s)" % code))
         line, self._buf = self._buf.split(b"\n", 1)
@@ -190,6 +227,21 @@ def _readable(fd):
     return bool(r)
 
 
+def _sandbox_problem(log):
+    """bwrap's own start-up failure, read from the child's log, or None."""
+    from nkisim import confine  # noqa: PLC0415
+    if log is None:
+        return None
+    try:
+        pos = log.tell()
+        log.seek(0)
+        text = log.read(1 << 14).decode("utf-8", "replace")
+        log.seek(pos)
+    except (OSError, ValueError):
+        return None
+    return confine.startup_problem(text)
+
+
 def _forward_log(log):
     """The kernel's own prints go to our stderr (never to a result stream)."""
     try:
@@ -205,28 +257,21 @@ def _forward_log(log):
 
 
 def _bind_to_parent():
-    """End with the parent (Linux: parent-death signal) and after a CPU-time budget, so a
-    kernel that never finishes cannot outlive the evaluation."""
-    try:
-        import resource  # noqa: PLC0415
-        limit = int(os.environ.pop("NKISIM_CPU_LIMIT", "0"))
-        if limit > 0:
-            resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
-    except (ImportError, ValueError, OSError):
-        pass
-    parent = os.environ.pop("NKISIM_PARENT", "")
-    try:
-        import ctypes  # noqa: PLC0415
-        import signal  # noqa: PLC0415
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (ImportError, OSError, AttributeError):
-        pass
-    if parent and str(os.getppid()) != parent:
-        os._exit(0)  # the parent is already gone
+    """Resource limits (CPU time, address space, file size, processes) before any kernel code,
+    so a kernel that never finishes or allocates without bound cannot outlive or starve the
+    evaluation; bwrap's --die-with-parent ends the sandbox with the harness."""
+    if NKISIM_DIR not in sys.path:
+        sys.path.insert(0, NKISIM_DIR)
+    from nkisim import confine  # noqa: PLC0415
+    confine.apply_limits()
 
 
 def _child_main():
-    _bind_to_parent()
+    try:
+        _bind_to_parent()
+    except BaseException as e:  # noqa: BLE001 - no kernel code runs without its limits
+        sys.stderr.write("kernel process: cannot set its limits: %s\n" % e)
+        os._exit(3)
     out = os.fdopen(int(os.environ.pop("NKISIM_ANSWER_FD", "-1")), "w", encoding="utf-8")
     cmd = os.fdopen(int(os.environ.pop("NKISIM_COMMAND_FD", "-1")), "r", encoding="utf-8")
 
@@ -238,8 +283,6 @@ def _child_main():
             pass  # the parent is gone or the answer is unusable: it sees no answer
 
     try:
-        if NKISIM_DIR not in sys.path:
-            sys.path.insert(0, NKISIM_DIR)
         from nkisim import record  # noqa: PLC0415
         record.prepare()
         line = cmd.readline()

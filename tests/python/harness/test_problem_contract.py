@@ -47,7 +47,8 @@ class OutputParameters(unittest.TestCase):
         with util.TempDir() as d:
             return autocomp_harness.run([command, "--kernel", write(d, "k.py", kernel),
                                          "--problem", write(d, "p.py", problem),
-                                         "--seeds", "0,1", "--no-ref-cache"])
+                                         "--seeds", "0,1", "--fixed-seeds",
+                                         "--no-ref-cache"])
 
     def test_declared_output_shape(self):
         out = self.run_h(KERNEL, PROBLEM + '\nOUTPUTS = {"out": ((128, 64), "float32")}\n',
