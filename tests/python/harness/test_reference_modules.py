@@ -1,0 +1,174 @@
+"""Reference modules (get_inputs/forward, NKIBench's format) as problems, the relative-L2
+tolerance mode, positional binding, percent of peak, and the binding / uninitialised
+accumulator messages. Fixtures: tests/python/harness/fixtures/nkibench (own small kernels)."""
+import os
+import unittest
+
+import numpy as np
+
+from tests.python.harness import util
+from tests.python.harness.util import autocomp_harness, write
+
+FIX = os.path.join(util.FIXTURES, "nkibench")
+SILU_REF = os.path.join(FIX, "reference", "silu_M256_N512.py")
+SILU_KERNEL = os.path.join(FIX, "kernels", "silu_M256_N512.py")
+ROWSUM_REF = os.path.join(FIX, "reference", "rowsum_M128.py")
+ROWSUM_KERNEL = os.path.join(FIX, "kernels", "rowsum_uninitialised.py")
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def run(command, kernel, problem, *extra):
+    return autocomp_harness.run([command, "--kernel", kernel, "--problem", problem,
+                                 "--no-ref-cache"] + list(extra))
+
+
+class LoadingFormats(unittest.TestCase):
+    def test_reference_module_defaults(self):
+        from harnesslib.problem import load_problem
+        p = load_problem(SILU_REF)
+        self.assertEqual(p.format, "reference-module")
+        self.assertEqual(p.seeds, (0, 21, 42, 63, 84))
+        self.assertEqual((p.bind, p.tolerance, p.rel_l2), ("position", "rel_l2", 2e-5))
+
+    def test_inputs_seeded_like_numpy_global_generator(self):
+        from harnesslib.problem import load_problem
+        p = load_problem(SILU_REF)
+        inputs = p.make_inputs(42)
+        np.random.seed(42)
+        expected = np.random.normal(size=(256, 512)).astype(np.float32).reshape(128, 2, 512)
+        self.assertEqual(list(inputs), ["x"])  # forward's parameter name
+        np.testing.assert_array_equal(inputs["x"], expected)
+        ref = p.make_reference(inputs, 42)
+        np.testing.assert_allclose(ref[0], expected.reshape(256, 512)
+                                   / (1 + np.exp(-expected.reshape(256, 512))), rtol=1e-6)
+        # the kernel's layout goes back through transform_nki_outputs
+        self.assertEqual(p.transform_outputs([inputs["x"]], ref)[0].shape, (256, 512))
+
+    def test_no_format_names_what_each_needs(self):
+        from harnesslib.failures import HarnessFailure
+        from harnesslib.problem import load_problem
+        with util.TempDir() as d:
+            path = write(d, "p.py", "def get_inputs():\n    return []\n")
+            with self.assertRaises(HarnessFailure) as cm:
+                load_problem(path)
+        msg = cm.exception.message
+        self.assertEqual(cm.exception.kind, "problem_error")
+        for needed in ("inputs() and reference()", "get_inputs() and forward()",
+                       "transform_nki_outputs()", "It defines get_inputs()"):
+            self.assertIn(needed, msg)
+
+    def test_scalars_pass_through_and_reach_forward(self):
+        from harnesslib.problem import load_problem
+        with util.TempDir() as d:
+            path = write(d, "p.py", """
+                import numpy as np
+                def get_inputs():
+                    return [np.random.normal(size=(4, 4)).astype(np.float32), 1e-5]
+                def forward(x, eps):
+                    return x + eps
+                """)
+            p = load_problem(path)
+            inputs = p.make_inputs(0)
+            self.assertEqual(inputs["eps"], 1e-5)
+            self.assertEqual(p.make_reference(inputs, 0)[0].shape, (4, 4))
+
+
+class RelativeL2(unittest.TestCase):
+    def test_mode(self):
+        from harnesslib.compare import compare_outputs
+        ref = np.ones((64, 64), np.float32)
+        near = ref.copy()
+        near[0, 0] += 1e-4   # ||d|| / ||ref|| = 1e-4 / 64 ~ 1.6e-6: passes rel L2
+        far = ref * (1 + 1e-4)  # 1e-4 everywhere: fails rel L2 at 2e-5
+        self.assertTrue(compare_outputs([near], [ref], tolerance="rel_l2")[0])
+        ok, _, rel, msg = compare_outputs([far], [ref], tolerance="rel_l2")
+        self.assertFalse(ok)
+        self.assertIn("relative L2 error", msg)
+        # the element-wise rule judges the same outputs differently
+        spike = ref.copy()
+        spike[0, 0] = 1.01
+        self.assertFalse(compare_outputs([spike], [ref])[0])
+        self.assertTrue(compare_outputs([spike], [ref], tolerance="rel_l2",
+                                        rel_l2_tol=1e-3)[0])
+
+
+@unittest.skipUnless(util.sim_available(), "nkisim not importable")
+class OnTheSimulator(unittest.TestCase):
+    def test_reference_module_evaluates_with_percent_of_peak(self):
+        out = run("evaluate", SILU_KERNEL, SILU_REF, "--target", "trn1")
+        self.assertEqual(out["status"], "ok", out.get("failure"))
+        self.assertEqual(out["problem"]["bind"], "position")
+        self.assertEqual([s["seed"] for s in out["verify"]["seeds"]], [0, 21, 42, 63, 84])
+        peak = out["profile"]["percent_of_peak"]
+        acc = peak["rules"][0]
+        self.assertEqual(acc["rule"], "accelopt")
+        # silu counts three element-wise operations per element (the constant add is free)
+        self.assertEqual(acc["vector_flops"], 3 * 256 * 512)
+        self.assertEqual(acc["min_bytes"], 2 * 256 * 512 * 4)
+        self.assertAlmostEqual(acc["peak_vector_gflops"], 286.72)
+        self.assertAlmostEqual(acc["peak_matmul_tflops"], 23.75)
+        self.assertAlmostEqual(acc["peak_hbm_gibps"], 410.0)
+        latency = out["benchmark"]["latency_us"]["min"]
+        self.assertAlmostEqual(acc["percent"], 100 * acc["theoretical_us"] / latency)
+        roof = out["profile"]["roofline"]
+        self.assertAlmostEqual(roof["pct_of_peak_accelopt"], acc["percent"])
+        self.assertIn("pct_of_peak_roofline", roof)
+
+    def test_trn2_peaks_differ(self):
+        out = run("profile", SILU_KERNEL, SILU_REF, "--target", "trn2")
+        acc = out["profile"]["percent_of_peak"]["rules"][0]
+        self.assertAlmostEqual(acc["peak_vector_gflops"], 245.76)
+        self.assertIn("derived", acc["source"])
+
+    def test_wrong_kernel_output_fails_rel_l2(self):
+        with util.TempDir() as d:
+            kernel = read(SILU_KERNEL).replace("nl.add(e, 1.0)", "nl.add(e, 1.001)")
+            out = run("verify", write(d, "k.py", kernel), SILU_REF, "--target", "trn1")
+        self.assertEqual(out["failure"]["kind"], "mismatch")
+        self.assertIn("relative L2 error", out["failure"]["message"])
+
+    def test_uninitialised_loop_reduce_is_explained(self):
+        out = run("verify", ROWSUM_KERNEL, ROWSUM_REF, "--target", "trn2")
+        failure = out["failure"]
+        self.assertEqual(failure["kind"], "mismatch")
+        self.assertIn("accumulates into acc with nl.loop_reduce", failure["message"])
+        self.assertIn("Initialise acc before the loop", failure["message"])
+        self.assertEqual(failure["line"], 9)
+
+    def test_initialised_loop_reduce_passes(self):
+        with util.TempDir() as d:
+            kernel = read(ROWSUM_KERNEL).replace(
+                "acc = nl.ndarray((128, 1), dtype=np.float32, buffer=nl.sbuf)",
+                "acc = nl.zeros((128, 1), dtype=np.float32, buffer=nl.sbuf)")
+            out = run("verify", write(d, "k.py", kernel), ROWSUM_REF, "--target", "trn2")
+        self.assertEqual(out["status"], "ok", out.get("failure"))
+
+    def test_keyword_mismatch_is_explained(self):
+        out = run("verify", os.path.join(FIX, "keyword_kernel.py"),
+                  os.path.join(FIX, "keyword_problem.py"), "--target", "trn2")
+        msg = out["failure"]["message"]
+        self.assertIn("unexpected keyword argument 'a'", msg)
+        self.assertIn('BIND = "position"', msg)
+
+    def test_bind_position_in_a_problem_file(self):
+        with util.TempDir() as d:
+            problem = read(os.path.join(FIX, "keyword_problem.py")) + \
+                '\nBIND = "position"\n'
+            out = run("verify", os.path.join(FIX, "keyword_kernel.py"),
+                      write(d, "p.py", problem), "--target", "trn2", "--seeds", "0")
+        self.assertEqual(out["status"], "ok", out.get("failure"))
+
+    def test_positional_count_mismatch(self):
+        with util.TempDir() as d:
+            kernel = read(SILU_KERNEL).replace("def kernel(v1):", "def kernel(v1, v2):")
+            out = run("verify", write(d, "k.py", kernel), SILU_REF, "--target", "trn1")
+        self.assertEqual(out["failure"]["kind"], "compile_error")
+        self.assertIn("passes 1 input(s) by position", out["failure"]["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
