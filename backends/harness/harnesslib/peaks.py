@@ -31,6 +31,8 @@ an operation per element (e.g. whether a division by a constant is counted).
 import numpy as np
 
 GIB = float(1 << 30)
+# Part of the cache key of stored counts: bump when the counting rules change.
+COUNT_VERSION = 1
 
 # target -> (vector FLOP/s, fp32 matmul FLOP/s, HBM bytes/s)
 ACCELOPT_PEAKS = {

@@ -118,6 +118,38 @@ class OnTheSimulator(unittest.TestCase):
         self.assertAlmostEqual(roof["pct_of_peak_accelopt"], acc["percent"])
         self.assertIn("pct_of_peak_roofline", roof)
 
+    def test_counts_kept_with_a_cached_reference(self):
+        # a slow reference is cached; its operation counts are kept with it, so a later
+        # profile served from the cache does not run the reference again to count it
+        with util.TempDir() as d:
+            calls = os.path.join(d, "calls")
+            problem = write(d, "p.py", """
+                import time
+                import numpy as np
+                def get_inputs():
+                    return [np.random.normal(size=(256, 512)).astype(np.float32)]
+                def forward(x):
+                    with open(%r, "a") as f:
+                        f.write("x")
+                    time.sleep(1.1)
+                    return x / (1 + np.exp(-x))
+                def transform_to_nki_inputs(inputs):
+                    return [np.reshape(inputs[0], (128, 2, 512))]
+                def transform_nki_outputs(k_res, ref):
+                    return [np.reshape(k_res, ref.shape)]
+                """ % calls)
+            cache = os.path.join(d, "cache")
+            args = ["--kernel", SILU_KERNEL, "--problem", problem, "--seeds", "0",
+                    "--ref-cache", cache, "--target", "trn1"]
+            first = autocomp_harness.run(["evaluate"] + args)
+            second = autocomp_harness.run(["evaluate"] + args)
+            with open(calls) as f:
+                self.assertEqual(f.read(), "x")  # only the first run's reference
+        for out in (first, second):
+            self.assertEqual(out["status"], "ok", out.get("failure"))
+            acc = out["profile"]["percent_of_peak"]["rules"][0]
+            self.assertEqual(acc["vector_flops"], 3 * 256 * 512)
+
     def test_trn2_peaks_differ(self):
         out = run("profile", SILU_KERNEL, SILU_REF, "--target", "trn2")
         acc = out["profile"]["percent_of_peak"]["rules"][0]
