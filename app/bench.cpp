@@ -438,9 +438,13 @@ json run_pair(server::Server& server, const BenchPair& pair, const BenchOptions&
   row["cached"] = verified->value("cached", false);
   if (!row["correct"].get<bool>()) {
     const json failure = verified->value("failure", json::object());
-    row["error"] = failure.is_object() && failure.contains("message")
-                       ? failure.value("kind", "") + ": " + failure.value("message", "")
-                       : verified->value("summary", "incorrect");
+    const bool has_failure = failure.is_object() && failure.contains("message");
+    row["error"] = has_failure ? failure.value("kind", "") + ": " + failure.value("message", "")
+                               : verified->value("summary", "incorrect");
+    if (has_failure && failure.value("kind", "") != "mismatch") {
+      row["correct"] = nullptr;  // never compared: the kernel did not compile or run
+      row["failure_kind"] = failure.value("kind", "");
+    }
     return row;
   }
   if (auto bench = call("benchmark_kernel")) {
@@ -542,8 +546,8 @@ int bench_main(int argc, char** argv) {
   for (std::size_t i = 0; i < suite.pairs.size(); ++i) {
     progress.show(i, suite.pairs[i].name);
     json row = run_pair(server, suite.pairs[i], options);
-    if (row.contains("error") && row["correct"].is_null()) {
-      ++failed;
+    if (row.contains("error") && row["correct"].is_null() && !row.contains("failure_kind")) {
+      ++failed;  // the tools could not evaluate the pair at all
     }
     rows.push_back(std::move(row));
     if (!options.json_path.empty()) {  // kept after every pair: an interrupted run shows them

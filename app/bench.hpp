@@ -8,8 +8,8 @@ namespace autocomp::app {
 
 // Entry point of `autocomp-mcp bench SUITE ...`: runs every (kernel, problem) pair of a suite
 // through verify_kernel, benchmark_kernel and profile_kernel (the tools `call` runs) and prints
-// a table. Returns the process exit code (0 every pair ran, 1 some pair failed to evaluate,
-// 2 bad usage).
+// a table. Returns the process exit code (0 every pair was evaluated, whatever its verdict; 1 the
+// tools could not evaluate some pair; 2 bad usage).
 int bench_main(int argc, char** argv);
 
 // One (kernel, problem) pair of a suite.

@@ -277,6 +277,7 @@ class _DeviceRun:
         self.bind = None           # {input name: kernel parameter} when bound by position
         self.peak_counts = None    # (vector FLOPs, matmul FLOPs) counted, see _peak_counts
         self.counting_original = None
+        self.peak_count_error = None
 
     def call(self, inputs, numerics, reference=None, timing=True):
         """Run the kernel once: (device result, output arrays, output dtype names or None).
@@ -443,7 +444,12 @@ def _install_counting_reference(run):
 
     def counting(**inputs):
         started = time.perf_counter()
-        vector, matmul, outs = peaks.count_reference(original, inputs)
+        try:
+            vector, matmul, outs = peaks.count_reference(original, inputs)
+        except Exception as e:  # the reference works only on plain arrays: not countable
+            run.peak_counts = False
+            run.peak_count_error = describe_exception(e, limit=300)
+            return original(**inputs)
         run.peak_counts = (vector, matmul)
         # kept beside the cached reference (same rule: only when the reference was slow), so
         # a reference served from the cache does not have to run again to be counted
@@ -478,11 +484,13 @@ def _peak_counts(run):
             problem.make_reference(inputs, run.seeds[0], copy_inputs=True)
         finally:
             problem.reference_fn = run.counting_original
-    counted = run.peak_counts or (0, 0)
+    counted = run.peak_counts
     values = []
     for i, key in enumerate(("VECTOR_FLOPS", "MATMUL_FLOPS")):
         spec = specs.get(key)
         if spec is None:
+            if not counted:
+                return None
             values.append(float(counted[i]))
             continue
         try:
@@ -498,7 +506,7 @@ def _peaks(run, section, latency_us):
     first; the numbers are also put into the roofline (`pct_of_peak_*`, `peak_*`) so every
     consumer of the roofline sees them."""
     from harnesslib import peaks  # noqa: PLC0415
-    vector, matmul = _peak_counts(run)
+    counts = _peak_counts(run)
     fl = section.get("floor")
     if fl is None:
         try:
@@ -517,7 +525,16 @@ def _peaks(run, section, latency_us):
             raise HarnessFailure("problem_error", "MIN_BYTES: %s" % describe_exception(e))
     roof = section.setdefault("roofline", {})
     rules = []
-    acc = peaks.accelopt(latency_us, vector, matmul, hbm, run.target)
+    notes = []
+    acc = None
+    if counts is None:
+        notes.append("accelopt: the reference's operations could not be counted (%s); set "
+                     "VECTOR_FLOPS and MATMUL_FLOPS in the problem"
+                     % (run.peak_count_error or "unknown reason"))
+    else:
+        acc = peaks.accelopt(latency_us, counts[0], counts[1], hbm, run.target)
+        if acc is None:
+            notes.append("accelopt: no peaks for target %s" % run.target)
     if acc is not None:
         rules.append(acc)
         roof["peak_vector_gflops_accelopt"] = acc["peak_vector_gflops"]
@@ -539,6 +556,8 @@ def _peaks(run, section, latency_us):
                       "peak_hbm_gbps": fl.get("peak_hbm_gbps")})
         roof["pct_of_peak_floor"] = pct
     section["percent_of_peak"] = {"latency_us": latency_us, "rules": rules}
+    if notes:
+        section["percent_of_peak"]["notes"] = notes
 
 
 def _input_facts(run):

@@ -150,6 +150,33 @@ class OnTheSimulator(unittest.TestCase):
             acc = out["profile"]["percent_of_peak"]["rules"][0]
             self.assertEqual(acc["vector_flops"], 3 * 256 * 512)
 
+    def test_reference_that_cannot_be_counted_still_verifies(self):
+        with util.TempDir() as d:
+            problem = write(d, "p.py", read(SILU_REF).replace(
+                "def forward(x):\n",
+                "def forward(x):\n    if type(x) is not np.ndarray:\n"
+                "        raise TypeError('plain arrays only')\n"))
+            out = run("evaluate", SILU_KERNEL, problem, "--target", "trn1", "--seeds", "0")
+        self.assertEqual(out["status"], "ok", out.get("failure"))
+        peak = out["profile"]["percent_of_peak"]
+        self.assertNotIn("accelopt", [r["rule"] for r in peak["rules"]])
+        self.assertIn("plain arrays only", peak["notes"][0])
+        self.assertIn("VECTOR_FLOPS", peak["notes"][0])
+
+    def test_declared_counts_win(self):
+        with util.TempDir() as d:
+            problem = write(d, "p.py", read(SILU_REF) + "\nVECTOR_FLOPS = 1e9\n"
+                            "MATMUL_FLOPS = 0\nMIN_BYTES = 4096\n")
+            out = run("profile", SILU_KERNEL, problem, "--target", "trn1")
+        acc = out["profile"]["percent_of_peak"]["rules"][0]
+        self.assertEqual((acc["vector_flops"], acc["min_bytes"], acc["bound"]),
+                         (1e9, 4096, "vector"))
+
+    def test_signature_of_a_reference_module(self):
+        out = autocomp_harness.run(["signature", "--problem", SILU_REF])
+        self.assertEqual(out["status"], "ok", out.get("failure"))
+        self.assertEqual(out["problem"]["signature"], "x:float32[128,2,512]")
+
     def test_trn2_peaks_differ(self):
         out = run("profile", SILU_KERNEL, SILU_REF, "--target", "trn2")
         acc = out["profile"]["percent_of_peak"]["rules"][0]
