@@ -388,7 +388,7 @@ def _verify(run, out):
         # the simulator's timing does not depend on data: later seeds only need values
         result, outs, names = run.call(inputs, True, ref, timing=(i == 0))
         if ref is None:
-            counting = i == 0 and args_profiles(run.args) and _count_peaks_needed(run)
+            counting = i == 0 and _profiles(run.args) and _count_peaks_needed(run)
             if counting:  # the percent-of-peak counts come with this reference run
                 _install_counting_reference(run)
             try:
@@ -426,7 +426,7 @@ def _verify(run, out):
     out["verify"]["correct"] = True
 
 
-def args_profiles(args):
+def _profiles(args):
     return args.command in ("profile", "evaluate")
 
 
@@ -438,6 +438,7 @@ def _count_peaks_needed(run):
 
 def _install_counting_reference(run):
     """Make the problem's next reference() call count its operations into run.peak_counts."""
+    import numpy as np  # noqa: PLC0415
     from harnesslib import peaks  # noqa: PLC0415
     original = run.problem.reference_fn
     run.counting_original = original
@@ -456,7 +457,6 @@ def _install_counting_reference(run):
         run.cache.put(_peak_counts_key(run), (np.array([vector, matmul], dtype=np.float64),),
                       time.perf_counter() - started)
         return tuple(outs)
-    import numpy as np  # noqa: PLC0415
     run.problem.reference_fn = counting
 
 
