@@ -532,7 +532,8 @@ def _peaks(run, section, latency_us):
                      "VECTOR_FLOPS and MATMUL_FLOPS in the problem"
                      % (run.peak_count_error or "unknown reason"))
     else:
-        acc = peaks.accelopt(latency_us, counts[0], counts[1], hbm, run.target)
+        acc = peaks.accelopt(latency_us, counts[0], counts[1], hbm, run.target,
+                             peaks.matmul_precision(run.problem.input_dtypes.values()))
         if acc is None:
             notes.append("accelopt: no peaks for target %s" % run.target)
     if acc is not None:

@@ -4,7 +4,9 @@ A rule turns a problem into a theoretical least latency on a target; percent of 
 latency over the measured one (x 100). Rules:
 
 `accelopt`: AccelOpt's published rule for NKIBench: theoretical = max(vector FLOPs / vector
-  peak, matmul FLOPs / fp32 matmul peak, minimal bytes / HBM bandwidth). trn1 peaks as
+  peak, matmul FLOPs / fp32 matmul peak, minimal bytes / HBM bandwidth). Problems with 16- or
+  8-bit float inputs (none in NKIBench) divide matmul FLOPs by 4x the fp32 peak instead (the
+  Tensor engine's low-precision rate). trn1 peaks as
   published: 2 engines (Vector, Scalar) x 128 lanes x 1.12 GHz = 286.72 GFLOP/s, 23.75 TFLOP/s
   fp32 matmul, 410 GiB/s. AccelOpt publishes no trn2 constants; trn2 figures here scale the
   trn1 ones by the simulator's trn2/trn1 ratios of the same quantities (Vector clock
@@ -119,12 +121,28 @@ def count_reference(reference_fn, inputs):
     return tally.vector, tally.matmul, outs
 
 
-def accelopt(latency_us, vector_flops, matmul_flops, min_bytes, target):
-    """The accelopt rule's figures for a latency, or None for a target it has no peaks for."""
+# The Tensor engine's 16- and 8-bit rate is 4x its fp32 rate (nkisim/constants.py).
+LOW_PRECISION_MATMUL_SPEEDUP = 4.0
+LOW_PRECISION = ("bfloat16", "float16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")
+
+
+def matmul_precision(input_dtype_names):
+    """"bfloat16" when some input is a 16- or 8-bit float (its matmuls can run at the
+    low-precision rate), else "float32"."""
+    return "bfloat16" if any(str(n) in LOW_PRECISION for n in input_dtype_names) else "float32"
+
+
+def accelopt(latency_us, vector_flops, matmul_flops, min_bytes, target, precision="float32"):
+    """The accelopt rule's figures for a latency, or None for a target it has no peaks for.
+    precision "bfloat16" (16-/8-bit inputs; NKIBench's problems are all fp32) divides the
+    matmul FLOPs by the low-precision rate, 4x the published fp32 peak, so a bf16 kernel is
+    not credited with more than 100%."""
     peaks = ACCELOPT_PEAKS.get(str(target))
     if peaks is None:
         return None
     vec_peak, mm_peak, bw_peak = peaks
+    if precision != "float32":
+        mm_peak *= LOW_PRECISION_MATMUL_SPEEDUP
     times = {"vector": vector_flops / vec_peak, "matmul": matmul_flops / mm_peak,
              "memory": min_bytes / bw_peak}
     bound = max(times, key=times.get)
@@ -132,6 +150,7 @@ def accelopt(latency_us, vector_flops, matmul_flops, min_bytes, target):
     out = {"rule": "accelopt", "target": str(target), "theoretical_us": floor_us,
            "bound": bound, "vector_flops": float(vector_flops),
            "matmul_flops": float(matmul_flops), "min_bytes": float(min_bytes),
+           "matmul_precision": precision,
            "peak_vector_gflops": vec_peak / 1e9, "peak_matmul_tflops": mm_peak / 1e12,
            "peak_hbm_gibps": bw_peak / GIB, "source": ACCELOPT_SOURCE[str(target)]}
     if latency_us and latency_us > 0:

@@ -96,6 +96,34 @@ class RelativeL2(unittest.TestCase):
                                         rel_l2_tol=1e-3)[0])
 
 
+class Counting(unittest.TestCase):
+    def test_counts_by_operation_kind(self):
+        from harnesslib import peaks
+
+        def reference(x, w, eps):
+            s = np.sum(np.square(x), axis=1, keepdims=True)   # 2 per element of x
+            y = x / np.sqrt(s / x.shape[1] + eps)               # sqrt on s, divide on x
+            return np.maximum(y @ w, 0.0), np.dot(x, w)          # constant max is free
+        x = np.ones((8, 16), np.float32)
+        w = np.ones((16, 4), np.float32)
+        vector, matmul, outs = peaks.count_reference(reference, {"x": x, "w": w, "eps": 1e-5})
+        self.assertEqual(vector, 8 * 16 * 3 + 8)
+        self.assertEqual(matmul, 2 * (2 * 8 * 4 * 16))
+        self.assertEqual([type(o) for o in outs], [np.ndarray, np.ndarray])
+
+    def test_rule_bound_and_precision(self):
+        from harnesslib import peaks
+        r = peaks.accelopt(200.0, 0, 23.75e12 * 1e-3, 0, "trn1")  # 1 ms of fp32 matmul
+        self.assertEqual((r["bound"], round(r["theoretical_us"], 6)), ("matmul", 1000.0))
+        self.assertAlmostEqual(r["percent"], 500.0)
+        low = peaks.accelopt(None, 0, 23.75e12 * 1e-3, 0, "trn1",
+                             peaks.matmul_precision(["bfloat16"]))
+        self.assertAlmostEqual(low["theoretical_us"], 250.0)
+        self.assertNotIn("percent", low)
+        self.assertEqual(peaks.matmul_precision(["float32"]), "float32")
+        self.assertIsNone(peaks.accelopt(1.0, 1, 1, 1, "trn3"))
+
+
 @unittest.skipUnless(util.sim_available(), "nkisim not importable")
 class OnTheSimulator(unittest.TestCase):
     def test_reference_module_evaluates_with_percent_of_peak(self):
