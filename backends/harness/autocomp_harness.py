@@ -306,8 +306,13 @@ class _DeviceRun:
         else:
             extra = {}
             digests = _digests(inputs, read_only) if numerics else None
-        result = device.run(self.kernel, call_args, grid=problem.grid, numerics=numerics,
-                            input_dtypes=dtypes, **extra)
+        try:
+            result = device.run(self.kernel, call_args, grid=problem.grid, numerics=numerics,
+                                input_dtypes=dtypes, **extra)
+        except HarnessFailure as e:  # a binding mismatch gets what to do (failures.py)
+            from harnesslib.failures import explain_binding  # noqa: PLC0415
+            e.message = explain_binding(e.message, self.kernel.name, list(call_args))
+            raise
         if digests is not None:
             _check_unchanged(inputs, digests)
         if allocated:

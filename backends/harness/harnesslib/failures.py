@@ -28,10 +28,9 @@ class HarnessFailure(Exception):
     def __init__(self, kind, message, line=None, stage=None):
         if kind not in KINDS:
             raise ValueError("unknown failure kind %r" % (kind,))
-        message = explain(str(message))
         super().__init__(message)
         self.kind = kind
-        self.message = message
+        self.message = str(message)
         self.line = line
         self.stage = stage
 
@@ -80,37 +79,31 @@ def describe_exception(exc, limit=1200):
 _UNEXPECTED_KEYWORD = re.compile(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'")
 _MISSING_ARGUMENT = re.compile(r"(\w+)\(\) missing (\d+) required (?:positional|keyword-only) "
                                r"arguments?: ([^()]*?)(?: \(at |$)")
-_POSITIONAL_COUNT = re.compile(r"(\w+)\(\) takes (\d+) positional arguments? but (\d+) "
-                               r"(?:was|were) given")
 _EXPLAINED = "(how inputs reach the kernel:"
 
 
-def explain(message):
-    """A failure message with what to do appended when it is a binding mismatch between the
-    problem's inputs and the kernel's parameters (Python's TypeError text alone names neither
-    the cause nor the fix). Other messages are returned unchanged."""
+def explain_binding(message, kernel_name, passed):
+    """`message` with what to do appended when it is Python's TypeError for a call of the
+    kernel function `kernel_name` with keyword arguments `passed` (the problem's input names)
+    that do not fit its parameters; other messages (e.g. an NKI call inside the kernel with an
+    unknown keyword) are returned unchanged."""
     if _EXPLAINED in message:
         return message
+    names = ", ".join(passed) or "none"
     m = _UNEXPECTED_KEYWORD.search(message)
-    if m:
+    if m and m.group(1) == kernel_name:
         return ("%s %s the harness passes each input as a keyword argument named like the "
-                "problem's input, and kernel %s() has no parameter %r. Name the kernel's "
+                "problem's input (%s), and kernel %s() has no parameter %r. Name the kernel's "
                 "parameters after the problem's inputs, or bind by position: BIND = "
                 "\"position\" in the problem file (reference modules with get_inputs()/"
                 "forward() are bound by position already))"
-                % (message, _EXPLAINED, m.group(1), m.group(2)))
+                % (message, _EXPLAINED, names, kernel_name, m.group(2)))
     m = _MISSING_ARGUMENT.search(message)
-    if m:
-        return ("%s %s kernel %s() needs %s, which the problem's inputs do not provide "
+    if m and m.group(1) == kernel_name:
+        return ("%s %s kernel %s() needs %s, which the problem's inputs (%s) do not provide "
                 "by that name. Give the parameter a default, name it after an input, or bind "
                 "by position: BIND = \"position\" in the problem file)"
-                % (message, _EXPLAINED, m.group(1), m.group(3).strip()))
-    m = _POSITIONAL_COUNT.search(message)
-    if m:
-        return ("%s %s kernel %s() takes %s positional argument(s) but the problem has %s "
-                "input(s); in a reference module they are what transform_to_nki_inputs() "
-                "returns, else what get_inputs() returns)"
-                % (message, _EXPLAINED, m.group(1), m.group(2), m.group(3)))
+                % (message, _EXPLAINED, kernel_name, m.group(3).strip(), names))
     return message
 
 

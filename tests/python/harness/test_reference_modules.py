@@ -239,7 +239,16 @@ class OnTheSimulator(unittest.TestCase):
                   os.path.join(FIX, "keyword_problem.py"), "--target", "trn2")
         msg = out["failure"]["message"]
         self.assertIn("unexpected keyword argument 'a'", msg)
+        self.assertIn("named like the problem's input (a)", msg)
         self.assertIn('BIND = "position"', msg)
+
+    def test_unknown_keyword_of_an_nki_call_is_not_a_binding_problem(self):
+        from harnesslib.failures import explain_binding
+        text = "TypeError: exp() got an unexpected keyword argument 'fast' (at k.py:3 in kernel)"
+        self.assertEqual(explain_binding(text, "kernel", ["x"]), text)
+        missing = "TypeError: kernel() missing 1 required positional argument: 'y'"
+        self.assertIn("needs 'y', which the problem's inputs (x)",
+                      explain_binding(missing, "kernel", ["x"]))
 
     def test_bind_position_in_a_problem_file(self):
         with util.TempDir() as d:
