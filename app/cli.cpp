@@ -51,6 +51,9 @@ Usage:
   autocomp-mcp call TOOL [--args JSON] [OPTIONS]
                                                call one tool in-process, print its structured
                                                result as JSON (exit 0; 1 error result; 2 bad usage)
+  autocomp-mcp bench SUITE [OPTIONS]           verify, benchmark and profile every kernel of a
+                                               suite (NKIBench summary.json, manifest, seeds/
+                                               folder); prints a table (see bench --help)
   autocomp-mcp --autonomous ...                run the search from the terminal (see its --help)
   autocomp-mcp --help | --version
 

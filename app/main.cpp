@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "app/autonomous.hpp"
+#include "app/bench.hpp"
 #include "app/cli.hpp"
 #include "server/conformance_fixtures.hpp"
 #include "server/http_transport.hpp"
@@ -143,6 +144,9 @@ int run_http(const CliOptions& options, autocomp::server::Server& server) {
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   const std::vector<std::string> args(argv, argv + argc);
+  if (args.size() > 1 && args[1] == "bench") {
+    return autocomp::app::bench_main(argc, argv);
+  }
   auto parsed = autocomp::app::parse_cli(args);
   if (!parsed.options) {
     std::cerr << "autocomp-mcp: " << parsed.error << "\n";

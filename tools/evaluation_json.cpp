@@ -59,6 +59,54 @@ json provenance_json(const backends::EvalResult& result, bool cached) {
           {"steps_ms", std::move(steps)}};
 }
 
+json percent_of_peak_json(const std::map<std::string, double>& roofline) {
+  struct Rule {
+    const char* name;
+    const char* description;
+    std::vector<std::pair<const char*, const char*>> peaks;  // roofline key, label
+  };
+  const Rule rules[] = {
+      {"accelopt",
+       "max(vector FLOPs / vector peak, fp32 matmul FLOPs / matmul peak, minimal bytes / HBM "
+       "bandwidth) over the latency (AccelOpt's NKIBench rule)",
+       {{"peak_vector_gflops_accelopt", "vector_gflops"},
+        {"peak_matmul_tflops_accelopt", "matmul_fp32_tflops"},
+        {"peak_hbm_gibps_accelopt", "hbm_gibps"}}},
+      {"roofline",
+       "the largest share of a peak in the product's roofline (compute, HBM)",
+       {{"peak_tflops", "tflops"}, {"peak_hbm_gbps", "hbm_gbps"}}},
+      {"floor",
+       "the physical floor (inputs and outputs once through HBM, the problem's FLOPS) over the "
+       "latency",
+       {}},
+  };
+  json out = json::object();
+  for (const auto& rule : rules) {
+    auto found = roofline.find(std::string("pct_of_peak_") + rule.name);
+    if (found == roofline.end()) {
+      continue;
+    }
+    json entry = {{"percent", round_sig(found->second)}, {"rule", rule.description}};
+    if (auto t = roofline.find(std::string("theoretical_us_") + rule.name); t != roofline.end()) {
+      entry["theoretical_us"] = round_sig(t->second);
+    }
+    json peaks = json::object();
+    for (const auto& [key, label] : rule.peaks) {
+      if (auto p = roofline.find(key); p != roofline.end()) {
+        peaks[label] = round_sig(p->second);
+      }
+    }
+    if (!peaks.empty()) {
+      entry["peaks"] = std::move(peaks);
+    }
+    if (!out.contains("rule")) {
+      out["rule"] = rule.name;  // the headline: the first rule present, accelopt when known
+    }
+    out[rule.name] = std::move(entry);
+  }
+  return out;
+}
+
 json full_result_json(const backends::EvalResult& result) {
   json out = provenance_json(result, false);
   out.erase("cached");
@@ -72,6 +120,9 @@ json full_result_json(const backends::EvalResult& result) {
   }
   out["metrics"] = result.metrics;
   out["roofline"] = result.roofline;
+  if (json peak = percent_of_peak_json(result.roofline); !peak.empty()) {
+    out["percent_of_peak"] = std::move(peak);
+  }
   out["bottleneck"] = result.bottleneck;
   out["measured"] = receipt_line(result);
   if (!result.input_signature.empty()) {

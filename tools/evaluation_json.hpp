@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -20,6 +21,11 @@ nlohmann::json latency_json(const backends::LatencyStats& latency, bool with_sam
 nlohmann::json provenance_json(const backends::EvalResult& result, bool cached);
 // The full result, as served by the autocomp://evaluations/{id} resource.
 nlohmann::json full_result_json(const backends::EvalResult& result);
+
+// Percent of peak under each named rule the roofline carries (the harness's `pct_of_peak_<rule>`
+// and peak figures): {"rule": headline rule, "<rule>": {"percent", "theoretical_us", "peaks"}}.
+// Empty when the roofline has none.
+nlohmann::json percent_of_peak_json(const std::map<std::string, double>& roofline);
 
 // One line for people: "correct on 5/5 seeds" or the failure, used in summaries.
 std::string verdict_text(const backends::EvalResult& result);

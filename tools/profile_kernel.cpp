@@ -61,12 +61,15 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
       "Where does an NKI kernel's time go: the hottest source lines (line, text, engine, share "
       "of the makespan, instruction count), which engines sit idle waiting on which, the key "
       "profile metrics (total_time, per-engine active time, DMA activity, HBM bytes, MFU), "
-      "roofline figures (compute and HBM share of peak, arithmetic intensity) and a bottleneck "
+      "roofline figures (compute and HBM share of peak, arithmetic intensity), percent of peak "
+      "under named rules with the peaks used (accelopt: AccelOpt's NKIBench rule; roofline; "
+      "floor), and a bottleneck "
       "class (compute-bound, memory-bound, underutilized). Every metric: detail: \"full\" or the "
       "`details` resource. Use it before planning an optimization.";
   tool.input_schema = with_detail_argument(eval_args_schema());
   tool.output_schema = brief_output_schema({{"metrics", {{"type", "object"}}},
                                             {"roofline", {{"type", "object"}}},
+                                            {"percent_of_peak", {{"type", "object"}}},
                                             {"bottleneck", {{"type", "string"}}},
                                             {"latency_us", {{"type", "number"}}},
                                             {"hotspots", {{"type", "array"}}},
@@ -96,8 +99,17 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
         roofline[name] = round_sig(found->second);
       }
     }
+    for (const char* name : {"peak_tflops", "peak_hbm_gbps"}) {  // the peaks behind the pcts
+      if (auto found = result.roofline.find(name); found != result.roofline.end()) {
+        roofline[name] = round_sig(found->second);
+      }
+    }
     out["metrics"] = std::move(metrics);
     out["roofline"] = std::move(roofline);
+    const json peak = percent_of_peak_json(result.roofline);
+    if (!peak.empty()) {
+      out["percent_of_peak"] = peak;
+    }
     out["bottleneck"] = result.bottleneck;
     if (result.latency) {
       out["latency_us"] = round_sig(result.latency->median_us);
@@ -131,6 +143,25 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
     }
     if (!roof.empty()) {
       lines.push_back("roofline: " + roof);
+    }
+    if (!peak.empty()) {
+      std::string text;
+      for (const auto& [rule, entry] : peak.items()) {
+        if (!entry.is_object()) {
+          continue;
+        }
+        text += (text.empty() ? "" : ", ") + rule + " " +
+                format_number(entry["percent"].get<double>()) + "%";
+        if (entry.contains("peaks")) {
+          std::string peaks;
+          for (const auto& [label, value] : entry["peaks"].items()) {
+            peaks += (peaks.empty() ? "" : " ") + label + "=" + format_number(value.get<double>());
+          }
+          text += " (peaks " + peaks + ")";
+        }
+      }
+      lines.push_back("percent of peak (headline rule " + peak["rule"].get<std::string>() +
+                      "): " + text);
     }
     if (!hotspots.empty()) {
       lines.push_back("hot lines (share of the makespan):");

@@ -20,7 +20,8 @@ if HARNESS_DIR not in sys.path:
     sys.path.insert(0, HARNESS_DIR)
 
 from harnesslib import emit, memory, stats, threads  # noqa: E402
-from harnesslib.failures import KINDS, HarnessFailure, HarnessTimeout  # noqa: E402
+from harnesslib.failures import (KINDS, HarnessFailure, HarnessTimeout,  # noqa: E402
+                                 describe_exception)
 
 SCHEMA = "autocomp-harness/1"
 # The one place the harness version lives. Bump on any change to harness behaviour or output.
@@ -294,6 +295,10 @@ class _DeviceRun:
         self.out_shapes = None     # [(shape, NKI dtype name)] of the outputs, once known
         self.sim_result = None     # a simulation of seeds[0] (reused by benchmark and profile)
         self.input_facts = None    # (input HBM bytes, FLOPS) of seeds[0], see _input_facts
+        self.bind = None           # {input name: kernel parameter} when bound by position
+        self.peak_counts = None    # (vector FLOPs, matmul FLOPs) counted, see _peak_counts
+        self.counting_original = None
+        self.peak_count_error = None
 
     def call(self, inputs, numerics, reference=None, timing=True):
         """Run the kernel once: (device result, output arrays, output dtype names or None).
@@ -310,6 +315,10 @@ class _DeviceRun:
         # the kernel may write only the OUTPUTS parameters: the reference (run after the
         # kernel when it is not cached) must see the inputs as inputs(seed) made them
         read_only = [n for n in inputs if n not in allocated and is_array(inputs[n])]
+        if self.bind:  # bound by position: the kernel's parameter names
+            call_args = {self.bind.get(k, k): v for k, v in call_args.items()}
+            dtypes = {self.bind.get(k, k): v for k, v in dtypes.items()}
+            read_only = [self.bind.get(k, k) for k in read_only]
         if _is_sim(device):
             extra = {"read_only": read_only}
             if not timing:
@@ -318,8 +327,13 @@ class _DeviceRun:
         else:
             extra = {}
             digests = _digests(inputs, read_only) if numerics else None
-        result = device.run(self.kernel, call_args, grid=problem.grid, numerics=numerics,
-                            input_dtypes=dtypes, **extra)
+        try:
+            result = device.run(self.kernel, call_args, grid=problem.grid, numerics=numerics,
+                                input_dtypes=dtypes, **extra)
+        except HarnessFailure as e:  # a binding mismatch gets what to do (failures.py)
+            from harnesslib.failures import explain_binding  # noqa: PLC0415
+            e.message = explain_binding(e.message, self.kernel.name, list(call_args))
+            raise
         if digests is not None:
             _check_unchanged(inputs, digests)
         if allocated:
@@ -400,15 +414,24 @@ def _verify(run, out):
         # the simulator's timing does not depend on data: later seeds only need values
         result, outs, names = run.call(inputs, True, ref, timing=(i == 0))
         if ref is None:
-            ref = _reference(problem, inputs, seed, run.cache,
-                             copy_inputs=(i == 0 and not sim) or _shares_inputs(outs, inputs))
+            counting = i == 0 and _profiles(run.args) and _count_peaks_needed(run)
+            if counting:  # the percent-of-peak counts come with this reference run
+                _install_counting_reference(run)
+            try:
+                ref = _reference(problem, inputs, seed, run.cache,
+                                 copy_inputs=(i == 0 and not sim) or _shares_inputs(outs, inputs))
+            finally:
+                if counting:
+                    problem.reference_fn = run.counting_original
         if i == 0:
             expected = problem.output_dtypes or [r.dtype.name for r in ref]
             run.out_shapes = [(r.shape, expected[j] if j < len(expected) else r.dtype.name)
                               for j, r in enumerate(ref)]
+        outs = problem.transform_outputs(outs, ref)
         ok, max_abs, rel_l2, msg = compare.compare_outputs(
             outs, ref, out_names=names, expected_names=problem.output_dtypes,
-            rtol=problem.rtol, atol=problem.atol)
+            rtol=problem.rtol, atol=problem.atol, tolerance=problem.tolerance,
+            rel_l2_tol=problem.rel_l2)
         shown = run.problem_seeds[i]
         entry = {"seed": shown, "ok": ok, "max_abs_err": max_abs, "rel_l2_err": rel_l2,
                  "message": msg}
@@ -416,7 +439,14 @@ def _verify(run, out):
             entry["input_seed"] = seed
         entries.append(entry)
         if not ok:
-            raise HarnessFailure("mismatch", "seed %d: %s" % (shown, msg), stage="verify")
+            line = None
+            if "never wrote" in msg:
+                from harnesslib.failures import unwritten_output_hint  # noqa: PLC0415
+                hint, line = unwritten_output_hint(run.kernel.path)
+                if hint:
+                    msg += ". Likely cause: " + hint
+            raise HarnessFailure("mismatch", "seed %d: %s" % (shown, msg), stage="verify",
+                                 line=line)
         if i == 0 and sim:
             _check_inputs_read(run, result, seed, ref)
         if i == 0 and sim:
@@ -442,7 +472,8 @@ def _check_inputs_read(run, result, seed, ref):
     problem = run.problem
     fresh = None
     for name in run.first_inputs:
-        if name in read or not is_array(run.first_inputs[name]):
+        kernel_name = run.bind.get(name, name) if run.bind else name
+        if kernel_name in read or not is_array(run.first_inputs[name]):
             continue
         if fresh is None:
             fresh = problem.make_inputs(seed)  # the reference may have used the others in place
@@ -454,7 +485,9 @@ def _check_inputs_read(run, result, seed, ref):
         ref2 = problem.make_reference(changed, seed, copy_inputs=True)
         same, _, _, _ = compare.compare_outputs(list(ref2), list(ref),
                                                 expected_names=problem.output_dtypes,
-                                                rtol=problem.rtol, atol=problem.atol)
+                                                rtol=problem.rtol, atol=problem.atol,
+                                                tolerance=problem.tolerance,
+                                                rel_l2_tol=problem.rel_l2)
         if not same:
             raise HarnessFailure(
                 "forbidden_access", "the kernel's outputs match the reference, but no instruction "
@@ -475,6 +508,141 @@ def _perturbed(problem, inputs, name, seed):
     np.random.default_rng(seed).shuffle(flat)
     flat = flat.reshape(a.shape)
     return None if np.array_equal(a, flat, equal_nan=True) else flat
+
+
+def _profiles(args):
+    return args.command in ("profile", "evaluate")
+
+
+def _count_peaks_needed(run):
+    specs = run.problem.peak_specs
+    return run.peak_counts is None and (specs.get("VECTOR_FLOPS") is None
+                                        or specs.get("MATMUL_FLOPS") is None)
+
+
+def _install_counting_reference(run):
+    """Make the problem's next reference() call count its operations into run.peak_counts."""
+    import numpy as np  # noqa: PLC0415
+    from harnesslib import peaks  # noqa: PLC0415
+    original = run.problem.reference_fn
+    run.counting_original = original
+
+    def counting(**inputs):
+        started = time.perf_counter()
+        try:
+            vector, matmul, outs = peaks.count_reference(original, inputs)
+        except Exception as e:  # the reference works only on plain arrays: not countable
+            run.peak_counts = False
+            run.peak_count_error = describe_exception(e, limit=300)
+            return original(**inputs)
+        run.peak_counts = (vector, matmul)
+        # kept beside the cached reference (same rule: only when the reference was slow), so
+        # a reference served from the cache does not have to run again to be counted
+        run.cache.put(_peak_counts_key(run), (np.array([vector, matmul], dtype=np.float64),),
+                      time.perf_counter() - started)
+        return tuple(outs)
+    run.problem.reference_fn = counting
+
+
+def _peak_counts_key(run):
+    from harnesslib import peaks  # noqa: PLC0415
+    from harnesslib.refcache import cache_key  # noqa: PLC0415
+    return "%s-peaks%d" % (cache_key(run.problem.source_sha256, run.seeds[0]),
+                           peaks.COUNT_VERSION)
+
+
+def _peak_counts(run):
+    """(vector FLOPs, matmul FLOPs) of the problem for the accelopt rule: the problem's
+    VECTOR_FLOPS / MATMUL_FLOPS, else counted from one reference run (peaks.py)."""
+    problem = run.problem
+    specs = problem.peak_specs
+    if _count_peaks_needed(run):
+        hit = run.cache.get(_peak_counts_key(run))
+        if hit is not None and len(hit) == 1 and hit[0].shape == (2,):
+            run.peak_counts = (float(hit[0][0]), float(hit[0][1]))
+    if _count_peaks_needed(run):
+        inputs = run.first_inputs if run.first_inputs is not None else \
+            problem.make_inputs(run.seeds[0])
+        _install_counting_reference(run)
+        try:
+            problem.make_reference(inputs, run.seeds[0], copy_inputs=True)
+        finally:
+            problem.reference_fn = run.counting_original
+    counted = run.peak_counts
+    values = []
+    for i, key in enumerate(("VECTOR_FLOPS", "MATMUL_FLOPS")):
+        spec = specs.get(key)
+        if spec is None:
+            if not counted:
+                return None
+            values.append(float(counted[i]))
+            continue
+        try:
+            value = float(spec(**problem.make_inputs(run.seeds[0])) if callable(spec) else spec)
+        except Exception as e:
+            raise HarnessFailure("problem_error", "%s: %s" % (key, describe_exception(e)))
+        values.append(value)
+    return values
+
+
+def _peaks(run, section, latency_us):
+    """`percent_of_peak` of a profile: every rule's figures (peaks.py), the accelopt rule
+    first; the numbers are also put into the roofline (`pct_of_peak_*`, `peak_*`) so every
+    consumer of the roofline sees them."""
+    from harnesslib import peaks  # noqa: PLC0415
+    counts = _peak_counts(run)
+    fl = section.get("floor")
+    if fl is None:
+        try:
+            fl = _floor(run)
+        except HarnessFailure:
+            fl = None
+    hbm, _ = _input_facts(run)
+    for shape, dtype_name in run.out_shapes or ():
+        from harnesslib import floor as floor_mod  # noqa: PLC0415
+        hbm += floor_mod.tensor_bytes(shape, dtype_name)
+    spec = run.problem.peak_specs.get("MIN_BYTES")
+    if spec is not None:
+        try:
+            hbm = float(spec(**run.problem.make_inputs(run.seeds[0])) if callable(spec) else spec)
+        except Exception as e:
+            raise HarnessFailure("problem_error", "MIN_BYTES: %s" % describe_exception(e))
+    roof = section.setdefault("roofline", {})
+    rules = []
+    notes = []
+    acc = None
+    if counts is None:
+        notes.append("accelopt: the reference's operations could not be counted (%s); set "
+                     "VECTOR_FLOPS and MATMUL_FLOPS in the problem"
+                     % (run.peak_count_error or "unknown reason"))
+    else:
+        acc = peaks.accelopt(latency_us, counts[0], counts[1], hbm, run.target,
+                             peaks.matmul_precision(run.problem.input_dtypes.values()))
+        if acc is None:
+            notes.append("accelopt: no peaks for target %s" % run.target)
+    if acc is not None:
+        rules.append(acc)
+        roof["peak_vector_gflops_accelopt"] = acc["peak_vector_gflops"]
+        roof["peak_matmul_tflops_accelopt"] = acc["peak_matmul_tflops"]
+        roof["peak_hbm_gibps_accelopt"] = acc["peak_hbm_gibps"]
+        roof["theoretical_us_accelopt"] = acc["theoretical_us"]
+        if "percent" in acc:
+            roof["pct_of_peak_accelopt"] = acc["percent"]
+    own = peaks.roofline_percent(roof)
+    if own is not None:
+        rules.append({"rule": "roofline", "percent": own,
+                      "peak_tflops": roof.get("peak_tflops"),
+                      "peak_hbm_gbps": roof.get("peak_hbm_gbps")})
+        roof["pct_of_peak_roofline"] = own
+    pct = peaks.floor_percent(latency_us, fl)
+    if pct is not None:
+        rules.append({"rule": "floor", "percent": pct, "theoretical_us": fl.get("floor_us"),
+                      "peak_tflops": fl.get("peak_tflops"),
+                      "peak_hbm_gbps": fl.get("peak_hbm_gbps")})
+        roof["pct_of_peak_floor"] = pct
+    section["percent_of_peak"] = {"latency_us": latency_us, "rules": rules}
+    if notes:
+        section["percent_of_peak"]["notes"] = notes
 
 
 def _input_facts(run):
@@ -617,6 +785,10 @@ def _profile(run, out):
     total = out["profile"].get("metrics", {}).get("total_time")
     if "benchmark" not in out and isinstance(total, (int, float)):
         _check_floor(run, total * 1e6, out["profile"], "profile")
+    latency = (out.get("benchmark") or {}).get("latency_us", {}).get("min")
+    if latency is None and isinstance(total, (int, float)):
+        latency = total * 1e6
+    _peaks(run, out["profile"], latency)
 
 
 def _receipt(args, out, device):
@@ -691,6 +863,16 @@ def _run_device(args, out, ctx, holder):
         out["problem"]["outputs"] = output_names(problem, first_inputs)
         params += out["problem"]["outputs"]
     arrays = [n for n in params if n not in first_inputs or is_array(first_inputs[n])]
+    bind_name, bind = None, None
+    if problem.bind == "position":
+        # the kernel's own parameter names replace the inputs' (PROTOCOL.md "Problem files")
+        from harnesslib.problem import positional_parameters  # noqa: PLC0415
+        bind_name, kernel_params = positional_parameters(
+            kernel_path, len(params), args.kernel_name or problem.kernel_name)
+        bind = dict(zip(params, kernel_params))
+        arrays = [bind[n] for n in arrays]
+        params = kernel_params
+        out["problem"]["bind"] = "position"
     findings = scan.scan_file(kernel_path, arrays)
     if findings:
         raise HarnessFailure("forbidden_access", scan.refusal_message(findings),
@@ -699,7 +881,8 @@ def _run_device(args, out, ctx, holder):
     os.makedirs(workdir, exist_ok=True)
     device = _make_device(args, target, workdir)
     holder.append(device)
-    kernel = device.load_kernel(kernel_path, params, args.kernel_name, problem.kernel_name)
+    kernel = device.load_kernel(kernel_path, params, args.kernel_name,
+                                bind_name or problem.kernel_name)
     out["kernel"] = {"name": kernel.name, "file": kernel_path}
     if hasattr(device, "namespace"):
         out["kernel"]["namespace"] = device.namespace
@@ -708,6 +891,7 @@ def _run_device(args, out, ctx, holder):
                      else (args.ref_cache or default_dir()))
     run = _DeviceRun(args, problem, device, kernel, seeds, first_inputs, cache, target,
                      problem_seeds)
+    run.bind = bind
     del first_inputs  # the run owns them (and may release them early)
     ctx.leave()
 

@@ -1,6 +1,8 @@
-"""Loading and validating a problem file (design.md §5.1).
+"""Loading and validating a problem file (design.md §5.1, PROTOCOL.md "Problem files").
 
-Contract of a problem file (a Python module):
+Two formats are accepted (PROTOCOL.md is the one description of both):
+
+1. A problem file (a Python module):
   inputs(seed) -> dict[str, np.ndarray | int | float | bool]   named as the kernel's
                     parameters; Python scalars are bound as kernel arguments as they are
   reference(**inputs) -> ndarray | tuple  expected outputs, computed in float32/float64
@@ -22,10 +24,25 @@ optional:
                     start NaN-filled, so an output the kernel never writes fails).
   FLOPS             the problem's floating-point operations (number, or callable(**inputs));
                     with it the physical floor also covers peak compute
+  BIND              "name" (default: inputs are passed as keyword arguments named like the
+                    inputs) or "position" (in input order, whatever the kernel calls them)
+  TOLERANCE         "elementwise" (default, RTOL/ATOL) or "rel_l2": each output passes when
+                    ||out - ref||_2 < REL_L2 * ||ref||_2 (REL_L2 default 2e-5)
+  VECTOR_FLOPS, MATMUL_FLOPS, MIN_BYTES   figures for the percent-of-peak rules (number or
+                    callable(**inputs)); counted from the reference when absent (peaks.py)
+
+2. A reference module (NKIBench's format): get_inputs() -> list of arrays/scalars drawn from
+   numpy's global generator, forward(*inputs) -> output(s); optional
+   transform_to_nki_inputs(inputs) -> the kernel's arguments and
+   transform_nki_outputs(kernel_outputs, reference) -> outputs shaped like the reference.
+   Inputs are bound by position, each seed runs np.random.seed(seed) before get_inputs(),
+   seeds default to 0, 21, 42, 63, 84, and outputs compare by relative L2 error (2e-5).
+   The optional settings of format 1 apply as well.
 Any error while importing or calling these is a `problem_error`.
 """
 import hashlib
 import importlib.util
+import inspect
 import math
 import os
 import sys
@@ -35,6 +52,10 @@ import numpy as np
 from harnesslib.failures import HarnessFailure, describe_exception
 
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+REFERENCE_MODULE_SEEDS = (0, 21, 42, 63, 84)
+DEFAULT_REL_L2 = 2e-5
+TOLERANCE_MODES = ("elementwise", "rel_l2")
+BIND_MODES = ("name", "position")
 
 
 def load_module(path, prefix):
@@ -78,8 +99,22 @@ class Problem:
         self.output_dtypes = tuple(str(d) for d in out) if out else None
         self.outputs_spec = getattr(module, "OUTPUTS", None)
         self.flops_spec = getattr(module, "FLOPS", None)
+        self.format = "problem"
+        self.bind = _choice(module, "BIND", BIND_MODES, "name")
+        self.tolerance = _choice(module, "TOLERANCE", TOLERANCE_MODES, "elementwise")
+        self.rel_l2 = float(getattr(module, "REL_L2", DEFAULT_REL_L2))
+        self.peak_specs = {k: getattr(module, k, None)
+                           for k in ("VECTOR_FLOPS", "MATMUL_FLOPS", "MIN_BYTES")}
         with open(self.path, "rb") as f:
             self.source_sha256 = hashlib.sha256(f.read()).hexdigest()
+
+    def transform_outputs(self, outputs, reference):
+        """The kernel's outputs as the reference holds them (identity in this format)."""
+        return list(outputs)
+
+    def reference_inputs(self, inputs, seed):
+        """The arguments reference() was called with for these kernel inputs: {name: value}."""
+        return inputs
 
     def make_inputs(self, seed):
         """inputs(seed) checked to be a dict of numpy arrays and Python scalars (numpy scalars
@@ -92,20 +127,7 @@ class Problem:
             raise HarnessFailure("problem_error",
                                  "inputs(%d) must return a non-empty dict of numpy arrays, got %s"
                                  % (seed, type(value).__name__))
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise HarnessFailure("problem_error", "inputs(%d): key %r is not a string" % (seed, k))
-            if isinstance(v, np.generic) and not isinstance(v, np.ndarray):
-                v = v.item()
-            if not isinstance(v, (np.ndarray, bool, int, float)):
-                raise HarnessFailure("problem_error", "inputs(%d)[%r] is %s, not a numpy array "
-                                     "or a Python int/float/bool" % (seed, k, type(v).__name__))
-            if isinstance(v, float) and not math.isfinite(v):
-                raise HarnessFailure("problem_error", "inputs(%d)[%r] is %r: scalar inputs must "
-                                     "be finite" % (seed, k, v))
-            out[k] = v
-        return out
+        return _checked_inputs(value, "inputs(%d)" % seed)
 
     def make_reference(self, inputs, seed, copy_inputs=True):
         """reference(**inputs) as a tuple of numpy arrays; problem_error otherwise. The
@@ -118,18 +140,152 @@ class Problem:
         except Exception as e:
             raise HarnessFailure("problem_error", "reference(...) for seed %d raised %s"
                                  % (seed, describe_exception(e)))
-        items = value if isinstance(value, (tuple, list)) else (value,)
-        out = []
-        for i, v in enumerate(items):
-            if not isinstance(v, np.ndarray):
-                try:
-                    v = np.asarray(v)
-                except Exception:
-                    v = None
-                if v is None or v.dtype == object:
-                    raise HarnessFailure("problem_error", "reference output %d is not an array" % i)
-            out.append(v)
-        return tuple(out)
+        return _reference_arrays(value)
+
+
+class ReferenceModuleProblem(Problem):
+    """A reference module (NKIBench's format): get_inputs()/forward(...) and the optional
+    transform hooks; bound by position, seeded through numpy's global generator, compared by
+    relative L2 error unless the module says otherwise."""
+
+    def __init__(self, path, module):
+        module_defaults = {"SEEDS": REFERENCE_MODULE_SEEDS, "BIND": "position",
+                           "TOLERANCE": "rel_l2"}
+        for name, value in module_defaults.items():
+            if not hasattr(module, name):
+                setattr(module, name, value)
+        self.get_inputs_fn = module.get_inputs
+        self.forward_fn = module.forward
+        self.to_nki = getattr(module, "transform_to_nki_inputs", None)
+        self.from_nki = getattr(module, "transform_nki_outputs", None)
+        module.inputs = self._inputs
+        module.reference = self._reference
+        super().__init__(path, module)
+        self.format = "reference-module"
+        self._raw = None  # (seed, inputs as get_inputs() made them) of the latest seed
+        self._names = None
+
+    def _draw(self, seed):
+        np.random.seed(seed)
+        try:
+            raw = self.get_inputs_fn()
+        except Exception as e:
+            raise HarnessFailure("problem_error", "get_inputs() for seed %d raised %s"
+                                 % (seed, describe_exception(e)))
+        if isinstance(raw, (np.ndarray, int, float, bool, np.generic)):
+            raw = [raw]
+        if not isinstance(raw, (list, tuple)) or not raw:
+            raise HarnessFailure("problem_error", "get_inputs() must return a non-empty list of "
+                                 "numpy arrays and scalars, got %s" % type(raw).__name__)
+        self._raw = (seed, list(raw))
+        return list(raw)
+
+    def _input_names(self, count):
+        """The kernel arguments' names: forward's parameter names when they are as many as
+        the kernel's arguments (the inputs are not regrouped), else input0, input1, ..."""
+        if self._names is None or len(self._names) != count:
+            names = []
+            try:
+                params = list(inspect.signature(self.forward_fn).parameters.values())
+                if all(p.kind == p.POSITIONAL_OR_KEYWORD for p in params):
+                    names = [p.name for p in params]
+            except (TypeError, ValueError):
+                names = []
+            if len(names) != count:
+                names = ["input%d" % i for i in range(count)]
+            self._names = names
+        return self._names
+
+    def _inputs(self, seed):
+        raw = self._draw(seed)
+        args = raw
+        if self.to_nki is not None:
+            try:
+                args = self.to_nki(list(raw))
+            except Exception as e:
+                raise HarnessFailure("problem_error", "transform_to_nki_inputs(...) for seed %d "
+                                     "raised %s" % (seed, describe_exception(e)))
+            if isinstance(args, tuple):
+                args = list(args)
+            if not isinstance(args, list) or not args:
+                raise HarnessFailure("problem_error", "transform_to_nki_inputs(...) must return "
+                                     "a non-empty list, got %s" % type(args).__name__)
+        return dict(zip(self._input_names(len(args)), args))
+
+    def reference_inputs(self, inputs, seed):
+        raw = self._raw[1] if self._raw is not None and self._raw[0] == seed else self._draw(seed)
+        return {"input%d" % i: v for i, v in enumerate(raw)}
+
+    def _reference(self, **inputs):
+        return self.forward_fn(*inputs.values())
+
+    def make_reference(self, inputs, seed, copy_inputs=True):
+        raw = self.reference_inputs(inputs, seed)
+        self._raw = None  # the reference is the last reader of get_inputs()'s arrays
+        return Problem.make_reference(self, raw, seed, copy_inputs=copy_inputs)
+
+    def transform_outputs(self, outputs, reference):
+        """transform_nki_outputs(kernel outputs, reference outputs) when the module has it:
+        both as one value, or a tuple when there are several."""
+        outputs = list(outputs)
+        if self.from_nki is None:
+            return outputs
+        k_res = outputs[0] if len(outputs) == 1 else tuple(outputs)
+        ref = reference[0] if len(reference) == 1 else tuple(reference)
+        try:
+            value = self.from_nki(k_res, ref)
+        except Exception as e:
+            raise HarnessFailure("problem_error", "transform_nki_outputs(...) raised %s (kernel "
+                                 "outputs: %s; reference: %s)" % (
+                                     describe_exception(e), _shapes(outputs), _shapes(reference)))
+        items = list(value) if isinstance(value, (tuple, list)) else [value]
+        return [np.asarray(v) for v in items]
+
+
+def _shapes(arrays):
+    return ", ".join(str(tuple(getattr(a, "shape", ()))) for a in arrays) or "none"
+
+
+def _choice(module, name, allowed, default):
+    value = getattr(module, name, default)
+    if value not in allowed:
+        raise ValueError("%s must be one of %s, got %r" % (name, ", ".join(map(repr, allowed)),
+                                                           value))
+    return value
+
+
+def _checked_inputs(value, what):
+    """A dict of numpy arrays and Python scalars (numpy scalars become Python ones)."""
+    out = {}
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise HarnessFailure("problem_error", "%s: key %r is not a string" % (what, k))
+        if isinstance(v, np.generic) and not isinstance(v, np.ndarray):
+            v = v.item()
+        if not isinstance(v, (np.ndarray, bool, int, float)):
+            raise HarnessFailure("problem_error", "%s[%r] is %s, not a numpy array "
+                                 "or a Python int/float/bool" % (what, k, type(v).__name__))
+        if isinstance(v, float) and not math.isfinite(v):
+            raise HarnessFailure("problem_error", "%s[%r] is %r: scalar inputs must "
+                                 "be finite" % (what, k, v))
+        out[k] = v
+    return out
+
+
+def _reference_arrays(value):
+    """Reference outputs as a tuple of numpy arrays; problem_error otherwise."""
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    out = []
+    for i, v in enumerate(items):
+        if not isinstance(v, np.ndarray):
+            try:
+                v = np.asarray(v)
+            except Exception:
+                v = None
+            if v is None or v.dtype == object:
+                raise HarnessFailure("problem_error", "reference output %d is not an array" % i)
+        out.append(v)
+    return tuple(out)
 
 
 def _output_entries(problem, inputs):
@@ -288,11 +444,93 @@ def load_problem(path):
     except Exception as e:
         raise HarnessFailure("problem_error", "importing the problem file raised %s"
                              % describe_exception(e))
-    missing = [n for n in ("inputs", "reference") if not callable(getattr(module, n, None))]
-    if missing:
-        raise HarnessFailure("problem_error", "problem file must define %s()"
-                             % " and ".join(missing))
+    cls = _problem_format(module)
     try:
-        return Problem(path, module)
+        return cls(path, module)
+    except HarnessFailure:
+        raise
     except Exception as e:
         raise HarnessFailure("problem_error", "invalid problem settings: %s" % describe_exception(e))
+
+
+AUTO_KERNEL_NAMES = ("kernel", "optimized_kernel")
+
+
+def positional_parameters(kernel_path, count, explicit=None):
+    """(kernel function name, its first `count` parameter names) for binding inputs by
+    position, read from the kernel file's source (nothing of it runs here). The function is
+    the one named (--kernel-name, the problem's KERNEL), else one called `kernel` or
+    `optimized_kernel`, else the single top-level function that takes `count` positional
+    arguments (decorated ones win a tie). compile_error when none or several fit."""
+    import ast  # noqa: PLC0415
+    try:
+        with open(kernel_path, encoding="utf-8", errors="replace") as f:
+            tree = ast.parse(f.read())
+    except SyntaxError as e:
+        raise HarnessFailure("compile_error", "syntax error: %s" % e.msg, line=e.lineno)
+    except (OSError, ValueError) as e:
+        raise HarnessFailure("harness_error", "cannot read the kernel file: %s" % e)
+    funcs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef,
+                                                            ast.AsyncFunctionDef))}
+
+    def fits(fn):
+        a = fn.args
+        positional = a.posonlyargs + a.args
+        required = len(positional) - len(a.defaults)
+        return required <= count <= len(positional)
+
+    def describe(fn):
+        return "%s(%s)" % (fn.name, ", ".join(x.arg for x in fn.args.posonlyargs + fn.args.args))
+
+    name = explicit or next((n for n in AUTO_KERNEL_NAMES if n in funcs), None)
+    if name is None:
+        matching = [f for f in funcs.values() if fits(f)]
+        if len(matching) > 1:
+            matching = [f for f in matching if f.decorator_list] or matching
+        if len(matching) != 1:
+            raise HarnessFailure(
+                "compile_error", "the problem binds its %d input(s) by position and %s; "
+                "functions found: %s. Name the kernel `kernel`, set KERNEL in the problem file "
+                "or pass --kernel-name" % (count, "no function takes that many arguments"
+                                          if not matching else "several functions do",
+                                          ", ".join(describe(f) for f in funcs.values())
+                                          or "none"))
+        name = matching[0].name
+    fn = funcs.get(name)
+    if fn is None:
+        raise HarnessFailure("compile_error", "kernel file defines no top-level function %r; "
+                             "functions found: %s" % (name, ", ".join(funcs) or "none"))
+    if not fits(fn):
+        raise HarnessFailure("compile_error", "the problem passes %d input(s) by position, but "
+                             "kernel %s takes a different number of arguments (in a reference "
+                             "module the inputs are what transform_to_nki_inputs() returns, "
+                             "else what get_inputs() returns)" % (count, describe(fn)),
+                             line=fn.lineno)
+    return name, [x.arg for x in fn.args.posonlyargs + fn.args.args][:count]
+
+
+# (class, functions it needs, optional functions): the accepted formats, in the order tried
+FORMATS = (
+    ("problem file", ("inputs", "reference"), ()),
+    ("reference module (NKIBench)", ("get_inputs", "forward"),
+     ("transform_to_nki_inputs", "transform_nki_outputs")),
+)
+
+
+def _problem_format(module):
+    """The class that reads this module, or a problem_error naming what each format needs."""
+    def has(name):
+        return callable(getattr(module, name, None))
+    if has("inputs") and has("reference"):
+        return Problem
+    if has("get_inputs") and has("forward"):
+        return ReferenceModuleProblem
+    found = sorted(n for n in ("inputs", "reference", "get_inputs", "forward",
+                               "transform_to_nki_inputs", "transform_nki_outputs") if has(n))
+    needs = "; ".join("a %s defines %s%s" % (
+        label, " and ".join("%s()" % n for n in required),
+        (" (optional: %s)" % ", ".join("%s()" % n for n in optional)) if optional else "")
+        for label, required, optional in FORMATS)
+    raise HarnessFailure("problem_error", "the problem file matches no accepted format: %s. "
+                         "It defines %s (PROTOCOL.md \"Problem files\")"
+                         % (needs, ", ".join("%s()" % n for n in found) or "none of these"))
