@@ -600,7 +600,8 @@ def _run_device(args, out, ctx, holder):
         out["problem"]["outputs"] = output_names(problem, first_inputs)
         params += out["problem"]["outputs"]
     arrays = [n for n in params if n not in first_inputs or is_array(first_inputs[n])]
-    findings = scan.scan_file(kernel_path, arrays)
+    findings = scan.scan_file(kernel_path, arrays, args.kernel_name or problem.kernel_name,
+                              params)
     if findings:
         raise HarnessFailure("forbidden_access", scan.refusal_message(findings),
                              line=findings[0].line)

@@ -312,7 +312,7 @@ class Recorder:
         oenc = self._ref(proxy)
         obj = self._real(oenc)
         try:
-            val = getattr(obj, name)
+            val = B.read_attr(obj, name)
         except AttributeError:
             raise AttributeError("%s has no attribute %r" % (self.describe(proxy), name))
         if not B.attr_allowed(obj, name, val):
