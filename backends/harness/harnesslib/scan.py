@@ -78,6 +78,9 @@ NAMED_ATTR_BUILTINS = frozenset(("getattr", "hasattr"))
 # `from neuronxcc import nki`, `from nki import language as nl`: names that are NKI modules
 NKI_SUBMODULES = frozenset(("nki", "language", "isa", "compiler", "typing", "collectives",
                             "nccl"))
+# Compiler modules with a leading underscore that kernels import from (their functions are
+# NKI operations under other names, or raise when called: nkisim/private.py)
+NKI_PRIVATE_MODULES = frozenset(("_private", "_private_kernels"))
 # operator-module functions that read attributes by a computed name (like getattr)
 COMPUTED_ATTR_FUNCS = frozenset(("attrgetter", "methodcaller"))
 FRAME_ATTRS = frozenset((
@@ -219,7 +222,9 @@ class _Scanner(ast.NodeVisitor):
                 "import", getattr(node, "lineno", None),
                 "import of %r has no place in an NKI kernel" % name)))
             return False
-        if any(part.startswith("_") and part not in ALLOWED_DUNDERS for part in name.split(".")):
+        if any(part.startswith("_") and part not in ALLOWED_DUNDERS
+               and not (part in NKI_PRIVATE_MODULES and _top(name) in ("nki", "neuronxcc"))
+               for part in name.split(".")):
             self.add("private", node, "import of private module %r" % name)
             return False
         self.imported.append((name, node))
@@ -313,12 +318,17 @@ class _Scanner(ast.NodeVisitor):
             # parameters hold tensors (an int or a shape tuple is shape math)
             params = [n for n in params if n in self.tensor_names]
         scope = set(self.tensors[-1])
-        if kernel:
+        # With the selected kernel known, another function's parameters are tensors only
+        # where a caller passes one (checked at the calls, as for host functions).
+        helper = kernel and self.entries and node.name not in self.entries \
+            and len(self.tensors) == 1
+        if kernel and not helper:
             scope.update(params)
         else:
-            hit = self._numpy_on(node, set(params))
-            if hit:
-                self.numpy_param_funcs[node.name] = hit
+            touched = self._numpy_on(node, set(params))
+            if touched:
+                self.numpy_param_funcs[node.name] = (
+                    [a.arg for a in positional], [a.arg for a in args.kwonlyargs], touched)
         for d in list(args.defaults) + [d for d in args.kw_defaults if d is not None]:
             self.visit(d)
         self.tensors.append(scope)
@@ -329,17 +339,16 @@ class _Scanner(ast.NodeVisitor):
         self.tensors.pop()
 
     def _numpy_on(self, func, names):
-        """The first of `names` a function applies numpy to (or reads storage of), or None."""
+        """The `names` a function applies numpy to (or reads storage of), in order of use."""
+        out = []
         for n in ast.walk(func):
             if isinstance(n, ast.Call) and self._is_numpy_call(n.func):
                 for a in list(n.args) + [k.value for k in n.keywords]:
-                    hit = [x for x in _names_outside_shape(a) if x in names]
-                    if hit:
-                        return hit[0]
+                    out += [x for x in _names_outside_shape(a) if x in names and x not in out]
             if isinstance(n, ast.Attribute) and n.attr in TENSOR_DATA_ATTRS \
-                    and _root_name(n) in names:
-                return _root_name(n)
-        return None
+                    and _root_name(n) in names and _root_name(n) not in out:
+                out.append(_root_name(n))
+        return out
 
     visit_FunctionDef = _visit_function
     visit_AsyncFunctionDef = _visit_function
@@ -636,11 +645,18 @@ def _scan_tree(source, filename, folder, seen, depth, tensor_names=(), kernel_na
         helper = scanner.numpy_param_funcs.get(call.func.id)
         if helper is None:
             continue
-        for a in list(call.args) + [k.value for k in call.keywords]:
+        positional, kwonly, touched = helper
+        bound = []  # (parameter, argument); a *args spread may land anywhere
+        for i, a in enumerate(call.args):
+            spread = isinstance(a, ast.Starred)
+            bound.append((None if spread or i >= len(positional) else positional[i], a))
+        bound += [(k.arg, k.value) for k in call.keywords]
+        for param, a in bound:
             hit = [n for n in _names_outside_shape(a) if n in tensors]
-            if hit:
+            if hit and (param is None or param in touched):
                 scanner.add("tensor-numpy", call, "the kernel tensor %r is passed to %r, which "
-                            "applies numpy to its parameter %r" % (hit[0], call.func.id, helper))
+                            "applies numpy to its parameter %r"
+                            % (hit[0], call.func.id, param or touched[0]))
                 break
     findings = sorted((f for f in scanner.findings if reached(f.line)),
                       key=lambda f: (f.line or 0))

@@ -1,0 +1,300 @@
+"""Public-kernel coverage through the product: every nki-samples kernel the simulator runs,
+verified with `autocomp-mcp call verify_kernel` as a user would.
+
+    /usr/bin/python3 backends/nkisim/coverage_product.py CHECKOUT [CHECKOUT ...]
+        [--bin build/autocomp-mcp] [--harness-dir backends] [--only TEXT] [--timeout S]
+
+For each kernel `coverage_samples.py` finds and binds (its `BINDINGS`), in a fresh folder:
+1. the kernel runs straight through the simulator (`nkisim.simulate`, in this process) on the
+   binding's inputs; a kernel that fails here is not supported by the simulator (listed apart,
+   with its error: a gap of the simulator, not of the judge);
+2. the kernel's folder is copied (helper modules next to it stay importable) and a problem
+   file written: `inputs` gives the same arrays and Python scalars, `reference` the outputs of
+   step 1, `KERNEL`, `GRID`, `TARGET`, `INPUT_DTYPES`, `OUTPUTS` (output parameters) and
+   `OUTPUT_DTYPES` as the binding needs. Arguments a problem cannot carry (tuples, dtypes,
+   None, argument objects) are bound by a generated entry function appended to the copy,
+   `coverage_entry`, which calls the sample kernel with them; the sample's own code is not
+   changed. Top-level driver code that calls a kernel at import (outside `if __name__ ==
+   "__main__":`) is dropped from the copy, as `coverage_samples` does;
+3. `autocomp-mcp call verify_kernel` judges the copy (one seed, fresh).
+Rank-group kernels (simulated with `simulate_ranks`) have no single-process problem form
+and are listed as such. The product evaluates the kernel file alone: a sample that imports a
+module beside it (its own helpers) or a host library this machine lacks (torch, scipy: the
+direct run stubs those) fails with `No module named ...` and is listed as `one-file`.
+Failures from the simulator's cost model (below the physical floor, out of on-chip memory)
+are listed as `sim-cost`.
+
+Prints one line per kernel (`kernel  verdict  reason`) and the totals: kernels found, run by
+the simulator, verified through the product among those, and the share.
+Exit status 0 (the table is the result).
+"""
+import argparse
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import coverage_samples as cs  # noqa: E402
+import nkisim  # noqa: E402
+
+# Arguments no problem file can carry, as source text for the entry function (evaluated in
+# the sample module's namespace): "path::kernel" suffix -> {parameter: expression}.
+EXPRESSIONS = {
+    "reference/rmsnorm_quant/rmsnorm_quant.py::rmsnorm_quant_kernel":
+        {"kargs": "RmsNormQuantKernelArgs(lower_bound=0.0)"},
+}
+# Failures that come from the simulator's cost model, not from the judge (listed apart).
+SIMULATOR_COST = ("below the physical floor", "out of memory", "exceeds the capacity")
+_NARROW = ("bfloat16", "float8_e4m3", "float8_e5m2")
+
+
+def _expressions(path, name):
+    key = path.replace(os.sep, "/") + "::" + name
+    for k, v in EXPRESSIONS.items():
+        if key.endswith("/" + k):
+            return v
+    return {}
+
+
+def _source_of(v):
+    """Python source for a plain argument value, or None."""
+    if isinstance(v, tuple) and len(v) == 2 and v[0] == "nl":
+        return "coverage_nl.%s" % v[1]
+    if v is None or type(v) in (str, tuple, list, int, float, bool):
+        try:
+            if ast.literal_eval(repr(v)) == v:
+                return repr(v)
+        except (ValueError, SyntaxError):
+            return None
+    return None
+
+
+def _nan_out(o):
+    """An output parameter as the harness allocates it: NaN-filled (integers at their max)."""
+    dt = np.float32 if o.dtype in _NARROW else np.dtype(o.dtype)
+    if np.dtype(dt).kind == "f":
+        return np.full(o.shape, np.nan, dtype=dt)
+    return np.full(o.shape, np.iinfo(dt).max, dtype=dt)
+
+
+def prepare(path, name, binding, folder):
+    """Run the kernel on the simulator and write the problem (and entry) into folder.
+    (problem path, kernel path) or raises with the simulator's error."""
+    mod = cs._import(path)
+    kernel = getattr(mod, name)
+    rng = np.random.default_rng(0)
+    dtypes = {}
+    arrays, scalars, outs, exprs = {}, {}, {}, dict(_expressions(path, name))
+    for k, v in binding.items():
+        if k in (cs.GRID, cs.RANKS, cs.TARGET):
+            continue
+        if isinstance(v, cs.Out):
+            outs[k] = v
+            continue
+        if k in exprs:
+            continue
+        val = cs._resolve(v, rng, dtypes, k, mod)
+        if isinstance(val, np.ndarray):
+            arrays[k] = val
+        elif type(val) in (int, float, bool):
+            scalars[k] = val
+        else:
+            src = _source_of(v)
+            if src is None:
+                raise ValueError("argument %r (%s) has no problem or source form"
+                                 % (k, type(val).__name__))
+            exprs[k] = src
+    out_arrays = {k: _nan_out(o) for k, o in outs.items()}
+    call = dict(arrays, **scalars)
+    call.update(out_arrays)
+    for k, src in exprs.items():
+        call[k] = eval(src, dict(vars(mod), coverage_nl=sys.modules["nki.language"]))
+    target = binding.get(cs.TARGET, "trn2")
+    res = nkisim.simulate(kernel, call, target=target, grid=binding.get(cs.GRID),
+                          input_dtypes=dtypes, hotspots=False)
+    if outs:
+        refs = [out_arrays[k] for k in outs]
+        ref_dtypes = [o.dtype for o in outs.values()]
+    else:
+        refs = list(res.outputs)
+        ref_dtypes = list(res.output_dtypes)
+
+    src_dir = os.path.dirname(os.path.abspath(path))
+    for f in os.listdir(src_dir):
+        if f.endswith(".py"):
+            shutil.copy(os.path.join(src_dir, f), folder)
+    kfile = os.path.join(folder, os.path.basename(path))
+    with open(path) as f:
+        text = f.read()
+    tree = ast.parse(text, path)
+    if _has_driver(tree.body):
+        tree.body = cs._definitions(tree.body)
+        text = ast.unparse(tree) + "\n"
+    kname = name
+    if exprs:
+        params = list(arrays) + list(scalars) + list(outs)
+        text += _entry(name, params, exprs, "neuronxcc" in text)
+        kname = "coverage_entry"
+    with open(kfile, "w") as f:
+        f.write(text)
+    np.savez(os.path.join(folder, "coverage_inputs.npz"), **arrays)
+    np.savez(os.path.join(folder, "coverage_ref.npz"),
+             **{"o%d" % i: np.asarray(r) for i, r in enumerate(refs)})
+    lines = [
+        '"""Generated by coverage_product.py for %s::%s."""' % (os.path.basename(path), name),
+        "import os", "import numpy as np", "",
+        "_HERE = %r  # the harness evaluates a copy of this file elsewhere" % folder,
+        "SEEDS = (0,)", "KERNEL = %r" % kname, "TARGET = %r" % target,
+        "SCALARS = %r" % (scalars,),
+        "INPUT_DTYPES = %r" % (dtypes,),
+        "OUTPUT_DTYPES = %r" % (tuple(str(d) for d in ref_dtypes),),
+    ]
+    if binding.get(cs.GRID) is not None:
+        lines.append("GRID = %r" % (tuple(binding[cs.GRID]),))
+    if outs:
+        lines.append("OUTPUTS = %r" % ({k: (tuple(o.shape), o.dtype) for k, o in outs.items()},))
+    lines += [
+        "", "",
+        "def inputs(seed):",
+        "    with np.load(os.path.join(_HERE, 'coverage_inputs.npz')) as z:",
+        "        d = {k: z[k] for k in z.files}",
+        "    d.update(SCALARS)",
+        "    return d", "", "",
+        "def reference(**kw):",
+        "    with np.load(os.path.join(_HERE, 'coverage_ref.npz')) as z:",
+        "        return tuple(z['o%d' % i] for i in range(len(z.files)))", "",
+    ]
+    pfile = os.path.join(folder, "coverage_problem.py")
+    with open(pfile, "w") as f:
+        f.write("\n".join(lines))
+    return pfile, kfile
+
+
+def _has_driver(body):
+    kernels = {n.name for n in body if isinstance(n, ast.FunctionDef)}
+    return any(not isinstance(s, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom))
+               and not (isinstance(s, ast.If) and cs_main_guard(s))
+               and cs._calls_a_kernel(s, kernels) for s in body)
+
+
+def cs_main_guard(node):
+    t = node.test
+    return (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name)
+            and t.left.id == "__name__")
+
+
+def _entry(name, params, exprs, legacy):
+    args = ", ".join(params)
+    kw = ", ".join(["%s=%s" % (p, p) for p in params] + ["%s=%s" % kv for kv in exprs.items()])
+    return ("\n\n# ---- generated by coverage_product.py: arguments no problem file carries\n"
+            "import {ns} as coverage_nki\n"
+            "import {ns}.language as coverage_nl\n\n\n"
+            "@coverage_nki.jit\n"
+            "def coverage_entry(%s):\n"
+            "    return %s(%s)\n").format(ns="neuronxcc.nki" if legacy else "nki") % (
+                args, name, kw)
+
+
+def verify(binary, harness_dir, kernel, problem, db, timeout):
+    """(verdict, reason) of `autocomp-mcp call verify_kernel`."""
+    cmd = [binary, "call", "verify_kernel", "--db", db, "--args",
+           json.dumps({"kernel": kernel, "problem": problem, "fresh": True})]
+    if harness_dir:
+        cmd[3:3] = ["--harness-dir", harness_dir]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", "no answer in %ds" % timeout
+    try:
+        out = json.loads(p.stdout)
+    except ValueError:
+        return "error", (p.stdout + p.stderr).strip().splitlines()[-1:] or ["no output"]
+    if out.get("correct") is True:
+        return "ok", ""
+    text = out.get("summary") or out.get("message") or ""
+    for c in out.get("content", []):
+        text = text or c.get("text", "")
+    fail = out.get("failure") or {}
+    return "FAIL", " ".join(str(fail.get("message") or text or out).split())
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+", help="nki-samples checkout(s)")
+    ap.add_argument("--bin", default=os.path.join(HERE, "..", "..", "build", "autocomp-mcp"))
+    ap.add_argument("--harness-dir", default=None,
+                    help="folder holding harness/ and nkisim/ (default: the binary's own)")
+    ap.add_argument("--only", default="", help="kernels whose path::name contains this")
+    ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--keep", action="store_true", help="keep the generated folders")
+    args = ap.parse_args(argv)
+    nkisim.activate()
+    sys.meta_path.append(cs._HostStubFinder())
+    seen = {}
+    for root in args.paths:
+        for path, name in cs.find_kernels(root):
+            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            seen.setdefault(rel + "::" + name, path)
+    work = tempfile.mkdtemp(prefix="coverage-product-")
+    db = os.path.join(work, "coverage.db")
+    rows = []
+    for i, key in enumerate(sorted(seen)):
+        if args.only and args.only not in key:
+            continue
+        path, name = seen[key], key.split("::")[1]
+        have, binding = cs.binding_for(path, name)
+        t0 = time.time()
+        if not have or binding is None:
+            rows.append((key, "unbound", "no argument binding", 0.0))
+        elif cs.RANKS in binding:
+            rows.append((key, "ranks", "a rank group (simulate_ranks): no problem form", 0.0))
+        else:
+            folder = os.path.join(work, "k%03d" % i)
+            os.makedirs(folder)
+            try:
+                problem, kernel = prepare(path, name, binding, folder)
+            except Exception as e:  # the simulator (or the sample's own code) failed
+                rows.append((key, "sim-FAIL", "%s: %s" % (type(e).__name__, e), 0.0))
+            else:
+                verdict, reason = verify(args.bin, args.harness_dir, kernel, problem, db,
+                                         args.timeout)
+                if verdict == "FAIL" and any(m in reason for m in SIMULATOR_COST):
+                    verdict = "sim-cost"
+                elif verdict == "FAIL" and "No module named" in reason:
+                    verdict = "one-file"
+                rows.append((key, verdict, reason, time.time() - t0))
+            if not args.keep:
+                shutil.rmtree(folder, ignore_errors=True)
+        k, v, r, dt = rows[-1]
+        print("%-9s %6.1fs  %s%s" % (v, dt, k, ("  -- " + " ".join(str(r).split())[:200])
+                                     if r else ""), flush=True)
+    found = len(rows)
+    sim_ok = [r for r in rows if r[1] in ("ok", "FAIL", "timeout", "error", "sim-cost",
+                                          "one-file")]
+    product_ok = [r for r in rows if r[1] == "ok"]
+    print("kernels found: %d; run by the simulator: %d; verified through the product: %d "
+          "(%.1f%% of those the simulator runs); refused for a simulator cost reason: %d; "
+          "need modules beside the kernel file (the product evaluates one file): %d; "
+          "simulator failures: %d; unbound: %d; rank groups: %d" % (
+              found, len(sim_ok), len(product_ok),
+              100.0 * len(product_ok) / max(1, len(sim_ok)),
+              sum(r[1] == "sim-cost" for r in rows), sum(r[1] == "one-file" for r in rows),
+              sum(r[1] == "sim-FAIL" for r in rows), sum(r[1] == "unbound" for r in rows),
+              sum(r[1] == "ranks" for r in rows)))
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print("generated folders kept in", work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
