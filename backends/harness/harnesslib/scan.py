@@ -3,15 +3,18 @@
 An NKI kernel describes instructions; it has no use for the interpreter's machinery, the host
 operating system, or the storage behind its tensors. Code that reaches for those is refused as
 `forbidden_access` with the rule and the line, before the file is imported, so it is never run
-and never timed. The rules (ids as they appear in failure messages):
+and never timed. Only code the selected kernel reaches is judged (`unreached_lines`): the
+code that runs at import, the kernels the harness may select, and what they name,
+transitively. The rules (ids as they appear in failure messages):
 
   import        modules that reach the interpreter, processes or files: inspect, gc,
                 ctypes, cffi, builtins, importlib, types, weakref, threading, _thread,
                 multiprocessing, concurrent, asyncio, subprocess, signal, pty, socket, fcntl,
-                mmap, io, pathlib, shutil, tempfile, pickle, marshal, operator, dis, code,
+                mmap, io, pathlib, shutil, tempfile, pickle, marshal, dis, code,
                 runpy, atexit, faulthandler, resource, trace, unittest.mock, nkisim and the
-                harness itself; relative imports. Helper modules next to the kernel file are
-                scanned with the same rules
+                harness itself, when code that runs uses the name the import binds;
+                relative imports. Helper modules next to the kernel file are scanned with
+                the same rules
   os / sys      importable, but only os.environ, os.getenv, os.path, os.sep, os.getcwd,
                 os.cpu_count and sys.argv, sys.version(_info), sys.platform, sys.maxsize,
                 sys.float_info, sys.byteorder, sys.exit, sys.stdout, sys.stderr, sys.path may
@@ -19,11 +22,13 @@ and never timed. The rules (ids as they appear in failure messages):
   private       a name, attribute or imported name beginning with `_` (`_data`, `__dict__`,
                 `__class__`, `__subclasses__`, `__globals__`, `__closure__`, `__builtins__`,
                 `object.__setattr__` ...) except harmless dunders (`__init__`, `__name__`,
-                `__doc__`, `__file__`, `__version__`, `__call__`, `__getitem__` ...); format
-                strings reaching such attributes (`"{0.__class__}"`)
+                `__doc__`, `__file__`, `__version__`, `__call__`, `__getitem__` ...) and the
+                compiler's `nki._private` / `nki._private_kernels` modules; format strings
+                reaching such attributes (`"{0.__class__}"`)
   builtin       eval, exec, compile, __import__, open, breakpoint, globals, locals,
                 vars, dir, setattr, delattr, memoryview; getattr/hasattr with a name that is
-                not a plain string constant
+                not a plain string constant, except on an imported NKI or numpy module
+                (`getattr(nl, config["op"])`); operator.attrgetter / methodcaller
   frame         interpreter frames and code objects: f_back, f_globals, f_locals, f_builtins,
                 f_code, gi_frame, cr_frame, ag_frame, tb_frame, tb_next, co_code, mro
   internals     simulator internals through an NKI module (`nl.runtime`, `nl.core`, `nl.np`,
@@ -31,11 +36,12 @@ and never timed. The rules (ids as they appear in failure messages):
                 (`nl.add = ...`, `np.copyto = ...`)
   internals     also the simulator tensor's own attributes, on any object (`.st`, `.arr`,
                 `.mark_written`, `.vd`, `.dep` ...)
-  tensor-numpy  numpy applied to kernel tensors (a parameter of a kernel function, i.e. one
-                that calls the NKI API or carries an NKI decorator, or a name bound to an NKI
+  tensor-numpy  numpy applied to kernel tensors (an array parameter of the selected kernel
+                or, with no selection known, a parameter of a kernel function, i.e. one
+                that calls the NKI API or carries an NKI decorator; a name bound to an NKI
                 call's result or to a tensor) — `np.asarray(a)`, `np.copyto(out, ...)`,
                 `a.data`, `a[0:4].read()`, `a.tolist()`, or a kernel tensor passed to a
-                function of the file that applies numpy to its parameters; numpy reference
+                function of the file in a parameter it applies numpy to; numpy reference
                 functions that no kernel calls with tensors are fine;
                 shape math stays legal (`np.prod(a.shape)`, `np.float32(1e-5)`, `np.sqrt(d)`
                 of a Python number); parameters annotated int/float/bool or with a numeric
