@@ -87,6 +87,8 @@ NKI_SUBMODULES = frozenset(("nki", "language", "isa", "compiler", "typing", "col
 # Compiler modules with a leading underscore that kernels import from (their functions are
 # NKI operations under other names, or raise when called: nkisim/private.py)
 NKI_PRIVATE_MODULES = frozenset(("_private", "_private_kernels"))
+# ... and underscore names of NKI modules that are NKI operations (`nisa._tiled_offloaded_fma`)
+NKI_PRIVATE_OPS = frozenset(("_tiled_offloaded_memcpy", "_tiled_offloaded_fma"))
 # operator-module functions that read attributes by a computed name (like getattr)
 COMPUTED_ATTR_FUNCS = frozenset(("attrgetter", "methodcaller"))
 FRAME_ATTRS = frozenset((
@@ -443,7 +445,8 @@ class _Scanner(ast.NodeVisitor):
     def visit_Attribute(self, node):
         attr = node.attr
         root = _root_name(node)
-        if attr.startswith("_") and attr not in ALLOWED_DUNDERS:
+        if attr.startswith("_") and attr not in ALLOWED_DUNDERS \
+                and not (attr in NKI_PRIVATE_OPS and root in self.nki_modules):
             self.add("private", node, "access to the private attribute %r" % attr)
         elif attr in FRAME_ATTRS:
             self.add("frame", node, "access to interpreter internals (%r)" % attr)

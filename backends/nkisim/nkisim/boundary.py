@@ -190,6 +190,14 @@ _API_MODULES = ("nki.language", "nki.isa", "nki.compiler")
 _REEXPORTS = {"nki.language": {"tiles", "blocks", "alloc_tiles", "alloc_blocks",
                                "arange", "ds", "mgrid", "hbm", "private_hbm", "shared_hbm",
                                "sbuf", "psum"}}
+# Underscore names that are public NKI operations under another name (nkisim/private.py):
+# kernels reach them as `nisa._tiled_offloaded_memcpy(...)`.
+PRIVATE_API = {"nki.isa": ("_tiled_offloaded_memcpy", "_tiled_offloaded_fma")}
+# Modules of compiler-internal paths kernels import from: their functions (each an NKI
+# operation under its private path, or raising when called: nkisim/private.py) are API
+# entries too.
+PRIVATE_MODULES = ("nki._private.private_api", "nki._private_kernels.RoPE",
+                   "nki._private_kernels.qkv", "nki.compiler.backends.neuron.tensor")
 _table = None
 
 
@@ -205,10 +213,18 @@ def api_table():
         return _table
     table = {}
     mods = _module_tree()
+    for mname in PRIVATE_MODULES:
+        m = mods.get(mname) or mods.get("neuronxcc." + mname)
+        for name, obj in vars(m).items() if m is not None else ():
+            if isinstance(obj, types.FunctionType) and obj.__module__ == "nkisim.private":
+                table["%s.%s" % (mname, name)] = obj
     for mname in _API_MODULES:
         m = mods[mname]
         own = getattr(m, "__name__", "")
         for name, obj in vars(m).items():
+            if name in PRIVATE_API.get(mname, ()):
+                table["%s.%s" % (mname, name)] = obj
+                continue
             if name.startswith("_") or name in RAW_NAMES or isinstance(obj, types.ModuleType):
                 continue
             if is_value(obj) or isinstance(obj, type):
