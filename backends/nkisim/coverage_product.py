@@ -20,7 +20,10 @@ For each kernel `coverage_samples.py` finds and binds (its `BINDINGS`), in a fre
 Rank-group kernels (simulated with `simulate_ranks`) have no single-process problem form
 and are listed as such. The product evaluates the kernel file alone: a sample that imports a
 module beside it (its own helpers) or a host library this machine lacks (torch, scipy: the
-direct run stubs those) fails with `No module named ...` and is listed as `one-file`.
+direct run stubs those) fails with `No module named ...` and is listed as `one-file` (its
+own modules, or a package-relative import) or `host-lib`.
+With `--inline-helpers`, such modules (`from common import div_ceil`) are pasted into the copy
+in place of the import, and the row says so.
 Failures from the simulator's cost model (below the physical floor, out of on-chip memory)
 are listed as `sim-cost`.
 
@@ -31,7 +34,10 @@ Exit status 0 (the table is the result).
 import argparse
 import ast
 import json
+import contextlib
+import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,9 +91,30 @@ def _nan_out(o):
     return np.full(o.shape, np.iinfo(dt).max, dtype=dt)
 
 
-def prepare(path, name, binding, folder):
+def inline_helpers(tree, src_dir, depth=0):
+    """Replace `from <module beside the file> import ...` with that module's top-level
+    statements (recursively), so the file stands alone. True when something was inlined."""
+    done = False
+    body = []
+    for n in tree.body:
+        path = os.path.join(src_dir, (n.module or "") + ".py") \
+            if isinstance(n, ast.ImportFrom) and not n.level and n.module else None
+        if path and os.path.isfile(path) and depth < 4:
+            with open(path) as f:
+                helper = ast.parse(f.read(), path)
+            inline_helpers(helper, src_dir, depth + 1)
+            body += [h for h in helper.body
+                     if not (isinstance(h, ast.If) and cs_main_guard(h))]
+            done = True
+        else:
+            body.append(n)
+    tree.body = body
+    return done
+
+
+def prepare(path, name, binding, folder, inline=False):
     """Run the kernel on the simulator and write the problem (and entry) into folder.
-    (problem path, kernel path) or raises with the simulator's error."""
+    (problem path, kernel path, helpers inlined) or raises with the simulator's error."""
     mod = cs._import(path)
     kernel = getattr(mod, name)
     rng = np.random.default_rng(0)
@@ -135,8 +162,10 @@ def prepare(path, name, binding, folder):
     with open(path) as f:
         text = f.read()
     tree = ast.parse(text, path)
+    inlined = inline and inline_helpers(tree, src_dir)
     if _has_driver(tree.body):
         tree.body = cs._definitions(tree.body)
+    if inlined or _has_driver(ast.parse(text, path).body):
         text = ast.unparse(tree) + "\n"
     kname = name
     if exprs:
@@ -175,7 +204,7 @@ def prepare(path, name, binding, folder):
     pfile = os.path.join(folder, "coverage_problem.py")
     with open(pfile, "w") as f:
         f.write("\n".join(lines))
-    return pfile, kfile
+    return pfile, kfile, inlined
 
 
 def _has_driver(body):
@@ -201,6 +230,17 @@ def _entry(name, params, exprs, legacy):
             "def coverage_entry(%s):\n"
             "    return %s(%s)\n").format(ns="neuronxcc.nki" if legacy else "nki") % (
                 args, name, kw)
+
+
+def _one_file(reason):
+    """'host-lib' / 'one-file' when a failure comes from the product evaluating the kernel
+    file alone, else None."""
+    m = re.search(r"No module named '([\w.]+)'", reason)
+    if m:
+        return "host-lib" if m.group(1).split(".")[0] in cs.HOST_LIBRARIES else "one-file"
+    if "relative import of" in reason:
+        return "one-file"
+    return None
 
 
 def verify(binary, harness_dir, kernel, problem, db, timeout):
@@ -235,6 +275,9 @@ def main(argv=None):
     ap.add_argument("--only", default="", help="kernels whose path::name contains this")
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--keep", action="store_true", help="keep the generated folders")
+    ap.add_argument("--inline-helpers", action="store_true",
+                    help="paste the modules a sample imports from beside it into the copy "
+                         "(`from common import f`), so it stands alone (marked in the table)")
     args = ap.parse_args(argv)
     nkisim.activate()
     sys.meta_path.append(cs._HostStubFinder())
@@ -260,7 +303,9 @@ def main(argv=None):
             folder = os.path.join(work, "k%03d" % i)
             os.makedirs(folder)
             try:
-                problem, kernel = prepare(path, name, binding, folder)
+                with contextlib.redirect_stdout(io.StringIO()):  # the samples' own prints
+                    problem, kernel, inlined = prepare(path, name, binding, folder,
+                                                       args.inline_helpers)
             except Exception as e:  # the simulator (or the sample's own code) failed
                 rows.append((key, "sim-FAIL", "%s: %s" % (type(e).__name__, e), 0.0))
             else:
@@ -268,8 +313,10 @@ def main(argv=None):
                                          args.timeout)
                 if verdict == "FAIL" and any(m in reason for m in SIMULATOR_COST):
                     verdict = "sim-cost"
-                elif verdict == "FAIL" and "No module named" in reason:
-                    verdict = "one-file"
+                elif verdict == "FAIL":
+                    verdict = _one_file(reason) or verdict
+                if inlined:
+                    reason = ("helpers inlined; " + reason).rstrip("; ")
                 rows.append((key, verdict, reason, time.time() - t0))
             if not args.keep:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -278,15 +325,17 @@ def main(argv=None):
                                      if r else ""), flush=True)
     found = len(rows)
     sim_ok = [r for r in rows if r[1] in ("ok", "FAIL", "timeout", "error", "sim-cost",
-                                          "one-file")]
+                                          "one-file", "host-lib")]
     product_ok = [r for r in rows if r[1] == "ok"]
     print("kernels found: %d; run by the simulator: %d; verified through the product: %d "
           "(%.1f%% of those the simulator runs); refused for a simulator cost reason: %d; "
           "need modules beside the kernel file (the product evaluates one file): %d; "
+          "need a host library this machine lacks: %d; "
           "simulator failures: %d; unbound: %d; rank groups: %d" % (
               found, len(sim_ok), len(product_ok),
               100.0 * len(product_ok) / max(1, len(sim_ok)),
               sum(r[1] == "sim-cost" for r in rows), sum(r[1] == "one-file" for r in rows),
+              sum(r[1] == "host-lib" for r in rows),
               sum(r[1] == "sim-FAIL" for r in rows), sum(r[1] == "unbound" for r in rows),
               sum(r[1] == "ranks" for r in rows)))
     if not args.keep:

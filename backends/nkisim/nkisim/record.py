@@ -345,8 +345,9 @@ class Recorder:
 # ---- proxy modules --------------------------------------------------------------------------
 def _proxy_modules(rec):
     """{module name: proxy module} mirroring activate's module tree."""
-    from .activate import _build
+    from .activate import _build, _isa_constants
     real = _build()
+    real.update(_isa_constants(real))  # `from neuronxcc.nki.isa.constants import oob_mode`
     table = B.api_table()
     out = {}
     by_real = {}
@@ -394,7 +395,8 @@ def _raw_ok(mname, name, obj):
         return True
     if mname in ("nki", "nki.typing") or (mname == "nki.compiler" and callable(obj)):
         return not isinstance(obj, type)  # decorators and annotations (pure Python)
-    if mname == "nki.isa" and isinstance(obj, type) and obj.__module__ == "nkisim.isa":
+    if mname in ("nki.isa", "nki.isa.constants") and isinstance(obj, type) \
+            and obj.__module__ == "nkisim.isa":
         return True  # enum namespaces of ints
     return False
 
