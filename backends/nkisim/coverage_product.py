@@ -91,21 +91,30 @@ def _nan_out(o):
     return np.full(o.shape, np.iinfo(dt).max, dtype=dt)
 
 
-def inline_helpers(tree, src_dir, depth=0):
-    """Replace `from <module beside the file> import ...` with that module's top-level
-    statements (recursively), so the file stands alone. True when something was inlined."""
+def inline_helpers(tree, src_dir, depth=0, seen=None):
+    """Replace `from <module beside the file> import ...` (also package-relative: `from
+    .consts import X`, `from ..util.types import Y`) with that module's top-level statements,
+    recursively, so the file stands alone. True when something was inlined."""
+    seen = set() if seen is None else seen
     done = False
     body = []
     for n in tree.body:
-        path = os.path.join(src_dir, (n.module or "") + ".py") \
-            if isinstance(n, ast.ImportFrom) and not n.level and n.module else None
+        path = None
+        if isinstance(n, ast.ImportFrom) and n.module:
+            base = src_dir
+            for _ in range(max(0, n.level - 1)):
+                base = os.path.dirname(base)
+            path = os.path.join(base, *n.module.split(".")) + ".py"
         if path and os.path.isfile(path) and depth < 4:
+            done = True
+            if path in seen:
+                continue
+            seen.add(path)
             with open(path) as f:
                 helper = ast.parse(f.read(), path)
-            inline_helpers(helper, src_dir, depth + 1)
+            inline_helpers(helper, os.path.dirname(path), depth + 1, seen)
             body += [h for h in helper.body
                      if not (isinstance(h, ast.If) and cs_main_guard(h))]
-            done = True
         else:
             body.append(n)
     tree.body = body

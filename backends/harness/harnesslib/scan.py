@@ -22,8 +22,9 @@ transitively. The rules (ids as they appear in failure messages):
   private       a name, attribute or imported name beginning with `_` (`_data`, `__dict__`,
                 `__class__`, `__subclasses__`, `__globals__`, `__closure__`, `__builtins__`,
                 `object.__setattr__` ...) except harmless dunders (`__init__`, `__name__`,
-                `__doc__`, `__file__`, `__version__`, `__call__`, `__getitem__` ...) and the
-                compiler's `nki._private` / `nki._private_kernels` modules; format strings
+                `__doc__`, `__file__`, `__version__`, `__call__`, `__getitem__` ...), the
+                compiler's `nki._private` / `nki._private_kernels` modules, and `self._x` /
+                `cls._x` (not dunders) in methods of the file's own classes; format strings
                 reaching such attributes (`"{0.__class__}"`)
   builtin       eval, exec, compile, __import__, open, breakpoint, globals, locals,
                 vars, dir, setattr, delattr, memoryview; getattr/hasattr with a name that is
@@ -202,6 +203,8 @@ class _Scanner(ast.NodeVisitor):
         self.module_names = set()    # every name bound by an import
         self.tensors = [set()]       # stack of tensor-name scopes
         self.kernel_stack = [False]  # inside a kernel function (or a function nested in one)
+        self.receivers = [frozenset()]  # `self`/`cls` of the file's own methods in scope
+        self.in_class = False        # visiting a class body (its functions are methods)
         self.imported = []           # (module name, node) of accepted imports (local modules)
         self.restricted = {}         # name bound to os/sys -> module name
         self.numpy_param_funcs = {}  # non-kernel function name -> the parameter numpy touches
@@ -309,7 +312,17 @@ class _Scanner(ast.NodeVisitor):
                 return True
         return False
 
+    def visit_ClassDef(self, node):
+        for n in node.decorator_list + node.bases + [k.value for k in node.keywords]:
+            self.visit(n)
+        outer, self.in_class = self.in_class, True
+        for stmt in node.body:
+            self.visit(stmt)
+        self.in_class = outer
+
     def _visit_function(self, node):
+        method = self.in_class
+        self.in_class = False
         for dec in node.decorator_list:
             self.visit(dec)
         args = node.args
@@ -341,10 +354,16 @@ class _Scanner(ast.NodeVisitor):
             self.visit(d)
         self.tensors.append(scope)
         self.kernel_stack.append(kernel or self.kernel_stack[-1])
+        receivers = self.receivers[-1]
+        if method and positional:
+            receivers = receivers | {positional[0].arg}
+        self.receivers.append(receivers)
         for stmt in node.body:
             self.visit(stmt)
+        self.receivers.pop()
         self.kernel_stack.pop()
         self.tensors.pop()
+        self.in_class = method
 
     def _numpy_on(self, func, names):
         """The `names` a function applies numpy to (or reads storage of), in order of use."""
@@ -445,7 +464,9 @@ class _Scanner(ast.NodeVisitor):
     def visit_Attribute(self, node):
         attr = node.attr
         root = _root_name(node)
-        if attr.startswith("_") and attr not in ALLOWED_DUNDERS \
+        own = (not attr.startswith("__") and isinstance(node.value, ast.Name)
+               and node.value.id in self.receivers[-1])  # `self._helper` in the file's class
+        if attr.startswith("_") and attr not in ALLOWED_DUNDERS and not own \
                 and not (attr in NKI_PRIVATE_OPS and root in self.nki_modules):
             self.add("private", node, "access to the private attribute %r" % attr)
         elif attr in FRAME_ATTRS:

@@ -369,7 +369,7 @@ def _proxy_modules(rec):
                 setattr(pm, name, obj)
             if name.startswith("__"):
                 continue
-            if canon == "nki" and name == "tensor":
+            if (canon, name) in _PROXY_TYPES:
                 setattr(pm, name, Proxy)  # isinstance(x, nki.tensor) and annotations
                 continue
             if isinstance(obj, types.ModuleType):
@@ -386,6 +386,11 @@ def _proxy_modules(rec):
             elif _raw_ok(canon, name, obj):
                 setattr(pm, name, obj)
     return out
+
+
+# Types of simulator objects kernel code names (annotations, isinstance): on this side, what
+# it holds is a Proxy.
+_PROXY_TYPES = {("nki", "tensor"), ("nki.compiler.backends.neuron.indexing", "TileIndex")}
 
 
 def _raw_ok(mname, name, obj):

@@ -167,6 +167,32 @@ def kernel(a, b):
         bad = source.replace("np.ceil(n / 128)", "np.sum(t)")
         self.assertEqual([(f.rule, f.line) for f in _scan(bad)], [("tensor-numpy", 14)])
 
+    def test_underscore_methods_of_the_files_own_classes(self):
+        source = HEADER + '''
+class Tiles:
+    def __init__(self, n):
+        self._n = n
+
+    @classmethod
+    def make(cls, n):
+        return cls._checked(n)
+
+    @classmethod
+    def _checked(cls, n):
+        assert n > 0
+        return cls(n)
+
+    def count(self):
+        return self._n
+''' + KERNEL.replace("    out =", "    n = Tiles.make(2).count()\n    out =")
+        self.assertEqual(_scan(source), [])
+        for bad in ("    def count(self):\n        return self.__class__",
+                    "    def count(self):\n        return self._n._storage",
+                    "    def count(self):\n        return other._n"):
+            with self.subTest(bad):
+                text = source.replace("    def count(self):\n        return self._n", bad)
+                self.assertEqual([f.rule for f in _scan(text)], ["private"])
+
     def test_numpy_on_the_selected_kernels_int_parameter_is_shape_math(self):
         source = HEADER + '''
 import numpy as np
