@@ -137,6 +137,7 @@ OPERATORS = {
 }
 OPERATORS.update({"len": len, "iter": iter, "next": next, "int": int, "float": float})
 
+_TOKENS = (D.DTypeToken, D.MXDType)  # NKI dtypes numpy lacks (MX: trn3's microscaling types)
 _ITER_TYPES = (type(iter(())), type(iter([])), type(iter(range(0))))
 
 
@@ -247,7 +248,7 @@ def is_value(v, depth=0):
     if depth > MAX_DEPTH:
         return False
     if v is None or v is Ellipsis or type(v) in (bool, int, float, str, complex, ParDim,
-                                                   range, D.DTypeToken):
+                                                   range) or type(v) in _TOKENS:
         return True
     if type(v) in (tuple, list):
         return all(is_value(x, depth + 1) for x in v)
@@ -316,7 +317,7 @@ def encode(v, ref, depth=0):
         return {"$rg": [v.start, v.stop, v.step]}
     if t is complex:
         return {"$c": [repr(v.real), repr(v.imag)]}
-    if t is D.DTypeToken:
+    if t in _TOKENS:
         return {"$tok": v.name}
     if t is np.ndarray and is_value(v):
         return {"$nd": _npy(v)}
@@ -444,7 +445,7 @@ def _decode_complex(x, deref, depth):
 
 def _decode_token(x, deref, depth):
     tok = getattr(D, str(x), None)
-    if type(tok) is not D.DTypeToken:
+    if type(tok) not in _TOKENS:
         raise Divergence("unknown dtype %r" % (x,))
     return tok
 

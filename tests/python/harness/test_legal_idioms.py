@@ -223,6 +223,14 @@ class BoundaryCarriesTheApi(unittest.TestCase):
             self.assertEqual(type(back), type(v))
             self.assertEqual(back, v)
 
+    def test_nki_dtypes_numpy_lacks_cross_as_themselves(self):
+        from nkisim import dtypes as D
+        for name in ("bfloat16", "float8_e5m2_x4", "float4_e2m1fn_x4", "float8_e8m0fnu"):
+            with self.subTest(name):
+                tok = getattr(D, name)
+                self.assertTrue(self.B.is_value(tok))
+                self.assertIs(self.B.decode(self.B.encode(tok, None), None), tok)
+
     def test_numpy_reducers_cross_by_name_and_other_numpy_functions_do_not(self):
         for f in (np.max, np.amax, np.sum, np.min, np.mean, np.copy):
             with self.subTest(f.__name__):
