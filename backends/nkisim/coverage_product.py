@@ -22,6 +22,8 @@ and are listed as such. The product evaluates the kernel file alone: a sample th
 module beside it (its own helpers) or a host library this machine lacks (torch, scipy: the
 direct run stubs those) fails with `No module named ...` and is listed as `one-file` (its
 own modules, or a package-relative import) or `host-lib`.
+With `--stub-host-libraries`, imports of missing host libraries become inert stand-ins
+defined in the copy (as the direct run stubs them), and the row says so.
 With `--inline-helpers`, such modules (`from common import div_ceil`) are pasted into the copy
 in place of the import, and the row says so.
 Failures from the simulator's cost model (below the physical floor, out of on-chip memory)
@@ -121,9 +123,67 @@ def inline_helpers(tree, src_dir, depth=0, seen=None):
     return done
 
 
-def prepare(path, name, binding, folder, inline=False):
+_HOST_STUB = """
+class CoverageHostStub:
+    \"\"\"Inert stand-in for a host library this machine lacks (coverage_product.py).\"\"\"
+
+    def __init__(self, name):
+        self.name = name
+
+    def __getattr__(self, attr):
+        return CoverageHostStub(self.name + "." + attr)
+
+    def __call__(self, *args, **kwargs):
+        return CoverageHostStub(self.name + "()")
+
+    def __getitem__(self, key):
+        return self
+"""
+
+
+def stub_host_imports(tree):
+    """Replace top-level imports of host libraries (coverage_samples.HOST_LIBRARIES) this
+    Python cannot import by inert stand-ins defined in the file. Their names."""
+    import importlib.machinery
+
+    def missing(module):
+        top = module.split(".")[0]
+        if top not in cs.HOST_LIBRARIES:
+            return False
+        # the file system only: this process stubs the host libraries itself
+        return importlib.machinery.PathFinder.find_spec(top) is None
+
+    stubbed = set()
+    body = []
+    for n in tree.body:
+        binds = []
+        if isinstance(n, ast.Import) and any(missing(a.name) for a in n.names):
+            binds = [(a.asname or a.name.split(".")[0], a.name if a.asname else
+                      a.name.split(".")[0]) for a in n.names]
+        elif isinstance(n, ast.ImportFrom) and not n.level and n.module and missing(n.module):
+            binds = [(a.asname or a.name, "%s.%s" % (n.module, a.name)) for a in n.names]
+        if not binds:
+            body.append(n)
+            continue
+        for bound, full in binds:
+            stubbed.add(full.split(".")[0])
+            body.append(ast.parse("%s = CoverageHostStub(%r)" % (bound, full)).body[0])
+    if stubbed:
+        first = 0
+        while first < len(body) and (
+                isinstance(body[first], ast.ImportFrom) and body[first].module == "__future__"
+                or isinstance(body[first], ast.Expr)
+                and isinstance(body[first].value, ast.Constant)):
+            first += 1
+        body[first:first] = ast.parse(_HOST_STUB).body
+    tree.body = body
+    return sorted(stubbed)
+
+
+def prepare(path, name, binding, folder, inline=False, stub_hosts=False):
     """Run the kernel on the simulator and write the problem (and entry) into folder.
-    (problem path, kernel path, helpers inlined) or raises with the simulator's error."""
+    (problem path, kernel path, what was changed in the copy or "") or raises with the
+    simulator's error."""
     mod = cs._import(path)
     kernel = getattr(mod, name)
     rng = np.random.default_rng(0)
@@ -172,9 +232,10 @@ def prepare(path, name, binding, folder, inline=False):
         text = f.read()
     tree = ast.parse(text, path)
     inlined = inline and inline_helpers(tree, src_dir)
+    stubbed = stub_hosts and stub_host_imports(tree)
     if _has_driver(tree.body):
         tree.body = cs._definitions(tree.body)
-    if inlined or _has_driver(ast.parse(text, path).body):
+    if inlined or stubbed or _has_driver(ast.parse(text, path).body):
         text = ast.unparse(tree) + "\n"
     kname = name
     if exprs:
@@ -213,7 +274,9 @@ def prepare(path, name, binding, folder, inline=False):
     pfile = os.path.join(folder, "coverage_problem.py")
     with open(pfile, "w") as f:
         f.write("\n".join(lines))
-    return pfile, kfile, inlined
+    return pfile, kfile, ("helpers inlined" if inlined else "") + (
+        "%shost libraries stubbed (%s)" % ("; " if inlined else "", ", ".join(stubbed))
+        if stubbed else "")
 
 
 def _has_driver(body):
@@ -287,6 +350,10 @@ def main(argv=None):
     ap.add_argument("--inline-helpers", action="store_true",
                     help="paste the modules a sample imports from beside it into the copy "
                          "(`from common import f`), so it stands alone (marked in the table)")
+    ap.add_argument("--stub-host-libraries", action="store_true",
+                    help="replace imports of host libraries this machine lacks (torch, scipy "
+                         "...: the direct run stubs them too) by inert stand-ins in the copy "
+                         "(marked in the table)")
     args = ap.parse_args(argv)
     nkisim.activate()
     sys.meta_path.append(cs._HostStubFinder())
@@ -313,8 +380,9 @@ def main(argv=None):
             os.makedirs(folder)
             try:
                 with contextlib.redirect_stdout(io.StringIO()):  # the samples' own prints
-                    problem, kernel, inlined = prepare(path, name, binding, folder,
-                                                       args.inline_helpers)
+                    problem, kernel, changed = prepare(path, name, binding, folder,
+                                                       args.inline_helpers,
+                                                       args.stub_host_libraries)
             except Exception as e:  # the simulator (or the sample's own code) failed
                 rows.append((key, "sim-FAIL", "%s: %s" % (type(e).__name__, e), 0.0))
             else:
@@ -324,8 +392,8 @@ def main(argv=None):
                     verdict = "sim-cost"
                 elif verdict == "FAIL":
                     verdict = _one_file(reason) or verdict
-                if inlined:
-                    reason = ("helpers inlined; " + reason).rstrip("; ")
+                if changed:
+                    reason = (changed + "; " + reason).rstrip("; ")
                 rows.append((key, verdict, reason, time.time() - t0))
             if not args.keep:
                 shutil.rmtree(folder, ignore_errors=True)

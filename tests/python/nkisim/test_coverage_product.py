@@ -62,9 +62,9 @@ class CoverageProduct(unittest.TestCase):
     def test_generated_problem_verifies_with_helpers_inlined(self):
         out_dir = os.path.join(self.dir, "gen")
         os.makedirs(out_dir)
-        problem, kernel, inlined = cp.prepare(os.path.join(self.src, "kern.py"), "scaled",
+        problem, kernel, changed = cp.prepare(os.path.join(self.src, "kern.py"), "scaled",
                                               self.binding, out_dir, inline=True)
-        self.assertTrue(inlined)
+        self.assertEqual(changed, "helpers inlined")
         with open(kernel) as f:
             text = f.read()
         self.assertNotIn("from tiling import", text)
@@ -77,13 +77,37 @@ class CoverageProduct(unittest.TestCase):
     def test_without_inlining_a_lone_copy_misses_its_helper(self):
         out_dir = os.path.join(self.dir, "gen")
         os.makedirs(out_dir)
-        problem, kernel, inlined = cp.prepare(os.path.join(self.src, "kern.py"), "scaled",
+        problem, kernel, changed = cp.prepare(os.path.join(self.src, "kern.py"), "scaled",
                                               self.binding, out_dir)
-        self.assertFalse(inlined)
+        self.assertEqual(changed, "")
         os.remove(os.path.join(out_dir, "tiling.py"))
         res = self._harness(problem, kernel)
         self.assertEqual(res["status"], "failed")
         self.assertEqual(cp._one_file(res["failure"]["message"]), "one-file")
+
+    def test_missing_host_libraries_become_inert_stand_ins(self):
+        with open(os.path.join(self.src, "kern.py")) as f:
+            text = f.read()
+        text = text.replace("from tiling import scale_of",
+                            "from tiling import scale_of\nimport torch_xla.core.xla_model as xm\n"
+                            "from torch_xla.core import functions as xf\n\n\n"
+                            "def host_side(t: xm.Tensor) -> xf.Thing:\n"
+                            "    return xm.mark_step(t)")
+        with open(os.path.join(self.src, "kern.py"), "w") as f:
+            f.write(text)
+        out_dir = os.path.join(self.dir, "gen")
+        os.makedirs(out_dir)
+        finder = cs._HostStubFinder()  # the direct run stubs host libraries (as main() does)
+        sys.meta_path.append(finder)
+        try:
+            problem, kernel, changed = cp.prepare(os.path.join(self.src, "kern.py"), "scaled",
+                                                  self.binding, out_dir, inline=True,
+                                                  stub_hosts=True)
+        finally:
+            sys.meta_path.remove(finder)
+        self.assertEqual(changed, "helpers inlined; host libraries stubbed (torch_xla)")
+        res = self._harness(problem, kernel)
+        self.assertEqual(res["status"], "ok", res.get("failure"))
 
     def test_failure_classes(self):
         self.assertEqual(cp._one_file("import failed: No module named 'torch'"), "host-lib")
