@@ -873,7 +873,8 @@ def _run_device(args, out, ctx, holder):
         arrays = [bind[n] for n in arrays]
         params = kernel_params
         out["problem"]["bind"] = "position"
-    findings = scan.scan_file(kernel_path, arrays)
+    findings = scan.scan_file(kernel_path, arrays,
+                              args.kernel_name or bind_name or problem.kernel_name, params)
     if findings:
         raise HarnessFailure("forbidden_access", scan.refusal_message(findings),
                              line=findings[0].line)

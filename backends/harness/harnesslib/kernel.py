@@ -22,7 +22,10 @@ def underlying_function(obj):
             return obj
         nxt = None
         for attr in ("nkisim_func", "__wrapped__", "func", "fn", "kernel", "function", "_func", "_fn"):
-            cand = getattr(obj, attr, None)
+            try:
+                cand = getattr(obj, attr, None)
+            except Exception:  # an object that refuses the read (an NKI API proxy) wraps nothing
+                cand = None
             if cand is not None and cand is not obj and callable(cand):
                 nxt = cand
                 break

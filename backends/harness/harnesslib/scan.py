@@ -3,15 +3,18 @@
 An NKI kernel describes instructions; it has no use for the interpreter's machinery, the host
 operating system, or the storage behind its tensors. Code that reaches for those is refused as
 `forbidden_access` with the rule and the line, before the file is imported, so it is never run
-and never timed. The rules (ids as they appear in failure messages):
+and never timed. Only code the selected kernel reaches is judged (`unreached_lines`): the
+code that runs at import, the kernels the harness may select, and what they name,
+transitively. The rules (ids as they appear in failure messages):
 
   import        modules that reach the interpreter, processes or files: inspect, gc,
                 ctypes, cffi, builtins, importlib, types, weakref, threading, _thread,
                 multiprocessing, concurrent, asyncio, subprocess, signal, pty, socket, fcntl,
-                mmap, io, pathlib, shutil, tempfile, pickle, marshal, operator, dis, code,
+                mmap, io, pathlib, shutil, tempfile, pickle, marshal, dis, code,
                 runpy, atexit, faulthandler, resource, trace, unittest.mock, nkisim and the
-                harness itself; relative imports. Helper modules next to the kernel file are
-                scanned with the same rules
+                harness itself, when code that runs uses the name the import binds;
+                relative imports. Helper modules next to the kernel file are scanned with
+                the same rules
   os / sys      importable, but only os.environ, os.getenv, os.path, os.sep, os.getcwd,
                 os.cpu_count and sys.argv, sys.version(_info), sys.platform, sys.maxsize,
                 sys.float_info, sys.byteorder, sys.exit, sys.stdout, sys.stderr, sys.path may
@@ -19,11 +22,14 @@ and never timed. The rules (ids as they appear in failure messages):
   private       a name, attribute or imported name beginning with `_` (`_data`, `__dict__`,
                 `__class__`, `__subclasses__`, `__globals__`, `__closure__`, `__builtins__`,
                 `object.__setattr__` ...) except harmless dunders (`__init__`, `__name__`,
-                `__doc__`, `__file__`, `__version__`, `__call__`, `__getitem__` ...); format
-                strings reaching such attributes (`"{0.__class__}"`)
+                `__doc__`, `__file__`, `__version__`, `__call__`, `__getitem__` ...), the
+                compiler's `nki._private` / `nki._private_kernels` modules, and `self._x` /
+                `cls._x` (not dunders) in methods of the file's own classes; format strings
+                reaching such attributes (`"{0.__class__}"`)
   builtin       eval, exec, compile, __import__, open, breakpoint, globals, locals,
                 vars, dir, setattr, delattr, memoryview; getattr/hasattr with a name that is
-                not a plain string constant
+                not a plain string constant, except on an imported NKI or numpy module
+                (`getattr(nl, config["op"])`); operator.attrgetter / methodcaller
   frame         interpreter frames and code objects: f_back, f_globals, f_locals, f_builtins,
                 f_code, gi_frame, cr_frame, ag_frame, tb_frame, tb_next, co_code, mro
   internals     simulator internals through an NKI module (`nl.runtime`, `nl.core`, `nl.np`,
@@ -31,11 +37,12 @@ and never timed. The rules (ids as they appear in failure messages):
                 (`nl.add = ...`, `np.copyto = ...`)
   internals     also the simulator tensor's own attributes, on any object (`.st`, `.arr`,
                 `.mark_written`, `.vd`, `.dep` ...)
-  tensor-numpy  numpy applied to kernel tensors (a parameter of a kernel function, i.e. one
-                that calls the NKI API or carries an NKI decorator, or a name bound to an NKI
+  tensor-numpy  numpy applied to kernel tensors (an array parameter of the selected kernel
+                or, with no selection known, a parameter of a kernel function, i.e. one
+                that calls the NKI API or carries an NKI decorator; a name bound to an NKI
                 call's result or to a tensor) — `np.asarray(a)`, `np.copyto(out, ...)`,
                 `a.data`, `a[0:4].read()`, `a.tolist()`, or a kernel tensor passed to a
-                function of the file that applies numpy to its parameters; numpy reference
+                function of the file in a parameter it applies numpy to; numpy reference
                 functions that no kernel calls with tensors are fine;
                 shape math stays legal (`np.prod(a.shape)`, `np.float32(1e-5)`, `np.sqrt(d)`
                 of a Python number); parameters annotated int/float/bool or with a numeric
@@ -52,7 +59,7 @@ DENIED_IMPORTS = frozenset((
     "inspect", "gc", "ctypes", "cffi", "builtins", "__builtin__", "importlib", "imp", "types",
     "weakref", "threading", "_thread", "multiprocessing", "concurrent", "asyncio", "subprocess",
     "signal", "pty", "socket", "fcntl", "posix", "nt", "mmap", "io", "_io", "pathlib", "shutil",
-    "tempfile", "pickle", "cPickle", "dill", "shelve", "marshal", "copyreg", "operator", "dis",
+    "tempfile", "pickle", "cPickle", "dill", "shelve", "marshal", "copyreg", "dis",
     "code", "codeop", "runpy", "atexit", "faulthandler", "resource", "trace", "tracemalloc",
     "sysconfig", "site", "nkisim", "autocomp_harness", "harnesslib", "mock",
 ))
@@ -75,6 +82,16 @@ FORBIDDEN_BUILTINS = frozenset((
     "vars", "dir", "setattr", "delattr", "memoryview",
 ))
 NAMED_ATTR_BUILTINS = frozenset(("getattr", "hasattr"))
+# `from neuronxcc import nki`, `from nki import language as nl`: names that are NKI modules
+NKI_SUBMODULES = frozenset(("nki", "language", "isa", "compiler", "typing", "collectives",
+                            "nccl"))
+# Compiler modules with a leading underscore that kernels import from (their functions are
+# NKI operations under other names, or raise when called: nkisim/private.py)
+NKI_PRIVATE_MODULES = frozenset(("_private", "_private_kernels"))
+# ... and underscore names of NKI modules that are NKI operations (`nisa._tiled_offloaded_fma`)
+NKI_PRIVATE_OPS = frozenset(("_tiled_offloaded_memcpy", "_tiled_offloaded_fma"))
+# operator-module functions that read attributes by a computed name (like getattr)
+COMPUTED_ATTR_FUNCS = frozenset(("attrgetter", "methodcaller"))
 FRAME_ATTRS = frozenset((
     "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "gi_frame", "gi_code", "cr_frame",
     "cr_code", "ag_frame", "tb_frame", "tb_next", "co_code", "co_consts", "mro",
@@ -172,8 +189,13 @@ def _is_scalar_param(arg, default):
 
 
 class _Scanner(ast.NodeVisitor):
-    def __init__(self, tensor_names=()):
+    def __init__(self, tensor_names=(), entries=()):
         self.findings = []
+        self.entries = frozenset(entries)  # functions the harness may select as the kernel
+        self.loads = []              # (name, line) of every name read
+        self.deferred = []           # (names an import binds, Finding): refused only if used
+        self.operator_modules = set()  # names bound to the operator module
+        self.api_modules = set()     # names bound to an NKI or numpy module (not a member)
         self.tensor_names = frozenset(tensor_names)  # the problem's array inputs and outputs
         self.numpy_modules = set()   # names bound to numpy (np)
         self.numpy_funcs = set()     # names imported from numpy (from numpy import asarray)
@@ -181,6 +203,8 @@ class _Scanner(ast.NodeVisitor):
         self.module_names = set()    # every name bound by an import
         self.tensors = [set()]       # stack of tensor-name scopes
         self.kernel_stack = [False]  # inside a kernel function (or a function nested in one)
+        self.receivers = [frozenset()]  # `self`/`cls` of the file's own methods in scope
+        self.in_class = False        # visiting a class body (its functions are methods)
         self.imported = []           # (module name, node) of accepted imports (local modules)
         self.restricted = {}         # name bound to os/sys -> module name
         self.numpy_param_funcs = {}  # non-kernel function name -> the parameter numpy touches
@@ -197,15 +221,21 @@ class _Scanner(ast.NodeVisitor):
             return
         self.generic_visit(node)
 
-    def _check_module(self, node, name):
+    def _check_module(self, node, name, bound=()):
+        """bound: the names the import binds; a denied module is refused only when one of
+        them is read by code that runs (an import alone reaches nothing)."""
         if node is not None and getattr(node, "level", 0):
             self.add("import", node, "relative import of %r" % ("." * node.level + (name or "")))
             return False
         if _top(name) in DENIED_IMPORTS or name in DENIED_IMPORTS \
                 or any(name.startswith(p) and name != p.rstrip(".") for p in DENIED_IMPORT_PREFIXES):
-            self.add("import", node, "import of %r has no place in an NKI kernel" % name)
+            self.deferred.append((frozenset(bound), Finding(
+                "import", getattr(node, "lineno", None),
+                "import of %r has no place in an NKI kernel" % name)))
             return False
-        if any(part.startswith("_") and part not in ALLOWED_DUNDERS for part in name.split(".")):
+        if any(part.startswith("_") and part not in ALLOWED_DUNDERS
+               and not (part in NKI_PRIVATE_MODULES and _top(name) in ("nki", "neuronxcc"))
+               for part in name.split(".")):
             self.add("private", node, "import of private module %r" % name)
             return False
         self.imported.append((name, node))
@@ -213,19 +243,24 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Import(self, node):
         for alias in node.names:
-            if not self._check_module(node, alias.name):
-                continue
             bound = alias.asname or alias.name.split(".")[0]
+            if not self._check_module(node, alias.name, (bound,)):
+                continue
+            if alias.name == "operator":
+                self.operator_modules.add(bound)
             self.module_names.add(bound)
             if alias.name in ALLOWED_MODULE_ATTRS:
                 self.restricted[bound] = alias.name
             if _top(alias.name) == "numpy":
                 self.numpy_modules.add(bound)
+                self.api_modules.add(bound)
             elif _top(alias.name) in ("nki", "neuronxcc"):
                 self.nki_modules.add(bound)
+                self.api_modules.add(bound)
 
     def visit_ImportFrom(self, node):
-        if not self._check_module(node, node.module or ""):
+        if not self._check_module(node, node.module or "",
+                                  [a.asname or a.name for a in node.names]):
             return
         for alias in node.names:
             if alias.name == "*":
@@ -238,6 +273,10 @@ class _Scanner(ast.NodeVisitor):
                 self.add("internals", node, "import of %r from %s" % (alias.name, node.module))
                 continue
             bound = alias.asname or alias.name
+            if node.module == "operator" and alias.name in COMPUTED_ATTR_FUNCS:
+                self.add("builtin", node, "operator.%s reads attributes by a computed name"
+                         % alias.name)
+                continue
             if node.module in ALLOWED_MODULE_ATTRS \
                     and alias.name not in ALLOWED_MODULE_ATTRS[node.module]:
                 self.add("import", node, "%s.%s has no place in an NKI kernel"
@@ -248,6 +287,8 @@ class _Scanner(ast.NodeVisitor):
                 self.numpy_funcs.add(bound)
             elif _top(node.module) in ("nki", "neuronxcc"):
                 self.nki_modules.add(bound)
+                if alias.name in NKI_SUBMODULES:
+                    self.api_modules.add(bound)
 
     # -- functions and tensor names
     def _nki_op_call(self, call):
@@ -271,7 +312,17 @@ class _Scanner(ast.NodeVisitor):
                 return True
         return False
 
+    def visit_ClassDef(self, node):
+        for n in node.decorator_list + node.bases + [k.value for k in node.keywords]:
+            self.visit(n)
+        outer, self.in_class = self.in_class, True
+        for stmt in node.body:
+            self.visit(stmt)
+        self.in_class = outer
+
     def _visit_function(self, node):
+        method = self.in_class
+        self.in_class = False
         for dec in node.decorator_list:
             self.visit(dec)
         args = node.args
@@ -283,34 +334,48 @@ class _Scanner(ast.NodeVisitor):
         # whatever its annotation or default says.
         params = [arg.arg for arg, default in pairs if not _is_scalar_param(arg, default)
                   or (kernel and arg.arg in self.tensor_names)]
+        if node.name in self.entries and self.tensor_names and len(self.tensors) == 1:
+            # the selected kernel is called with the problem's inputs: only its array
+            # parameters hold tensors (an int or a shape tuple is shape math)
+            params = [n for n in params if n in self.tensor_names]
         scope = set(self.tensors[-1])
-        if kernel:
+        # With the selected kernel known, another function's parameters are tensors only
+        # where a caller passes one (checked at the calls, as for host functions).
+        helper = kernel and self.entries and node.name not in self.entries \
+            and len(self.tensors) == 1
+        if kernel and not helper:
             scope.update(params)
         else:
-            hit = self._numpy_on(node, set(params))
-            if hit:
-                self.numpy_param_funcs[node.name] = hit
+            touched = self._numpy_on(node, set(params))
+            if touched:
+                self.numpy_param_funcs[node.name] = (
+                    [a.arg for a in positional], [a.arg for a in args.kwonlyargs], touched)
         for d in list(args.defaults) + [d for d in args.kw_defaults if d is not None]:
             self.visit(d)
         self.tensors.append(scope)
         self.kernel_stack.append(kernel or self.kernel_stack[-1])
+        receivers = self.receivers[-1]
+        if method and positional:
+            receivers = receivers | {positional[0].arg}
+        self.receivers.append(receivers)
         for stmt in node.body:
             self.visit(stmt)
+        self.receivers.pop()
         self.kernel_stack.pop()
         self.tensors.pop()
+        self.in_class = method
 
     def _numpy_on(self, func, names):
-        """The first of `names` a function applies numpy to (or reads storage of), or None."""
+        """The `names` a function applies numpy to (or reads storage of), in order of use."""
+        out = []
         for n in ast.walk(func):
             if isinstance(n, ast.Call) and self._is_numpy_call(n.func):
                 for a in list(n.args) + [k.value for k in n.keywords]:
-                    hit = [x for x in _names_outside_shape(a) if x in names]
-                    if hit:
-                        return hit[0]
+                    out += [x for x in _names_outside_shape(a) if x in names and x not in out]
             if isinstance(n, ast.Attribute) and n.attr in TENSOR_DATA_ATTRS \
-                    and _root_name(n) in names:
-                return _root_name(n)
-        return None
+                    and _root_name(n) in names and _root_name(n) not in out:
+                out.append(_root_name(n))
+        return out
 
     visit_FunctionDef = _visit_function
     visit_AsyncFunctionDef = _visit_function
@@ -389,6 +454,8 @@ class _Scanner(ast.NodeVisitor):
 
     # -- names, attributes, calls, constants
     def visit_Name(self, node):
+        if not isinstance(node.ctx, ast.Store):
+            self.loads.append((node.id, node.lineno))
         if node.id.startswith("__") and node.id not in ALLOWED_DUNDERS:
             self.add("private", node, "use of %r" % node.id)
         elif node.id in FORBIDDEN_BUILTINS:
@@ -397,7 +464,10 @@ class _Scanner(ast.NodeVisitor):
     def visit_Attribute(self, node):
         attr = node.attr
         root = _root_name(node)
-        if attr.startswith("_") and attr not in ALLOWED_DUNDERS:
+        own = (not attr.startswith("__") and isinstance(node.value, ast.Name)
+               and node.value.id in self.receivers[-1])  # `self._helper` in the file's class
+        if attr.startswith("_") and attr not in ALLOWED_DUNDERS and not own \
+                and not (attr in NKI_PRIVATE_OPS and root in self.nki_modules):
             self.add("private", node, "access to the private attribute %r" % attr)
         elif attr in FRAME_ATTRS:
             self.add("frame", node, "access to interpreter internals (%r)" % attr)
@@ -405,6 +475,9 @@ class _Scanner(ast.NodeVisitor):
                 and attr not in ALLOWED_MODULE_ATTRS[self.restricted[node.value.id]]:
             self.add("import", node, "%s.%s has no place in an NKI kernel"
                      % (self.restricted[node.value.id], attr))
+        elif attr in COMPUTED_ATTR_FUNCS and isinstance(node.value, ast.Name) \
+                and node.value.id in self.operator_modules:
+            self.add("builtin", node, "operator.%s reads attributes by a computed name" % attr)
         elif attr in SIM_INTERNALS and root in self.nki_modules:
             self.add("internals", node, "access to %r through the NKI module %r" % (attr, root))
         elif attr in SIM_TENSOR_ATTRS:
@@ -423,8 +496,11 @@ class _Scanner(ast.NodeVisitor):
         func = node.func
         if isinstance(func, ast.Name) and func.id in NAMED_ATTR_BUILTINS:
             name = node.args[1] if len(node.args) > 1 else None
+            target = node.args[0] if node.args else None
+            on_api = isinstance(target, ast.Name) and target.id in self.api_modules
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                self.add("builtin", node, "%s() with a computed attribute name" % func.id)
+                if not on_api:  # an NKI or numpy function chosen by name is API use
+                    self.add("builtin", node, "%s() with a computed attribute name" % func.id)
             elif name.value.startswith("_") and name.value not in ALLOWED_DUNDERS:
                 self.add("private", node, "%s() of the private attribute %r"
                          % (func.id, name.value))
@@ -452,6 +528,119 @@ class _Scanner(ast.NodeVisitor):
                 self.add("private", node, "format string reaching a private attribute")
 
 
+# ---- what the selected kernel reaches ----------------------------------------------------------
+def _nki_import_names(tree):
+    """Names the file's top-level imports bind to NKI modules or their members."""
+    out = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if _top(a.name) in ("nki", "neuronxcc"):
+                    out.add(a.asname or a.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and _top(node.module) in ("nki", "neuronxcc"):
+            out.update(a.asname or a.name for a in node.names)
+    return out
+
+
+def _accepts(fn, names):
+    """The static form of harnesslib.kernel.params_match: fn can be called with exactly these
+    keyword arguments."""
+    args = fn.args
+    positional = list(args.posonlyargs) + list(args.args)
+    n_required = len(positional) - len(args.defaults)
+    for i, a in enumerate(positional):
+        if i < n_required and (i < len(args.posonlyargs) or a.arg not in names):
+            return False
+    for a, d in zip(args.kwonlyargs, args.kw_defaults):
+        if d is None and a.arg not in names:
+            return False
+    accepted = {a.arg for a in list(args.args) + list(args.kwonlyargs)}
+    return args.kwarg is not None or set(names) <= accepted
+
+
+def selected_entries(tree, kernel_name=None, params=None):
+    """Names of the top-level functions the harness may select as the kernel (the module
+    docstring of harnesslib.kernel: the explicit name, else every function whose parameters
+    match the inputs), or None when that cannot be told (everything counts as reached)."""
+    defs = {n.name for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if kernel_name:
+        return {kernel_name}  # a def of that name, or a module-level binding (always reached)
+    if params is None:
+        return None
+    found = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and _accepts(n, set(params))}
+    return found if found and found <= defs else None
+
+
+def _loaded_names(nodes, skip_main=False):
+    out = set()
+    stack = list(nodes)
+    while stack:
+        n = stack.pop()
+        if skip_main and isinstance(n, ast.If) and _is_main_guard(n):
+            stack.extend(n.orelse)
+            continue
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        stack.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def unreached_lines(tree, entries):
+    """Line ranges [(first, last)] of function bodies the selected kernel never reaches.
+
+    Reached: code that runs at import (top-level statements outside `if __name__ ==
+    "__main__":`, decorators, default values, class bodies), the entry functions, and every
+    top-level function or class a reached part names, transitively. A function with a
+    decorator of the file's own (not NKI) counts as reached: the decorator may call it."""
+    if entries is None:
+        return []
+    nki = _nki_import_names(tree)
+    defs = {}
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defs.setdefault(n.name, []).append(n)
+    runs = []      # nodes that run at import
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            runs += n.decorator_list + list(n.args.defaults) \
+                + [d for d in n.args.kw_defaults if d is not None]
+        elif isinstance(n, ast.ClassDef):
+            runs += n.decorator_list + n.bases + [k.value for k in n.keywords]
+            for b in n.body:
+                if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    runs += b.decorator_list + list(b.args.defaults)
+                else:
+                    runs.append(b)
+        else:
+            runs.append(n)
+    reached = set()
+    todo = set(entries)
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                _root_name(d) not in nki for d in n.decorator_list):
+            todo.add(n.name)
+    todo |= _loaded_names(runs, skip_main=True)
+    while todo:
+        name = todo.pop()
+        if name in reached or name not in defs:
+            continue
+        reached.add(name)
+        for d in defs[name]:
+            todo |= _loaded_names([d]) - reached
+    out = []
+    for n in tree.body:
+        if n.name in reached if hasattr(n, "name") else True:
+            continue
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append((n.body[0].lineno, n.end_lineno))
+        elif isinstance(n, ast.ClassDef):
+            out += [(b.body[0].lineno, b.end_lineno) for b in n.body
+                    if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return out
+
+
 def _local_module(name, folder):
     """Path of a helper module `name` that lives next to the kernel file, or None."""
     if not folder:
@@ -464,24 +653,43 @@ def _local_module(name, folder):
     return None
 
 
-def _scan_tree(source, filename, folder, seen, depth, tensor_names=()):
+def _scan_tree(source, filename, folder, seen, depth, tensor_names=(), kernel_name=None,
+               params=None):
     try:
         tree = ast.parse(source, filename)
     except (SyntaxError, ValueError):
         return []
-    scanner = _Scanner(tensor_names)
+    entries = selected_entries(tree, kernel_name, params) if depth == 0 else None
+    skip = unreached_lines(tree, entries)
+    scanner = _Scanner(tensor_names, entries or ())
     scanner.visit(tree)
+
+    def reached(line):
+        return line is None or not any(a <= line <= b for a, b in skip)
+
+    used = {name for name, line in scanner.loads if reached(line)}
+    for names, finding in scanner.deferred:
+        if names & used:
+            scanner.findings.append(finding)
     for call, tensors in scanner.calls_to_check:
         helper = scanner.numpy_param_funcs.get(call.func.id)
         if helper is None:
             continue
-        for a in list(call.args) + [k.value for k in call.keywords]:
+        positional, kwonly, touched = helper
+        bound = []  # (parameter, argument); a *args spread may land anywhere
+        for i, a in enumerate(call.args):
+            spread = isinstance(a, ast.Starred)
+            bound.append((None if spread or i >= len(positional) else positional[i], a))
+        bound += [(k.arg, k.value) for k in call.keywords]
+        for param, a in bound:
             hit = [n for n in _names_outside_shape(a) if n in tensors]
-            if hit:
+            if hit and (param is None or param in touched):
                 scanner.add("tensor-numpy", call, "the kernel tensor %r is passed to %r, which "
-                            "applies numpy to its parameter %r" % (hit[0], call.func.id, helper))
+                            "applies numpy to its parameter %r"
+                            % (hit[0], call.func.id, param or touched[0]))
                 break
-    findings = sorted(scanner.findings, key=lambda f: (f.line or 0))
+    findings = sorted((f for f in scanner.findings if reached(f.line)),
+                      key=lambda f: (f.line or 0))
     if depth < 4:
         for name, node in scanner.imported:
             path = _local_module(name, folder)
@@ -497,22 +705,26 @@ def _scan_tree(source, filename, folder, seen, depth, tensor_names=()):
     return findings
 
 
-def scan_source(source, filename="<kernel>", folder=None, tensor_names=()):
+def scan_source(source, filename="<kernel>", folder=None, tensor_names=(), kernel_name=None,
+                params=None):
     """Findings for kernel source text (empty list: nothing refused). Helper modules imported
     from `folder` (the kernel file's folder) are scanned too; their findings point at the
     import line. tensor_names: the problem's array inputs and outputs (kernel parameters of
-    these names are tensors even when annotated as scalars). A file that does not parse yields
-    no findings: the import reports it."""
+    these names are tensors even when annotated as scalars). kernel_name / params: how the
+    harness selects the kernel (an explicit name; the names it passes): only code the
+    selected kernel can reach is judged; with neither, the whole file is. A file that does not
+    parse yields no findings: the import reports it."""
     seen = set()
     if filename and os.path.isfile(filename):
         seen.add(os.path.abspath(filename))
-    return _scan_tree(source, filename, folder, seen, 0, tensor_names)
+    return _scan_tree(source, filename, folder, seen, 0, tensor_names, kernel_name, params)
 
 
-def scan_file(path, tensor_names=()):
+def scan_file(path, tensor_names=(), kernel_name=None, params=None):
     with open(path, encoding="utf-8", errors="replace") as f:
         return scan_source(f.read(), os.path.abspath(path),
-                           os.path.dirname(os.path.abspath(path)), tensor_names)
+                           os.path.dirname(os.path.abspath(path)), tensor_names, kernel_name,
+                           params)
 
 
 def refusal_message(findings, limit=3):

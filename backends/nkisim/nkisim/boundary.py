@@ -10,13 +10,20 @@ use the rules of this module, so a trace can only express what an honest kernel 
 - simulator objects created while the kernel runs (tensors, index expressions, buffers,
   iterators over them), referenced by trace id;
 - values: None, bool, int, float, str, slices, ranges, Ellipsis, tuples/lists/dicts of
-  values, numpy constant arrays and scalars, dtypes, numpy ufuncs;
-- attribute reads of public names; objects (not plain values) only through `ATTR_OBJECTS`;
+  values, numpy constant arrays and scalars, dtypes, numpy ufuncs, the numpy functions the
+  simulator knows as operators (`np.max`, `np.sum`, `np.copy` ... as reduce or activation
+  ops, by name);
+- kernel-defined callables (functions, lambdas, `functools.partial`) where the API takes a
+  callable it never calls in the simulator (`ncc.psum.alloc(allocator)`: addresses are not
+  modelled): only their name crosses, as a `KernelCallable`;
+- attribute reads of public names; objects (not plain values) and methods only through the
+  documented surface `SURFACE`;
 - the operators of `OPERATORS`.
 Anything else (storages, numpy views of simulator data, modules, Python callables, private
 attributes) is refused with `NkiForbiddenAccess`.
 """
 import base64
+import functools
 import io
 import math
 import operator
@@ -54,16 +61,70 @@ class Divergence(Exception):
     """A trace does not replay as recorded (tampered or data dependent)."""
 
 
-# Names whose objects kernel code may get from an attribute read, per simulator type.
-ATTR_OBJECTS = {
-    "Tensor": {"T", "buffer", "reshape", "ap"},
-    "MGrid": {"p", "x", "y", "z"},
-    "Buffer": {"view"},
-    "_AllocBuffer": {"alloc", "mod_alloc", "auto_alloc"},
-    "ModularTensor": {"T", "buffer", "reshape", "ap"},
-    "NkiTileGrid": {"data", "buffer"},
-    "NkiBlockGrid": {"data", "buffer"},
+# The documented NKI surface of the objects kernel code holds: the one table attribute reads
+# are judged by (record and replay alike). Per simulator type, attribute name -> kind:
+#   "value"   gives a plain value (shape, dtype, ...), copied across;
+#   "object"  gives another simulator object (a tensor, a buffer, an index);
+#   "method"  a method kernel code calls (`t.reshape(...)`, `t.broadcast_to(...)`), held as a
+#             `BoundMethod` of that name.
+# Tensor: the attributes and methods of `nki.tensor` and `nki.language.NkiTensor` in the NKI
+# API reference (names the simulator does not implement give AttributeError, not a refusal).
+# Any other public attribute whose value is a plain value may be read (no data exists on the
+# recording side); objects only through this table.
+TENSOR_SURFACE = {
+    "shape": "value", "dtype": "value", "ndim": "value", "size": "value",
+    "itemsize": "value", "nbytes": "value", "name": "value", "offset": "value",
+    "strides": "value",
+    "T": "object", "buffer": "object",
+    "reshape": "method", "broadcast_to": "method", "view": "method", "ap": "method",
+    "astype": "method", "expand_dims": "method", "assert_shape": "method",
+    "broadcast": "method", "expand_dim": "method", "flatten_dims": "method",
+    "permute": "method", "rearrange": "method", "reshape_dim": "method", "select": "method",
+    "slice": "method", "squeeze_dim": "method", "get_pattern": "method",
+    "is_contiguous": "method", "reinterpret_cast": "method", "vector_select": "method",
+    "indirect": "method", "is_indirect": "method",
 }
+SURFACE = {
+    "Tensor": TENSOR_SURFACE,
+    "MGrid": {"p": "object", "x": "object", "y": "object", "z": "object"},
+    "Buffer": {"view": "method"},
+    "_AllocBuffer": {"alloc": "method", "mod_alloc": "method", "auto_alloc": "method"},
+    "NkiTileGrid": {"data": "object", "buffer": "object"},
+    "NkiBlockGrid": {"data": "object", "buffer": "object"},
+}
+
+
+def surface_of(obj):
+    """The SURFACE entry of a simulator object's type (subclasses of Tensor share its)."""
+    if isinstance(obj, Tensor):
+        return TENSOR_SURFACE
+    return SURFACE.get(type(obj).__name__, {})
+
+
+class BoundMethod:
+    """A documented method of a simulator object, as kernel code holds it (`f = t.reshape`):
+    calling it calls the method by name."""
+    __slots__ = ("obj", "name")
+
+    def __init__(self, obj, name):
+        self.obj = obj
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        return getattr(self.obj, self.name)(*args, **kwargs)
+
+    def __repr__(self):
+        return "<method %s of %s>" % (self.name, type(self.obj).__name__)
+
+
+def read_attr(obj, name):
+    """Attribute `name` of simulator object obj as kernel code sees it (methods of the
+    surface as BoundMethod). AttributeError when obj has none."""
+    val = getattr(obj, name)
+    if surface_of(obj).get(name) == "method" and callable(val):
+        return BoundMethod(obj, name)
+    return val
+
 
 # operator-module functions (plus len/iter/next/int/float/index) a trace may apply.
 OPERATORS = {
@@ -76,6 +137,7 @@ OPERATORS = {
 }
 OPERATORS.update({"len": len, "iter": iter, "next": next, "int": int, "float": float})
 
+_TOKENS = (D.DTypeToken, D.MXDType)  # NKI dtypes numpy lacks (MX: trn3's microscaling types)
 _ITER_TYPES = (type(iter(())), type(iter([])), type(iter(range(0))))
 
 
@@ -101,19 +163,21 @@ def dynamic_object(v):
         return True
     if t.__name__ in ("NkiTileGrid", "NkiBlockGrid") and t.__module__ == "nkisim.grids":
         return True
-    if isinstance(v, types.MethodType):
-        owner = type(v.__self__).__name__
-        return (type(v.__self__) in (Tensor, Buffer, _alloc_buffer_type())
-                and v.__func__.__name__ in ATTR_OBJECTS.get(owner, ()))
+    if t is BoundMethod:
+        return dynamic_object(v.obj) and surface_of(v.obj).get(v.name) == "method"
     return False
 
 
 def attr_allowed(obj, name, value):
-    """May kernel code read attribute `name` of simulator object obj (giving value)?"""
+    """May kernel code read attribute `name` of simulator object obj (giving value, as
+    `read_attr` returns it)?"""
     if not isinstance(name, str) or not name or name.startswith("_"):
         return False
     if dynamic_object(value):
-        return name in ATTR_OBJECTS.get(type(obj).__name__, ())
+        kind = surface_of(obj).get(name)
+        if type(value) is BoundMethod:
+            return kind == "method" and value.obj is obj and value.name == name
+        return kind in ("object", "method")
     return is_value(value)
 
 
@@ -122,11 +186,20 @@ def attr_allowed(obj, name, value):
 # helpers, tile-size and enum namespaces. Everything else public becomes a named API proxy.
 RAW_NAMES = {"affine_range", "sequential_range", "static_range", "dynamic_range", "fori_loop",
              "while_loop", "no_reorder", "tile_size", "par_dim", "nc", "spmd_dim",
-             "fp32", "finfo", "sizeinbytes"}  # dtype limits and sizes: pure functions of a dtype
+             "fp32", "finfo", "sizeinbytes",  # dtype limits and sizes: pure functions of a dtype
+             "multi_buffer"}  # a loop directive (pure Python, given to affine_range)
 _API_MODULES = ("nki.language", "nki.isa", "nki.compiler")
 _REEXPORTS = {"nki.language": {"tiles", "blocks", "alloc_tiles", "alloc_blocks",
                                "arange", "ds", "mgrid", "hbm", "private_hbm", "shared_hbm",
                                "sbuf", "psum"}}
+# Underscore names that are public NKI operations under another name (nkisim/private.py):
+# kernels reach them as `nisa._tiled_offloaded_memcpy(...)`.
+PRIVATE_API = {"nki.isa": ("_tiled_offloaded_memcpy", "_tiled_offloaded_fma")}
+# Modules of compiler-internal paths kernels import from: their functions (each an NKI
+# operation under its private path, or raising when called: nkisim/private.py) are API
+# entries too.
+PRIVATE_MODULES = ("nki._private.private_api", "nki._private_kernels.RoPE",
+                   "nki._private_kernels.qkv", "nki.compiler.backends.neuron.tensor")
 _table = None
 
 
@@ -142,10 +215,18 @@ def api_table():
         return _table
     table = {}
     mods = _module_tree()
+    for mname in PRIVATE_MODULES:
+        m = mods.get(mname) or mods.get("neuronxcc." + mname)
+        for name, obj in vars(m).items() if m is not None else ():
+            if isinstance(obj, types.FunctionType) and obj.__module__ == "nkisim.private":
+                table["%s.%s" % (mname, name)] = obj
     for mname in _API_MODULES:
         m = mods[mname]
         own = getattr(m, "__name__", "")
         for name, obj in vars(m).items():
+            if name in PRIVATE_API.get(mname, ()):
+                table["%s.%s" % (mname, name)] = obj
+                continue
             if name.startswith("_") or name in RAW_NAMES or isinstance(obj, types.ModuleType):
                 continue
             if is_value(obj) or isinstance(obj, type):
@@ -167,7 +248,7 @@ def is_value(v, depth=0):
     if depth > MAX_DEPTH:
         return False
     if v is None or v is Ellipsis or type(v) in (bool, int, float, str, complex, ParDim,
-                                                   range, D.DTypeToken):
+                                                   range) or type(v) in _TOKENS:
         return True
     if type(v) in (tuple, list):
         return all(is_value(x, depth + 1) for x in v)
@@ -190,7 +271,8 @@ def is_value(v, depth=0):
 
 def _npy(a):
     buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+    # np.array keeps a 0-d scalar 0-d (np.ascontiguousarray makes it 1-d)
+    np.save(buf, np.array(a, order="C"), allow_pickle=False)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -235,7 +317,7 @@ def encode(v, ref, depth=0):
         return {"$rg": [v.start, v.stop, v.step]}
     if t is complex:
         return {"$c": [repr(v.real), repr(v.imag)]}
-    if t is D.DTypeToken:
+    if t in _TOKENS:
         return {"$tok": v.name}
     if t is np.ndarray and is_value(v):
         return {"$nd": _npy(v)}
@@ -247,7 +329,60 @@ def encode(v, ref, depth=0):
         return {"$ty": np.dtype(v).str}
     if t is np.ufunc and is_value(v):
         return {"$uf": v.__name__}
+    name = numpy_operator_name(v)
+    if name is not None:
+        return {"$npf": name}
+    if t is KernelCallable:
+        return {"$cb": v.name}
+    if t in (types.FunctionType, functools.partial):
+        return {"$cb": _callable_name(v)}
     return ref(v)
+
+
+class KernelCallable:
+    """What the simulator receives for a function the kernel passes to the NKI API (an
+    allocator for `ncc.sbuf.alloc` / `ncc.psum.alloc`): its name only. The simulator does
+    not model addresses, so it never needs to call one; calling it is an error."""
+    __slots__ = ("name", "__name__")
+
+    def __init__(self, name):
+        self.name = str(name)[:200]
+        self.__name__ = self.name
+
+    def __call__(self, *a, **k):
+        raise NkiError("the function %r passed to the NKI API is not called by the simulator"
+                       % self.name)
+
+    def __eq__(self, other):
+        return type(other) is KernelCallable and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __repr__(self):
+        return "<kernel function %s>" % self.name
+
+
+def _callable_name(v):
+    if type(v) is functools.partial:
+        return "partial(%s)" % _callable_name(v.func)
+    return getattr(v, "__qualname__", None) or getattr(v, "__name__", None) or "function"
+
+
+def numpy_operator_name(v):
+    """`np.<name>` when v is a numpy function (not a ufunc) the simulator knows as an
+    operator (`np.max`, `np.sum`, `np.copy` ...), else None."""
+    if type(v) is np.ufunc or not callable(v) or isinstance(v, type):
+        return None
+    name = getattr(v, "__name__", None)
+    if type(name) is not str or getattr(np, name, None) is not v:
+        return None
+    from . import ops
+    try:
+        known = v in ops._OP_NAMES
+    except TypeError:
+        return None
+    return name if known else None
 
 
 _SCALARS = (bool, int, float, str)
@@ -310,7 +445,7 @@ def _decode_complex(x, deref, depth):
 
 def _decode_token(x, deref, depth):
     tok = getattr(D, str(x), None)
-    if type(tok) is not D.DTypeToken:
+    if type(tok) not in _TOKENS:
         raise Divergence("unknown dtype %r" % (x,))
     return tok
 
@@ -328,6 +463,13 @@ def _decode_dtype(as_type):
         if dt.kind not in "biufc":
             raise Divergence("unsupported dtype %r" % (x,))
         return dt.type if as_type else dt
+    return f
+
+
+def _decode_numpy_operator(x, deref, depth):
+    f = getattr(np, str(x), None)
+    if f is None or numpy_operator_name(f) != str(x):
+        raise Divergence("unknown numpy operator %r" % (x,))
     return f
 
 
@@ -353,6 +495,8 @@ _DECODERS = {
     "$dt": _decode_dtype(False),
     "$ty": _decode_dtype(True),
     "$uf": _decode_ufunc,
+    "$npf": _decode_numpy_operator,
+    "$cb": lambda x, deref, depth: KernelCallable(x),
 }
 
 

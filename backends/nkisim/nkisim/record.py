@@ -312,7 +312,7 @@ class Recorder:
         oenc = self._ref(proxy)
         obj = self._real(oenc)
         try:
-            val = getattr(obj, name)
+            val = B.read_attr(obj, name)
         except AttributeError:
             raise AttributeError("%s has no attribute %r" % (self.describe(proxy), name))
         if not B.attr_allowed(obj, name, val):
@@ -345,8 +345,9 @@ class Recorder:
 # ---- proxy modules --------------------------------------------------------------------------
 def _proxy_modules(rec):
     """{module name: proxy module} mirroring activate's module tree."""
-    from .activate import _build
+    from .activate import _build, _isa_constants
     real = _build()
+    real.update(_isa_constants(real))  # `from neuronxcc.nki.isa.constants import oob_mode`
     table = B.api_table()
     out = {}
     by_real = {}
@@ -368,7 +369,7 @@ def _proxy_modules(rec):
                 setattr(pm, name, obj)
             if name.startswith("__"):
                 continue
-            if canon == "nki" and name == "tensor":
+            if (canon, name) in _PROXY_TYPES:
                 setattr(pm, name, Proxy)  # isinstance(x, nki.tensor) and annotations
                 continue
             if isinstance(obj, types.ModuleType):
@@ -387,6 +388,11 @@ def _proxy_modules(rec):
     return out
 
 
+# Types of simulator objects kernel code names (annotations, isinstance): on this side, what
+# it holds is a Proxy.
+_PROXY_TYPES = {("nki", "tensor"), ("nki.compiler.backends.neuron.indexing", "TileIndex")}
+
+
 def _raw_ok(mname, name, obj):
     if name.startswith("_"):
         return False
@@ -394,7 +400,8 @@ def _raw_ok(mname, name, obj):
         return True
     if mname in ("nki", "nki.typing") or (mname == "nki.compiler" and callable(obj)):
         return not isinstance(obj, type)  # decorators and annotations (pure Python)
-    if mname == "nki.isa" and isinstance(obj, type) and obj.__module__ == "nkisim.isa":
+    if mname in ("nki.isa", "nki.isa.constants") and isinstance(obj, type) \
+            and obj.__module__ == "nkisim.isa":
         return True  # enum namespaces of ints
     return False
 

@@ -178,7 +178,7 @@ class _Replayer:
             if not (B.dynamic_object(obj) or _is_api(self.table, obj)) or type(name) is not str \
                     or name.startswith("_"):
                 raise B.Divergence("attribute read outside the NKI API")
-            val = getattr(obj, name)
+            val = B.read_attr(obj, name)
             if not B.attr_allowed(obj, name, val):
                 raise B.Divergence("attribute %r is not part of the NKI API" % (name,))
             f, args, kwargs, res_rec = _const, [val], {}, ev[4]

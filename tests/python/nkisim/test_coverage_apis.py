@@ -223,7 +223,31 @@ def mod_full_kernel(x):
     return out
 
 
+@nki.jit
+def mod_psum_accumulate_kernel(x, y):
+    """Four row blocks, each x_i.T @ y summed over two K halves in PSUM; the four
+    accumulation groups take turns in one modular bank tile."""
+    out = nl.ndarray((4 * 128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((4, nl.par_dim(128), 128), dtype=nl.float32,
+                     buffer=ncc.psum.mod_alloc(base_bank=0, num_bank_tiles=(1,)))
+    for i in nl.sequential_range(4):
+        for k in nl.affine_range(2):
+            a = nl.load(x[nl.ds(k * 128, 128), nl.ds(i * 128, 128)])
+            b = nl.load(y[nl.ds(k * 128, 128), :])
+            acc[i] += nisa.nc_matmul(a, b)
+        nl.store(out[nl.ds(i * 128, 128), :], nisa.tensor_copy(acc[i], dtype=nl.float32))
+    return out
+
+
 class ModularAllocationTest(unittest.TestCase):
+    def test_psum_accumulation_starts_afresh_in_each_logical_block(self):
+        # the first matmul of block i overwrites the bank tile block i-1 left behind, as
+        # on hardware (summing onto it gave the attention tutorial's v9/v10 wrong output)
+        x = rand(256, 512)
+        y = rand(256, 128, seed=1)
+        (out,) = run(mod_psum_accumulate_kernel, x=x, y=y)
+        np.testing.assert_allclose(out, x.T @ y, rtol=1e-4, atol=1e-4)
+
     def test_blocks_sharing_a_tile_share_data(self):
         x = rand(128, 256)
         (out,) = run(mod_alias_kernel, x=x)
