@@ -5,10 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include "core/hash.hpp"
 #include "search/engine/beam.hpp"
@@ -21,6 +18,7 @@
 #include "search/engine/outcome.hpp"
 #include "search/engine/stop_control.hpp"
 #include "search/engine/task_pool.hpp"
+#include "search/engine/watcher.hpp"
 
 namespace autocomp::search::engine {
 
@@ -68,36 +66,6 @@ IterationSummary summary_of(const Batch& batch) {
   return summary;
 }
 
-// Runs the budget check every 20 ms on its own thread while the run lasts.
-class Watcher {
- public:
-  explicit Watcher(std::function<void()> check)
-      : m_check(std::move(check)), m_thread([this] { watch(); }) {}
-  ~Watcher() {
-    {
-      std::lock_guard lock(m_mutex);
-      m_done = true;
-    }
-    m_wake.notify_all();
-    m_thread.join();
-  }
-
- private:
-  void watch() {
-    std::unique_lock lock(m_mutex);
-    while (!m_done) {
-      m_check();
-      m_wake.wait_for(lock, std::chrono::milliseconds(20));
-    }
-  }
-
-  std::function<void()> m_check;
-  std::mutex m_mutex;
-  std::condition_variable m_wake;
-  bool m_done = false;
-  std::thread m_thread;
-};
-
 // One search: setup, resume, the budget watch and the batch loop. The batch's work happens in
 // Generation; what follows it (journal, prompt history, lessons, reflexions) in AfterBatch steps.
 class SearchRun {
@@ -121,7 +89,7 @@ class SearchRun {
   // The run's status in the journal ("running" claims it for this process).
   void set_status(const std::string& status, const std::string& message);
   void emit(const std::string& phase, const ChildCounts& counts, bool finished = false);
-  core::Status make_proposers();
+  core::Result<std::vector<std::shared_ptr<Proposer>>> make_proposers() const;
   // A resumed run: its kernels, beam, summaries and prompt history from the store; returns the
   // first iteration to run.
   int restore();
@@ -141,7 +109,6 @@ class SearchRun {
   std::string m_run_id;
   StopControl m_stop;
   std::shared_ptr<const PromptFactory> m_prompts;
-  std::vector<std::shared_ptr<Proposer>> m_proposers;
   std::unique_ptr<LlmGateway> m_llm;
   std::unique_ptr<TaskPool> m_pool;
   std::unique_ptr<Evaluator> m_evaluator;
@@ -218,20 +185,20 @@ SearchOutcome SearchRun::fail(core::Failure failure) {
   return m_outcome;
 }
 
-core::Status SearchRun::make_proposers() {
+core::Result<std::vector<std::shared_ptr<Proposer>>> SearchRun::make_proposers() const {
   if (!m_services.proposers.empty()) {
-    m_proposers = m_services.proposers;
-    return core::ok_status();
+    return m_services.proposers;
   }
+  std::vector<std::shared_ptr<Proposer>> proposers;
   for (const auto& name : m_config.proposers) {
     auto proposer =
         m_services.make_proposer ? m_services.make_proposer(name) : make_builtin_proposer(name);
     if (!proposer) {
       return proposer.failure();
     }
-    m_proposers.push_back(std::shared_ptr<Proposer>(std::move(proposer.value())));
+    proposers.push_back(std::shared_ptr<Proposer>(std::move(proposer.value())));
   }
-  return core::ok_status();
+  return proposers;
 }
 
 int SearchRun::restore() {
@@ -314,8 +281,9 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   m_prompts = m_services.prompts
                   ? m_services.prompts
                   : std::shared_ptr<const PromptFactory>(make_default_prompt_factory());
-  if (auto made = make_proposers(); !made) {
-    return fail(made.failure());
+  auto proposers = make_proposers();
+  if (!proposers) {
+    return fail(proposers.failure());
   }
 
   if (resume_id) {
@@ -343,8 +311,8 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   m_evaluator = std::make_unique<Evaluator>(m_services.backend, m_services.store.evaluations,
                                             m_config, m_stop);
   m_generation = std::make_unique<Generation>(
-      m_proposers, *m_evaluator, *m_pool, *m_strategy, m_stop, m_config.repair_tries,
-      [this](const ChildCounts& counts) { emit("iteration", counts); });
+      std::move(proposers).value(), *m_evaluator, *m_pool, *m_strategy, m_stop,
+      m_config.repair_tries, [this](const ChildCounts& counts) { emit("iteration", counts); });
 
   // The input kernel: measured first (or taken from the cache); it must be correct.
   Candidate root;
