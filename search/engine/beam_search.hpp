@@ -9,6 +9,7 @@
 #include "backends/backend.hpp"
 #include "core/cancel.hpp"
 #include "core/clock.hpp"
+#include "search/engine/after_batch.hpp"
 #include "search/engine/candidate.hpp"
 #include "search/engine/progress.hpp"
 #include "search/engine/prompts.hpp"
@@ -24,7 +25,7 @@ struct SearchServices {
   std::shared_ptr<backends::Backend> backend;
   // Where the run is recorded, and the evaluation cache (e.g. parts_of(a store)).
   RunStore store;
-  RunFacts facts;  // what listings show about a new run
+  RunFacts facts;                                         // what listings show about a new run
   std::vector<std::shared_ptr<llm::Provider>> providers;  // the ensemble; may be empty
   std::shared_ptr<const PromptFactory> prompts;           // null: make_default_prompt_factory()
   // Proposers to use instead of those named in the config (tests and plug-ins).
@@ -33,6 +34,9 @@ struct SearchServices {
   ProposerMaker make_proposer;
   // Time for the wall-time budget and elapsed figures; null: the steady clock.
   std::shared_ptr<const core::Clock> clock;
+  // Steps to run after every batch, after the run's own (journal, prompt history, lessons,
+  // reflexions).
+  std::vector<std::shared_ptr<AfterBatch>> after_batch;
 };
 
 struct SearchHooks {

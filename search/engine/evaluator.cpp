@@ -68,37 +68,38 @@ bool Evaluator::cacheable(const backends::EvalResult& result) {
   return backends::cacheable(result);
 }
 
-void Evaluator::submit(const std::string& key, const std::string& source, Done done) {
+std::shared_future<Evaluator::Evaluated> Evaluator::submit(const std::string& key,
+                                                           const std::string& source) {
   {
     std::lock_guard lock(m_mutex);
     if (!m_stop.token().cancelled()) {
       auto it = m_pending.find(key);
       if (it != m_pending.end()) {
-        it->second.waiters.push_back(std::move(done));
-        return;
+        return it->second.future;
       }
-      m_pending.emplace(key, Pending{source, {std::move(done)}});
+      Pending pending;
+      pending.source = source;
+      pending.future = pending.promise.get_future().share();
+      auto future = pending.future;
+      m_pending.emplace(key, std::move(pending));
       m_queue.push_back(key);
       m_ready.notify_one();
-      return;
+      return future;
     }
   }
-  done(cancelled_result(m_stop.reason()), "", false);
+  std::promise<Evaluated> stopped;
+  stopped.set_value(Evaluated{cancelled_result(m_stop.reason()), "", false});
+  return stopped.get_future().share();
 }
 
 backends::EvalResult Evaluator::evaluate_now(const std::string& key, const std::string& source,
                                              std::string* ref) {
-  std::promise<std::pair<backends::EvalResult, std::string>> promise;
-  auto future = promise.get_future();
-  submit(key, source,
-         [&promise](const backends::EvalResult& result, const std::string& stored, bool) {
-           promise.set_value({result, stored});
-         });
-  auto [result, stored] = future.get();
+  const std::shared_future<Evaluated> future = submit(key, source);
+  const Evaluated& evaluated = future.get();
   if (ref != nullptr) {
-    *ref = stored;
+    *ref = evaluated.ref;
   }
-  return result;
+  return evaluated.result;
 }
 
 backends::EvalResult Evaluator::reverify(const std::string& source, std::string* ref) {
@@ -116,21 +117,18 @@ backends::EvalResult Evaluator::reverify(const std::string& source, std::string*
   return result;
 }
 
-void Evaluator::finish(const std::string& key, const backends::EvalResult& result,
-                       const std::string& ref, bool reused) {
-  std::vector<Done> waiters;
+void Evaluator::finish(const std::string& key, Evaluated evaluated) {
+  std::promise<Evaluated> promise;
   {
     std::lock_guard lock(m_mutex);
     auto it = m_pending.find(key);
     if (it == m_pending.end()) {
       return;
     }
-    waiters = std::move(it->second.waiters);
+    promise = std::move(it->second.promise);
     m_pending.erase(it);
   }
-  for (std::size_t i = 0; i < waiters.size(); ++i) {
-    waiters[i](result, ref, reused || i > 0);
-  }
+  promise.set_value(std::move(evaluated));
 }
 
 void Evaluator::dispatch() {
@@ -152,7 +150,7 @@ void Evaluator::dispatch() {
     std::vector<std::pair<std::string, std::string>> misses;
     for (auto& [key, source] : batch) {
       if (m_stop.token().cancelled()) {
-        finish(key, cancelled_result(m_stop.reason()), "", false);
+        finish(key, Evaluated{cancelled_result(m_stop.reason()), "", false});
         continue;
       }
       std::optional<store::StoredEvaluation> cached;
@@ -163,7 +161,7 @@ void Evaluator::dispatch() {
       }
       if (cached) {
         ++m_cache_hits;
-        finish(key, cached->result, std::to_string(cached->id), true);
+        finish(key, Evaluated{cached->result, std::to_string(cached->id), true});
       } else {
         misses.emplace_back(key, source);
       }
@@ -190,7 +188,7 @@ void Evaluator::dispatch() {
           spdlog::warn("could not store an evaluation: {}", stored->failure().describe());
         }
       }
-      finish(misses[i].first, ran[i].result, ref, false);
+      finish(misses[i].first, Evaluated{ran[i].result, ref, false});
     }
   }
 }

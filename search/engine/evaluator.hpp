@@ -3,7 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,10 +26,13 @@ namespace autocomp::search::engine {
 // property of the kernel (timeout, transport, cancellation, ...) are not cached.
 class Evaluator {
  public:
-  // The result, the store's reference to it, and whether it came from the cache (or from another
-  // request for the same kernel).
-  using Done =
-      std::function<void(const backends::EvalResult&, const std::string& ref, bool reused)>;
+  // A kernel's result, the store's reference to it ("" when it was not stored), and whether it
+  // came from the cache.
+  struct Evaluated {
+    backends::EvalResult result;
+    std::string ref;
+    bool cached = false;
+  };
 
   Evaluator(std::shared_ptr<backends::Backend> backend,
             std::shared_ptr<store::EvaluationCache> cache, const SearchConfig& config,
@@ -38,10 +41,11 @@ class Evaluator {
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
 
-  // Queues a kernel; `done` runs exactly once, on an evaluator thread (or at once for a stopped
-  // run, with a cancelled failure).
-  void submit(const std::string& key, const std::string& source, Done done);
-  // Evaluates one kernel and waits for it (the input kernel).
+  // Queues a kernel and returns its result to come. A kernel already queued or running shares
+  // that request's future; a stopped run gets a ready future with a cancelled failure. Futures
+  // are fulfilled by the evaluator's threads, which call nothing else.
+  std::shared_future<Evaluated> submit(const std::string& key, const std::string& source);
+  // submit(...).get(): evaluates one kernel and waits for it (the input kernel).
   backends::EvalResult evaluate_now(const std::string& key, const std::string& source,
                                     std::string* ref = nullptr);
 
@@ -60,12 +64,12 @@ class Evaluator {
  private:
   struct Pending {
     std::string source;
-    std::vector<Done> waiters;
+    std::promise<Evaluated> promise;
+    std::shared_future<Evaluated> future;
   };
 
   void dispatch();
-  void finish(const std::string& key, const backends::EvalResult& result, const std::string& ref,
-              bool reused);
+  void finish(const std::string& key, Evaluated evaluated);
 
   EvaluationService m_service;
   backends::EvalRequest m_template;

@@ -163,15 +163,7 @@ core::Result<SearchConfig> config_of(const store::Run& run, store::EvaluationCac
   return c;
 }
 
-core::Status record_candidate(const RunStore& parts, const std::string& run_id,
-                              const Candidate& candidate) {
-  if (candidate.key.empty()) {
-    return core::ok_status();  // no code: nothing the store can key
-  }
-  if (auto put = parts.evaluations->put_candidate(candidate.source, candidate.origin.proposer);
-      !put) {
-    return put.failure();
-  }
+store::RunCandidate run_row(const std::string& run_id, const Candidate& candidate) {
   store::RunCandidate row;
   row.run_id = run_id;
   row.iteration = candidate.origin.iteration;
@@ -186,15 +178,7 @@ core::Status record_candidate(const RunStore& parts, const std::string& run_id,
     row.median_us = candidate.eval.latency->median_us;
   }
   row.correct = candidate.correct();
-  auto added = parts.runs->add_run_candidate(row);
-  if (!added) {
-    return added.failure();
-  }
-  if (added.value() || candidate.duplicate) {
-    return core::ok_status();
-  }
-  return parts.runs->update_run_candidate(run_id, candidate.key, row.status, row.evaluation_id,
-                                          row.note);
+  return row;
 }
 
 std::vector<Candidate> load_candidates(const RunStore& parts, const std::string& run_id) {
@@ -226,8 +210,7 @@ std::vector<Candidate> load_candidates(const RunStore& parts, const std::string&
       candidate.source = stored.value()->source;
     }
     if (row.evaluation_id) {
-      if (auto eval = parts.evaluations->get_evaluation(*row.evaluation_id);
-          eval && eval.value()) {
+      if (auto eval = parts.evaluations->get_evaluation(*row.evaluation_id); eval && eval.value()) {
         candidate.eval = eval.value()->result;
         candidate.eval_ref = std::to_string(*row.evaluation_id);
       }

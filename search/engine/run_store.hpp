@@ -50,10 +50,9 @@ core::Result<std::string> create_run(const RunStore& parts, const SearchConfig& 
 // The config a stored run was created with (its sources read back by key).
 core::Result<SearchConfig> config_of(const store::Run& run, store::EvaluationCache& sources);
 
-// Records a child of the run with its lineage and verdict; recording the same key again updates
-// its status and evaluation (a duplicate never changes the original's row).
-core::Status record_candidate(const RunStore& parts, const std::string& run_id,
-                              const Candidate& candidate);
+// A child of the run as a journal row: its lineage, origin, evaluation and status (from its
+// duplicate mark, correctness and verdict).
+store::RunCandidate run_row(const std::string& run_id, const Candidate& candidate);
 // The run's candidates in recording order, with their sources and stored evaluations.
 std::vector<Candidate> load_candidates(const RunStore& parts, const std::string& run_id);
 

@@ -265,6 +265,16 @@ core::Result<std::shared_ptr<Database>> Database::open_read_only(const std::stri
   return db;
 }
 
+int Database::trace_statement(unsigned /*type*/, void* context, void* statement, void* /*sql*/) {
+  const auto* db = static_cast<const Database*>(context);
+  char* expanded = sqlite3_expanded_sql(static_cast<sqlite3_stmt*>(statement));
+  if (expanded != nullptr) {
+    db->m_options.on_statement(expanded);
+    sqlite3_free(expanded);
+  }
+  return 0;
+}
+
 core::Result<std::shared_ptr<Database>> Database::open(const std::string& path,
                                                        const StoreOptions& options) {
   namespace fs = std::filesystem;
@@ -327,6 +337,9 @@ core::Result<std::shared_ptr<Database>> Database::open(const std::string& path,
     core::Failure failure = ready.failure();
     failure.message = "cannot open database: " + failure.message;
     return failure;
+  }
+  if (options.on_statement) {
+    sqlite3_trace_v2(db->m_db, SQLITE_TRACE_STMT, &Database::trace_statement, db.get());
   }
   return db;
 }

@@ -162,6 +162,8 @@ class Database {
   core::Failure failure(std::string_view what, core::FailureKind kind,
                         const std::string& message) const;
   void migrate();
+  // sqlite3_trace_v2 callback: passes each statement to StoreOptions::on_statement.
+  static int trace_statement(unsigned type, void* context, void* statement, void* sql);
 
   std::string m_path;
   StoreOptions m_options;

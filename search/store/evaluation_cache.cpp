@@ -389,6 +389,10 @@ constexpr std::string_view k_put_candidate =
 
 }  // namespace
 
+std::string put_candidate_source(Database& db, std::string_view source, std::string_view origin) {
+  return put_source(db, k_put_candidate, source, origin);
+}
+
 std::optional<StoredEvaluation> evaluation_by_id(Database& db, std::int64_t id) {
   auto stmt =
       db.prepare("SELECT " + std::string(k_eval_columns) + " FROM evaluations WHERE id = ?");
@@ -434,7 +438,6 @@ EvalKey make_eval_key(const backends::EvalRequest& request, const EvalSite& site
 std::string receipt_to_json(const backends::EvalResult& result) {
   return receipt_text(result);
 }
-
 
 // -- Evaluations -------------------------------------------------------------------------------
 
@@ -514,7 +517,7 @@ core::Result<std::optional<Workload>> SqlEvaluationCache::get_workload(
 core::Result<std::string> SqlEvaluationCache::put_candidate(std::string_view source,
                                                             std::string_view origin) {
   return m_db->guarded("put_candidate",
-                       [&] { return put_source(*m_db, k_put_candidate, source, origin); });
+                       [&] { return put_candidate_source(*m_db, source, origin); });
 }
 
 core::Result<std::optional<Candidate>> SqlEvaluationCache::get_candidate(const std::string& key) {

@@ -399,6 +399,78 @@ core::Status SqlRunJournal::record_beam(const std::string& run_id, int iteration
   });
 }
 
+core::Status SqlRunJournal::record_iteration(const std::string& run_id,
+                                             const IterationRecord& record) {
+  return m_db->guarded("record_iteration", [&] {
+    m_db->transaction([&] {
+      m_db->require_run(run_id);
+      const std::int64_t now = now_ms();
+      for (const auto& child : record.children) {
+        const RunCandidate& row = child.row;
+        put_candidate_source(*m_db, child.source, row.provider);
+        // A row already in the run (a resumed iteration, or a key seen before) keeps its lineage;
+        // a non-duplicate brings its status and evaluation up to date.
+        auto stmt = m_db->prepare(
+            "INSERT INTO run_candidates (run_id, candidate_key, iteration, parent_key, plan_text, "
+            "provider, status, evaluation_id, median_us, correct, note, created_at, updated_at, "
+            "origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, "
+            "candidate_key) DO UPDATE SET status = excluded.status, evaluation_id = "
+            "coalesce(excluded.evaluation_id, evaluation_id), median_us = CASE WHEN "
+            "excluded.evaluation_id IS NOT NULL THEN excluded.median_us ELSE median_us END, "
+            "correct = CASE WHEN excluded.evaluation_id IS NOT NULL THEN excluded.correct ELSE "
+            "correct END, updated_at = excluded.updated_at WHERE excluded.status != 'duplicate'");
+        stmt.bind(run_id)
+            .bind(row.candidate_key)
+            .bind(row.iteration)
+            .bind(row.parent_key)
+            .bind(row.plan_text)
+            .bind(row.provider)
+            .bind(to_string(row.status))
+            .bind(row.evaluation_id)
+            .bind(row.median_us)
+            .bind(row.correct)
+            .bind(row.note)
+            .bind(now)
+            .bind(now)
+            .bind(row.origin);
+        stmt.run();
+      }
+      if (record.beam) {
+        {
+          auto stmt = m_db->prepare("DELETE FROM beams WHERE run_id = ? AND iteration = ?");
+          stmt.bind(run_id).bind(record.iteration);
+          stmt.run();
+        }
+        int position = 0;
+        for (const auto& key : *record.beam) {
+          auto stmt = m_db->prepare(
+              "INSERT INTO beams (run_id, iteration, position, candidate_key) VALUES (?, ?, ?, ?)");
+          stmt.bind(run_id).bind(record.iteration).bind(position++).bind(key);
+          stmt.run();
+        }
+      }
+      if (record.progress) {
+        const RunProgress& progress = *record.progress;
+        auto stmt = m_db->prepare(
+            "UPDATE runs SET iteration = ?, best_candidate_key = ?, best_latency_us = ?, "
+            "baseline_latency_us = coalesce(?, baseline_latency_us), updated_at = ? WHERE id = ?");
+        stmt.bind(progress.iteration)
+            .bind(progress.best_candidate_key)
+            .bind(progress.best_latency_us)
+            .bind(progress.baseline_latency_us)
+            .bind(now)
+            .bind(run_id);
+        stmt.run();
+      } else {
+        auto touch = m_db->prepare("UPDATE runs SET updated_at = ? WHERE id = ?");
+        touch.bind(now).bind(run_id);
+        touch.run();
+      }
+    });
+    return core::Unit{};
+  });
+}
+
 core::Result<std::vector<Beam>> SqlRunJournal::get_beams(const std::string& run_id) {
   return m_db->guarded("get_beams", [&] {
     auto stmt = m_db->prepare(

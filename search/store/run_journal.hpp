@@ -36,6 +36,12 @@ class RunJournal {
   // Replaces the beam recorded for this iteration (idempotent on resume).
   virtual core::Status record_beam(const std::string& run_id, int iteration,
                                    const std::vector<std::string>& candidate_keys) = 0;
+  // Records a search iteration in one transaction: each child's source and run row (a child
+  // already in the run has its row updated with the new status and evaluation, unless the new
+  // one is a duplicate, which never changes the original's row), then the beam and the progress
+  // when present (the beam replaces one stored for the same iteration).
+  virtual core::Status record_iteration(const std::string& run_id,
+                                        const IterationRecord& record) = 0;
   // Ordered by iteration.
   virtual core::Result<std::vector<Beam>> get_beams(const std::string& run_id) = 0;
 

@@ -16,6 +16,8 @@ namespace autocomp::search::store {
 
 // Helpers shared between parts; call inside Database::guarded.
 std::optional<StoredEvaluation> evaluation_by_id(Database& db, std::int64_t id);
+// Stores a candidate's source (once per key); returns its key.
+std::string put_candidate_source(Database& db, std::string_view source, std::string_view origin);
 // The qualifying evaluations of a set of candidates (correct, no failure, a latency): a SELECT of
 // the columns read_best reads, to which a caller appends its joins, "WHERE ..." and
 // best_where().
@@ -77,6 +79,7 @@ class SqlRunJournal final : public RunJournal {
   core::Status record_beam(const std::string& run_id, int iteration,
                            const std::vector<std::string>& candidate_keys) override;
   core::Result<std::vector<Beam>> get_beams(const std::string& run_id) override;
+  core::Status record_iteration(const std::string& run_id, const IterationRecord& record) override;
   core::Result<bool> add_run_candidate(const RunCandidate& candidate) override;
   core::Status update_run_candidate(const std::string& run_id, const std::string& candidate_key,
                                     CandidateStatus status,

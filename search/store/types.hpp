@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,9 @@ struct StoreOptions {
   // Open an existing database for reading only (e.g. on read-only media): nothing is created or
   // migrated, and every write fails with a message saying the store is read-only.
   bool read_only = false;
+  // Called with the text of every statement the store runs, its parameters filled in (after the
+  // migration at open). For measuring how a caller uses the store; empty in the product.
+  std::function<void(std::string_view sql)> on_statement;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -83,7 +87,6 @@ struct StoredEvaluation {
   backends::EvalResult result;
   std::int64_t created_at_ms = 0;
 };
-
 
 // The whole receipt of `result` as stored with it (a JSON object: device, target, backend, host,
 // job, node, harness_version, simulator_version, sdk, neff_hash, profile_format, profile_schema,
@@ -191,6 +194,31 @@ struct RunCandidate {
   std::string note;  // e.g. why it was rejected
   std::int64_t created_at_ms = 0;
   std::int64_t updated_at_ms = 0;
+};
+
+// A child of a search iteration as the journal records it: its run row and its source (stored
+// under row.candidate_key when the store does not hold it yet).
+struct IterationChild {
+  RunCandidate row;
+  std::string source;
+};
+
+// Where a run stands after an iteration, for listings.
+struct RunProgress {
+  int iteration = 0;
+  std::optional<std::string> best_candidate_key;
+  std::optional<double> best_latency_us;
+  std::optional<double> baseline_latency_us;  // absent: keep the stored one
+};
+
+// Everything one search iteration leaves in the journal, written in one transaction.
+struct IterationRecord {
+  int iteration = 0;
+  std::vector<IterationChild> children;  // in origin order, each with its final status
+  // The next generation, best first; absent for an unfinished iteration (a resumed run runs it
+  // again), which records only its children.
+  std::optional<std::vector<std::string>> beam;
+  std::optional<RunProgress> progress;
 };
 
 // A beam as recorded after an iteration: member candidate keys, best first.
