@@ -235,7 +235,7 @@ std::vector<std::string> rank_menu_by_profile(std::vector<search::prompts::Ranke
   for (auto& entry : ranked) {
     if (dma_floor && is_data_movement_item(entry.item.id)) {
       at_floor.push_back(entry.item.id);
-    } else if (entry.score >= 0) {
+    } else {
       kept.push_back(std::move(entry));
     }
   }

@@ -61,8 +61,7 @@ bool is_data_movement_item(const std::string& id);
 
 // Reorders a ranked menu by what the profile shows, which outranks what the code suggests: many
 // tiny instructions put reduce_instruction_count first; at the DMA floor the data-movement items
-// leave the menu; items that do not apply to the kernel as written are left out. Returns the
-// ids left out at the floor.
+// leave the menu. Returns the ids left out at the floor.
 std::vector<std::string> rank_menu_by_profile(std::vector<search::prompts::RankedItem>& ranked,
                                               const std::optional<Floors>& floors,
                                               const std::optional<TinyInstructions>& tiny);

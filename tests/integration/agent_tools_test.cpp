@@ -418,7 +418,8 @@ TEST_F(AgentToolsTest, AfterASearchRevertTheReflexionCreditsTheSearchsWinner) {
   bool knob_row = false;
   for (const auto& row : table) {
     EXPECT_TRUE(row.contains("it") && row.contains("status") && row.contains("plan")) << row;
-    knob_row = knob_row || row.at("plan").get<std::string>().find("W=512") != std::string::npos;
+    knob_row =
+        knob_row || row.at("plan").get<std::string>().find("W 8 -> 512") != std::string::npos;
   }
   EXPECT_TRUE(knob_row) << table.dump();
   EXPECT_LE(table.at(0).at("us").get<double>(), table.at(1).at("us").get<double>())
