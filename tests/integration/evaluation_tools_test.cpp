@@ -312,7 +312,7 @@ TEST_F(EvaluationToolsTest, AProfileAnsweredFromTheStoreKeepsHotLinesWaitsAndFlo
   EXPECT_LE(floors.at("floor_pct").get<double>(), 100.5);
   EXPECT_EQ(floors, fresh.structured.at("floors"));
   EXPECT_NE(stored.text.find("DMA floor:"), std::string::npos) << stored.text;
-  EXPECT_NE(stored.text.find("% of the floor"), std::string::npos) << stored.text;
+  EXPECT_NE(stored.text.find("floor reached: "), std::string::npos) << stored.text;
 }
 
 TEST_F(EvaluationToolsTest, EveryToolStatesAllHintsAnOutputSchemaAndDescribesEveryParameter) {
