@@ -5,6 +5,7 @@
 #include "tools/evaluation_service.hpp"
 #include "tools/evaluation_tools.hpp"
 #include "tools/memory_tools.hpp"
+#include "tools/tool_surface.hpp"
 
 namespace autocomp::tools {
 
@@ -23,38 +24,14 @@ std::string format_us(double us) {
 server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "benchmark_kernel";
-  tool.title = "Benchmark an NKI kernel";
+  tool.title = "Benchmark a kernel";
   tool.description =
-      "Measure an NKI kernel's latency (after checking it is correct): `latency_us` with min, "
-      "median and max (raw samples with detail: \"full\"), the best correct version recorded for "
-      "the same file, and "
-      "`diverged` when this version is more than 1.5x slower than that best (then call "
-      "revert_to_best), and `previous_version`: how this version compares with the file's "
-      "version before it (then record what the change taught with record_reflexion). An "
-      "incorrect kernel is an error: fix it with verify_kernel first.";
-  tool.input_schema = with_detail_argument(eval_args_schema());
-  tool.output_schema =
-      brief_output_schema({{"latency_us",
-                            {{"type", "object"},
-                             {"properties",
-                              {{"min", {{"type", "number"}}},
-                               {"median", {{"type", "number"}}},
-                               {"max", {{"type", "number"}}},
-                               {"samples", {{"type", "array"}, {"items", {{"type", "number"}}}}}}},
-                             {"required", {"min", "median", "max"}}}},
-                           {"best_known", {{"type", "object"}}},
-                           {"diverged", {{"type", "boolean"}}},
-                           {"previous_version",
-                            {{"type", "object"},
-                             {"properties",
-                              {{"candidate", {{"type", "string"}}},
-                               {"change", {{"type", "string"}}},
-                               {"median_us", {{"type", "number"}}},
-                               {"speedup", {{"type", "number"}}}}},
-                             {"required", {"candidate", "change"}}}},
-                           {"advice", {{"type", "string"}}}},
-                          {"latency_us", "diverged"});
-  tool.annotations = {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
+      "Latency of a correct NKI kernel, the file's best version (diverged: 1.5x slower, "
+      "revert_to_best) and the change since the last version.";
+  tool.input_schema = with_detail_argument(eval_args_schema({"seeds"}));
+  tool.output_schema = brief_output_schema(
+      {{"latency_us", {{"type", "object"}}}, {"diverged", {{"type", "boolean"}}}}, {"latency_us"});
+  tool.annotations = hints(true, false, true, false);
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     auto outcome = evaluate_kernel_file(*env, parse_eval_args(arguments), context);
     if (!outcome.ok()) {
@@ -116,6 +93,7 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
       out["latency_us"]["samples"] = latency.samples_us;
       out["full"] = full_result_json(result);
     }
+    tool_result.extra_content.push_back(evaluation_link(outcome->evaluation_id));
     tool_result.structured = std::move(out);
     return tool_result;
   };

@@ -153,11 +153,7 @@ Detail parse_detail(const json& arguments) {
 
 json with_detail_argument(json input_schema) {
   input_schema["properties"]["detail"] = {
-      {"type", "string"},
-      {"enum", {"brief", "full"}},
-      {"description",
-       "brief (default): what decides the next step; full: also per-seed errors, samples, every "
-       "metric and timings (the same record as the `details` resource)."}};
+      {"type", "string"}, {"enum", {"brief", "full"}}, {"description", "full: whole record."}};
   return input_schema;
 }
 
@@ -188,19 +184,9 @@ json brief_header_json(const EvaluationOutcome& outcome) {
 }
 
 json brief_output_schema(json properties, const std::vector<std::string>& required) {
-  for (const char* name : {"kernel", "candidate", "details", "measured"}) {
-    properties[name] = {{"type", "string"}};
-  }
-  properties["cached"] = {{"type", "boolean"}};
-  properties["evaluation_id"] = {{"type", "integer"}};
-  properties["full"] = {
-      {"type", "object"},
-      {"description", "With detail: full, the whole record (as the details resource)."}};
-  json all_required = {"kernel", "candidate", "evaluation_id", "cached", "measured"};
-  for (const auto& name : required) {
-    all_required.push_back(name);
-  }
-  return {{"type", "object"}, {"properties", std::move(properties)}, {"required", all_required}};
+  // Only what a client checks first: the header fields are in every answer but not listed, to
+  // keep tools/list short.
+  return {{"type", "object"}, {"properties", std::move(properties)}, {"required", required}};
 }
 
 std::string source_line(const std::string& source, int line, std::size_t max_chars) {
@@ -250,6 +236,9 @@ json hotspots_json(const std::vector<backends::Hotspot>& hotspots, const std::st
                  {"engine", hotspot.engine},
                  {"share_pct", std::round(hotspot.share_pct * 10) / 10},
                  {"instructions", hotspot.instructions}};
+    if (hotspot.time_us > 0 && hotspot.instructions > 0) {
+      item["us_per_instr"] = round_sig(hotspot.time_us / static_cast<double>(hotspot.instructions));
+    }
     if (!text.empty()) {
       item["text"] = std::move(text);
     }
@@ -292,10 +281,15 @@ std::string format_number(double value) {
 }
 
 std::string describe_hotspot(const json& hotspot) {
-  std::string out = "line " + std::to_string(hotspot.value("line", 0)) + " (" +
-                    engine_label(hotspot.value("engine", "")) + " " +
-                    format_number(hotspot.value("share_pct", 0.0)) + "%, " +
-                    std::to_string(hotspot.value("instructions", 0L)) + " instr)";
+  std::string out =
+      "line " + std::to_string(hotspot.value("line", 0)) + " (" +
+      engine_label(hotspot.value("engine", "")) + " " +
+      format_number(hotspot.value("share_pct", 0.0)) + "%, " +
+      std::to_string(hotspot.value("instructions", 0L)) + " instr" +
+      (hotspot.contains("us_per_instr")
+           ? ", " + format_number(hotspot.at("us_per_instr").get<double>()) + " us each"
+           : std::string()) +
+      ")";
   if (hotspot.contains("text")) {
     out += ": " + hotspot.at("text").get<std::string>();
   }

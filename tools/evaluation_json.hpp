@@ -44,13 +44,13 @@ std::string receipt_line(const backends::EvalResult& result);
 // The fields every brief evaluation answer starts with: kernel, candidate, evaluation_id, details
 // (the resource with the whole record), cached, measured (receipt_line).
 nlohmann::json brief_header_json(const EvaluationOutcome& outcome);
-// An output schema: brief_header_json's fields plus the tool's own `properties`; `required`
-// lists the tool's own required fields (the header's are added).
+// An output schema of the tool's own `properties` and `required` fields; the header fields are
+// in every answer but not listed.
 nlohmann::json brief_output_schema(nlohmann::json properties,
                                    const std::vector<std::string>& required);
 
-// The busiest source lines, at most `limit`, each {line, text, engine, share_pct, instructions},
-// text cut to 80 characters;
+// The busiest source lines, at most `limit`, each {line, text, engine, share_pct, instructions,
+// us_per_instr (when the time is known)}, text cut to 80 characters;
 // a missing `text` is taken from `kernel_source` (1-based line numbers).
 nlohmann::json hotspots_json(const std::vector<backends::Hotspot>& hotspots,
                              const std::string& kernel_source, std::size_t limit);
@@ -59,7 +59,7 @@ nlohmann::json waits_json(const std::vector<backends::EngineWait>& waits, std::s
 
 // Engine names as people write them: "tensor" -> "TensorE", "dma" -> "DMA".
 std::string engine_label(const std::string& engine);
-// "line 31 (VectorE 40.0%, 12 instr): out = nl.multiply(a, b)"
+// "line 31 (VectorE 40.0%, 12 instr, 0.5 us each): out = nl.multiply(a, b)"
 std::string describe_hotspot(const nlohmann::json& hotspot);
 // "VectorE idle 40% waiting on DMA at line 31"
 std::string describe_wait(const nlohmann::json& wait);

@@ -2,7 +2,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "core/hash.hpp"
 #include "core/targets.hpp"
@@ -13,6 +16,57 @@ namespace autocomp::tools {
 
 using nlohmann::json;
 namespace store = search::store;
+
+namespace {
+
+// Sends a progress notification every `period` while one evaluation runs, so that a client
+// waiting minutes for a device is told it is still under way (and its idle timeout restarts).
+// Progress rises towards, never reaching, 1; the caller sends 1 when the evaluation ends.
+class Heartbeat {
+ public:
+  Heartbeat(server::ToolContext& context, std::chrono::milliseconds period, std::string what)
+      : m_context(context), m_period(period), m_what(std::move(what)) {
+    if (m_period.count() > 0) {
+      m_thread = std::thread([this] { run(); });
+    }
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard lock(m_mutex);
+      m_stopped = true;
+    }
+    m_wake.notify_all();
+    if (m_thread.joinable()) {
+      m_thread.join();
+    }
+  }
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+ private:
+  void run() {
+    const auto start = std::chrono::steady_clock::now();
+    std::unique_lock lock(m_mutex);
+    while (!m_wake.wait_for(lock, m_period, [this] { return m_stopped; })) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      lock.unlock();
+      m_context.progress(elapsed / (elapsed + 60.0), 1.0,
+                         m_what + ": still running after " + format_number(elapsed) + " s");
+      lock.lock();
+    }
+  }
+
+  server::ToolContext& m_context;
+  std::chrono::milliseconds m_period;
+  std::string m_what;
+  std::mutex m_mutex;
+  std::condition_variable m_wake;
+  bool m_stopped = false;
+  std::thread m_thread;
+};
+
+}  // namespace
 
 EvalArgs parse_eval_args(const json& arguments) {
   EvalArgs args;
@@ -33,45 +87,36 @@ EvalArgs parse_eval_args(const json& arguments) {
   return args;
 }
 
-json eval_args_schema() {
-  return {
+json eval_args_schema(const std::vector<std::string>& leave_out) {
+  auto with = [](json property, const char* description) {
+    property["description"] = description;
+    return property;
+  };
+  json schema = {
       {"type", "object"},
       {"properties",
-       {{"kernel",
-         {{"type", "string"},
-          {"minLength", 1},
-          {"description",
-           "Path of the NKI kernel file (relative paths resolve against the "
-           "client's working folder)."}}},
-        {"problem",
-         {{"type", "string"},
-          {"minLength", 1},
-          {"description",
-           "Path of the problem file: inputs(seed), reference(**inputs), "
-           "optional RTOL/ATOL/SEEDS/KERNEL/TARGET."}}},
-        {"backend",
-         {{"type", "string"},
-          {"description",
-           "Backend spec: 'sim' (built-in simulator, default) or "
-           "'ssh://user@host[:port]?device=neuron'. Default: the server's "
-           "--backend."}}},
-        {"target", {{"type", "string"}, {"enum", core::known_target_names()}}},
-        {"kernel_name",
-         {{"type", "string"},
-          {"description", "Kernel function to evaluate when the file defines several."}}},
-        {"seeds",
-         {{"type", "array"},
-          {"items", {{"type", "integer"}, {"minimum", 0}}},
-          {"maxItems", 64},
-          {"description", "Seeds for inputs(seed); default: the problem's SEEDS or 0..4."}}},
-        {"warmup", {{"type", "integer"}, {"minimum", 0}, {"maximum", 1000}}},
-        {"iters", {{"type", "integer"}, {"minimum", 1}, {"maximum", 10000}}},
-        {"fresh",
-         {{"type", "boolean"}, {"description", "Re-run even when an equal evaluation is stored."}}},
-        {"timeout_s", {{"type", "number"}, {"minimum", 1}, {"maximum", 86400}}}}},
+       {{"kernel", with({{"type", "string"}}, "Kernel file.")},
+        {"problem", with({{"type", "string"}}, "Problem file.")},
+        {"backend", with({{"type", "string"}}, "sim (default) or ssh://host.")},
+        {"target", with({{"type", "string"}, {"enum", core::known_target_names()}},
+                        "Default: the problem's.")},
+        {"kernel_name", with({{"type", "string"}}, "Function to run.")},
+        {"seeds", with({{"type", "array"},
+                        {"items", {{"type", "integer"}, {"minimum", 0}}},
+                        {"maxItems", 64}},
+                       "Input seeds.")},
+        {"warmup", with({{"type", "integer"}, {"minimum", 0}, {"maximum", 1000}}, "Warm-up runs.")},
+        {"iters", with({{"type", "integer"}, {"minimum", 1}, {"maximum", 10000}}, "Timed runs.")},
+        {"fresh", with({{"type", "boolean"}}, "Ignore the store.")},
+        {"timeout_s",
+         with({{"type", "number"}, {"minimum", 1}, {"maximum", 86400}}, "Time limit (s).")}}},
       {"required", {"kernel", "problem"}},
       {"additionalProperties", false},
   };
+  for (const auto& name : leave_out) {
+    schema["properties"].erase(name);
+  }
+  return schema;
 }
 
 core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArgs& args,
@@ -158,9 +203,9 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
     outcome.evaluation_id = stored->id;
     outcome.cached = true;
   } else {
-    context.progress(0, 1,
-                     "evaluating " + request.kernel_filename + " on " +
-                         backend.value()->identity() + " (" + outcome.target + ")");
+    const std::string what = "evaluating " + request.kernel_filename + " on " +
+                             backend.value()->identity() + " (" + outcome.target + ")";
+    context.progress(0, 1, what);
     const backends::ProgressFn progress = [&context](std::size_t done, std::size_t total,
                                                      const std::string& message) {
       if (done < total) {
@@ -168,7 +213,10 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
       }
     };
     // Looked up already: run and record.
-    auto evaluated = service.evaluate(request, site, context.cancel, /*fresh=*/true, progress);
+    auto evaluated = [&] {
+      const Heartbeat heartbeat(context, env.options().progress_interval, what);
+      return service.evaluate(request, site, context.cancel, /*fresh=*/true, progress);
+    }();
     if (!evaluated.ok()) {
       return evaluated.failure();
     }

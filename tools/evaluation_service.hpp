@@ -31,8 +31,9 @@ struct EvalArgs {
 
 // Reads EvalArgs from arguments already validated against eval_args_schema().
 EvalArgs parse_eval_args(const nlohmann::json& arguments);
-// The JSON-Schema properties of EvalArgs (kernel and problem required).
-nlohmann::json eval_args_schema();
+// The JSON-Schema properties of EvalArgs (kernel and problem required), without `leave_out`
+// (arguments that do not matter to a tool; leaving them out keeps tools/list short).
+nlohmann::json eval_args_schema(const std::vector<std::string>& leave_out = {});
 
 // One evaluation of a kernel file, answered from the store when an equal evaluation is recorded
 // (unless `fresh`), else run on the backend and recorded.

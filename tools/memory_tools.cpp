@@ -6,6 +6,7 @@
 #include "core/targets.hpp"
 #include "core/text.hpp"
 #include "tools/kernel_files.hpp"
+#include "tools/tool_surface.hpp"
 
 namespace autocomp::tools {
 
@@ -13,7 +14,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int k_reflexions_shown = 3;
+constexpr std::size_t k_reflexion_chars = 2000;
 
 std::optional<double> measured_us(search::store::EvaluationCache& evaluations,
                                   const std::string& key, const search::store::FileVersion& where) {
@@ -51,10 +52,25 @@ json reflexion_json(const search::store::Reflexion& r) {
   return item;
 }
 
+// The newest search run whose winner is `candidate_key`, if any.
+std::optional<std::string> run_with_winner(search::store::Store& db,
+                                           const std::string& candidate_key) {
+  auto runs = db.runs().list_runs(50);
+  if (!runs.ok()) {
+    return std::nullopt;
+  }
+  for (const auto& run : runs.value()) {
+    if (run.best_candidate_key && *run.best_candidate_key == candidate_key) {
+      return run.id;
+    }
+  }
+  return std::nullopt;
+}
+
 json target_property() {
   return {{"type", "string"},
           {"enum", core::known_target_names()},
-          {"description", "Only this target's lessons (default: every target)."}};
+          {"description", "Only this target."}};
 }
 
 }  // namespace
@@ -62,19 +78,21 @@ json target_property() {
 server::ToolDef make_list_lessons_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "list_lessons";
-  tool.title = "List remembered optimization lessons";
-  tool.description =
-      "The optimization memory: short lessons learned from earlier attempts (what made kernels "
-      "faster or slower on a target), newest first, with their evidence. Searches and "
-      "propose_plan show them to planning.";
+  tool.title = "List lessons";
+  tool.description = "Lessons remembered from earlier attempts, per target, newest first.";
   tool.input_schema = {
       {"type", "object"},
       {"properties",
        {{"target", target_property()},
-        {"limit", {{"type", "integer"}, {"minimum", 1}, {"maximum", 200}}}}},
+        {"limit",
+         {{"type", "integer"},
+          {"minimum", 1},
+          {"maximum", 200},
+          {"description", "Most shown (50)."}}}}},
       {"additionalProperties", false},
   };
-  tool.annotations = {{"readOnlyHint", true}, {"openWorldHint", false}};
+  tool.output_schema = object_schema({{"lessons", "array"}}, {"lessons"});
+  tool.annotations = hints(true, false, true, false);
   tool.handler = [env](const json& arguments, server::ToolContext&) {
     auto db = env->store();
     if (!db.ok()) {
@@ -106,10 +124,8 @@ server::ToolDef make_list_lessons_tool(std::shared_ptr<ToolEnv> env) {
 server::ToolDef make_clear_lessons_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "clear_lessons";
-  tool.title = "Forget optimization lessons";
-  tool.description =
-      "Delete remembered optimization lessons, for one target or all of them, when they mislead "
-      "planning (for example after the simulator or hardware changed). Needs confirm: true.";
+  tool.title = "Forget lessons";
+  tool.description = "Delete remembered lessons (one target or all). Needs confirm: true.";
   tool.input_schema = {
       {"type", "object"},
       {"properties",
@@ -118,10 +134,8 @@ server::ToolDef make_clear_lessons_tool(std::shared_ptr<ToolEnv> env) {
       {"required", {"confirm"}},
       {"additionalProperties", false},
   };
-  tool.annotations = {{"readOnlyHint", false},
-                      {"destructiveHint", true},
-                      {"idempotentHint", true},
-                      {"openWorldHint", false}};
+  tool.output_schema = object_schema({{"removed", "integer"}}, {"removed"});
+  tool.annotations = hints(false, true, true, false);
   tool.handler = [env](const json& arguments, server::ToolContext&) {
     if (!arguments.at("confirm").get<bool>()) {
       return server::tool_error("nothing deleted: pass confirm: true to delete lessons");
@@ -201,31 +215,30 @@ std::vector<std::string> reflexion_lines(search::store::Memory& memory, const st
 server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "record_reflexion";
-  tool.title = "Record what an attempt taught";
+  tool.title = "Record a reflexion";
   tool.description =
-      "After benchmarking a change to a kernel file, record a short structured reflection: was "
-      "your diagnosis of the bottleneck right, did the fix work, what you expected and what "
-      "happened, the lesson, what to avoid and what to try next. propose_plan shows the last "
-      "few for the file to the next plan. fix_worked and actual default to what the store "
-      "measured for the file's last change.";
+      "After benchmarking a change, record what it taught; actual and fix_worked default to the "
+      "measured change.";
+  // Each text is at most k_reflexion_chars long (checked by the handler, not listed).
   auto text = [](const char* description) {
-    return json{{"type", "string"}, {"maxLength", 2000}, {"description", description}};
+    return json{{"type", "string"}, {"description", description}};
   };
   tool.input_schema = {
       {"type", "object"},
       {"properties",
-       {{"kernel", {{"type", "string"}, {"description", "The kernel file the attempt changed."}}},
-        {"diagnosis_right", {{"type", "boolean"}}},
-        {"fix_worked", {{"type", "boolean"}}},
-        {"expected", text("What the change was expected to gain.")},
-        {"actual", text("What happened (default: the measured change).")},
-        {"lessons", text("What this teaches about the kernel.")},
-        {"avoid", text("What not to try again.")},
-        {"try_next", text("The most promising next step.")}}},
+       {{"kernel", {{"type", "string"}, {"description", "Kernel file."}}},
+        {"diagnosis_right", {{"type", "boolean"}, {"description", "Diagnosis right?"}}},
+        {"fix_worked", {{"type", "boolean"}, {"description", "Did it help?"}}},
+        {"expected", text("Expected gain.")},
+        {"actual", text("What happened.")},
+        {"lessons", text("The lesson.")},
+        {"avoid", text("Not to retry.")},
+        {"try_next", text("Next step.")}}},
       {"required", {"kernel"}},
       {"additionalProperties", false},
   };
-  tool.annotations = {{"readOnlyHint", false}, {"openWorldHint", false}};
+  tool.output_schema = object_schema({{"recorded", "object"}}, {"recorded"});
+  tool.annotations = hints(false, false, false, false);
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     auto kernel = read_source_file("kernel", arguments.at("kernel"), context.working_dir());
     if (!kernel.ok()) {
@@ -234,6 +247,13 @@ server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
     auto db = env->store();
     if (!db.ok()) {
       return server::tool_failure(db.failure());
+    }
+    for (const char* field : {"expected", "actual", "lessons", "avoid", "try_next"}) {
+      if (arguments.value(field, std::string()).size() > k_reflexion_chars) {
+        return server::tool_error(std::string("arguments.") + field + ": longer than " +
+                                  std::to_string(k_reflexion_chars) +
+                                  " characters; keep a reflexion short");
+      }
     }
     search::store::Reflexion reflexion;
     reflexion.scope = kernel->path;
@@ -290,23 +310,28 @@ server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
       return server::tool_failure(id.failure());
     }
     reflexion.id = id.value();
-    json recent = json::array();
-    if (auto stored = db.value()->memory().recent_reflexions(kernel->path, k_reflexions_shown);
-        stored.ok()) {
-      for (const auto& item : stored.value()) {
-        recent.push_back(reflexion_json(item));
-      }
+    // The new record only: the file's earlier reflexions reach the next plan through
+    // propose_plan, and echoing them here grows every answer.
+    json out = {{"recorded", reflexion_json(reflexion)}, {"kernel", kernel->path}};
+    if (auto count = db.value()->memory().recent_reflexions(kernel->path, 1000); count.ok()) {
+      out["reflexions_for_file"] = count->size();
     }
-    json out = {{"recorded", reflexion_json(reflexion)},
-                {"kernel", kernel->path},
-                {"recent", std::move(recent)}};
     if (described_last_measured) {
       out["note"] = "described the last measured version (candidate " +
                     reflexion.candidate_key.substr(0, 12) +
                     "), not the file's current content, which is an earlier version (restored by "
                     "revert_to_best)";
+    } else if (auto run = run_with_winner(*db.value(), file_key)) {
+      out["note"] = "the file holds the winner of search run " + *run +
+                    " (restored by revert_to_best); this reflexion describes that version";
+      out["run_id"] = *run;
     }
-    return server::ToolResult{out, "", false, json::array()};
+    std::string answer = "recorded reflexion " + std::to_string(reflexion.id) + " for " +
+                         kernel->path + ": " + search::prompts::describe_reflexion(reflexion);
+    if (out.contains("note")) {
+      answer += "\nnote: " + out["note"].get<std::string>();
+    }
+    return server::ToolResult{out, answer, false, json::array()};
   };
   return tool;
 }

@@ -86,6 +86,37 @@ core::Result<json> read_candidate(ToolEnv& env, const std::string& uri, const st
       {{{"uri", uri}, {"mimeType", "text/x-python"}, {"text", candidate.value()->source}}});
 }
 
+// The newest runs, each with the uri of its whole record.
+core::Result<json> read_recent_runs(ToolEnv& env, const std::string& uri) {
+  auto db = env.store();
+  if (!db.ok()) {
+    return db.failure();
+  }
+  auto runs = db.value()->runs().list_runs(50);
+  if (!runs.ok()) {
+    return runs.failure();
+  }
+  json list = json::array();
+  for (const auto& run : runs.value()) {
+    json item = {{"run_id", run.id},
+                 {"uri", "autocomp://runs/" + run.id},
+                 {"status", std::string(search::store::to_string(run.status))},
+                 {"kernel", run.config.kernel_path},
+                 {"target", run.config.target},
+                 {"created_at_ms", run.created_at_ms}};
+    if (run.best_latency_us) {
+      item["best_latency_us"] = *run.best_latency_us;
+    }
+    if (run.baseline_latency_us) {
+      item["baseline_latency_us"] = *run.baseline_latency_us;
+    }
+    list.push_back(std::move(item));
+  }
+  return json::array({{{"uri", uri},
+                       {"mimeType", "application/json"},
+                       {"text", json{{"runs", std::move(list)}}.dump(1)}}});
+}
+
 }  // namespace
 
 void register_product_tools(server::Registries& registries, const ProductToolsOptions& options) {
@@ -95,6 +126,18 @@ void register_product_tools(server::Registries& registries, const ProductToolsOp
   }
   auto plan_prompts = std::make_shared<PlanPromptCache>();
   registries.tools.add(make_propose_plan_tool(env, plan_prompts));
+
+  server::ResourceDef recent_runs;
+  recent_runs.uri = "autocomp://runs";
+  recent_runs.name = "runs";
+  recent_runs.title = "Recent search runs";
+  recent_runs.description =
+      "The newest search runs (status, kernel, latencies), each with the uri of its record.";
+  recent_runs.mime_type = "application/json";
+  recent_runs.read = [env](const std::string& uri, const std::map<std::string, std::string>&) {
+    return read_recent_runs(*env, uri);
+  };
+  registries.resources.add(std::move(recent_runs));
 
   server::ResourceTemplateDef prompt_resource;
   prompt_resource.uri_template = "autocomp://plan-prompts/{key}";

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ struct ProductToolsOptions {
   std::string target;                  // --target ("trn1", "trn2", "trn3"; empty: default)
   std::vector<std::string> llm_specs;  // --llm SPEC, repeatable (e.g. "openai:gpt-4o")
   std::string harness_dir;             // --harness-dir (empty: the installed/source harness)
+  // While an evaluation runs, a progress notification at least this often (clients time out
+  // calls that stay silent).
+  std::chrono::milliseconds progress_interval{5000};
 };
 
 // Registers the product's tools, resources and prompts (verify_kernel, benchmark_kernel, ...).

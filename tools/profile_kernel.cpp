@@ -3,6 +3,8 @@
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_service.hpp"
 #include "tools/evaluation_tools.hpp"
+#include "tools/profile_floor.hpp"
+#include "tools/tool_surface.hpp"
 
 namespace autocomp::tools {
 
@@ -56,26 +58,14 @@ std::string engine_activity(const std::map<std::string, double>& metrics) {
 server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "profile_kernel";
-  tool.title = "Profile an NKI kernel";
+  tool.title = "Profile a kernel";
   tool.description =
-      "Where does an NKI kernel's time go: the hottest source lines (line, text, engine, share "
-      "of the makespan, instruction count), which engines sit idle waiting on which, the key "
-      "profile metrics (total_time, per-engine active time, DMA activity, HBM bytes, MFU), "
-      "roofline figures (compute and HBM share of peak, arithmetic intensity), percent of peak "
-      "under named rules with the peaks used (accelopt: AccelOpt's NKIBench rule; roofline; "
-      "floor), and a bottleneck "
-      "class (compute-bound, memory-bound, underutilized). Every metric: detail: \"full\" or the "
-      "`details` resource. Use it before planning an optimization.";
-  tool.input_schema = with_detail_argument(eval_args_schema());
-  tool.output_schema = brief_output_schema({{"metrics", {{"type", "object"}}},
-                                            {"roofline", {{"type", "object"}}},
-                                            {"percent_of_peak", {{"type", "object"}}},
-                                            {"bottleneck", {{"type", "string"}}},
-                                            {"latency_us", {{"type", "number"}}},
-                                            {"hotspots", {{"type", "array"}}},
-                                            {"waits", {{"type", "array"}}}},
-                                           {"metrics", "roofline", "bottleneck"});
-  tool.annotations = {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
+      "Where an NKI kernel's time goes: hot lines (engine, share, instructions, us each), waits, "
+      "metrics, bottleneck, floors and % reached, percent of peak under named rules.";
+  tool.input_schema = with_detail_argument(eval_args_schema({"seeds", "warmup", "iters"}));
+  tool.output_schema = brief_output_schema(
+      {{"bottleneck", {{"type", "string"}}}, {"metrics", {{"type", "object"}}}}, {"metrics"});
+  tool.annotations = hints(true, false, true, false);
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     auto outcome = evaluate_kernel_file(*env, parse_eval_args(arguments), context);
     if (!outcome.ok()) {
@@ -121,6 +111,10 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
     }
     if (!waits.empty()) {
       out["waits"] = waits;
+    }
+    const auto floors = compute_floors(result);
+    if (floors) {
+      out["floors"] = floors_json(*floors);
     }
 
     const std::string name = std::filesystem::path(outcome->kernel.path).filename().string();
@@ -174,6 +168,11 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
     for (const auto& wait : waits) {
       lines.push_back("wait: " + describe_wait(wait));
     }
+    if (floors) {
+      for (auto& line : floors_lines(*floors)) {
+        lines.push_back(std::move(line));
+      }
+    }
     server::ToolResult tool_result;
     tool_result.text = brief_text(lines, out);
     if (detail == Detail::full) {
@@ -181,6 +180,7 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
       out["full"]["hotspots"] =
           hotspots_json(result.hotspots, outcome->kernel.text, result.hotspots.size());
     }
+    tool_result.extra_content.push_back(evaluation_link(outcome->evaluation_id));
     tool_result.structured = std::move(out);
     return tool_result;
   };

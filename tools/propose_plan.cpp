@@ -13,7 +13,9 @@
 #include "tools/evaluation_service.hpp"
 #include "tools/memory_tools.hpp"
 #include "tools/planning_tools.hpp"
+#include "tools/profile_floor.hpp"
 #include "tools/sampling_provider.hpp"
+#include "tools/tool_surface.hpp"
 
 namespace autocomp::tools {
 
@@ -104,31 +106,27 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
                                        std::shared_ptr<PlanPromptCache> cache) {
   server::ToolDef tool;
   tool.name = "propose_plan";
-  tool.title = "Propose optimization plans";
+  tool.title = "Propose plans";
   tool.description =
-      "Plans for making an NKI kernel faster, guided by its profile (bottleneck, engine and DMA "
-      "activity, hot source lines), the target's optimization menu, lessons remembered from "
-      "earlier attempts and recent reflexions. With an LLM (server --llm, the llm argument, or "
-      "the client's own model when it offers sampling) it returns `plans` in words; without one "
-      "it returns the menu ranked by fit to this kernel's profile and code (items already tried "
-      "on this file left out), the profile summary and lessons so you can plan yourself, and "
-      "the full planning prompt as a resource. Implement one plan at a time, then verify and "
-      "benchmark.";
-  json schema = eval_args_schema();
-  schema["properties"]["count"] = {{"type", "integer"},
-                                   {"minimum", 1},
-                                   {"maximum", 8},
-                                   {"description", "How many plans (default 3)."}};
-  schema["properties"]["dropout"] = {{"type", "number"}, {"minimum", 0}, {"maximum", 1}};
-  schema["properties"]["seed"] = {{"type", "integer"}, {"minimum", 0}};
+      "Plans for a faster NKI kernel from its profile, menu, lessons and reflexions: LLM plans, "
+      "or without a model the menu ranked by the profile.";
+  // The evaluation's arguments without the timing ones: plans use the default measurement.
+  json schema = eval_args_schema({"seeds", "warmup", "iters", "timeout_s", "fresh"});
+  schema["properties"]["count"] = {
+      {"type", "integer"}, {"minimum", 1}, {"maximum", 8}, {"description", "Plans (default 3)."}};
+  schema["properties"]["dropout"] = {{"type", "number"},
+                                     {"minimum", 0},
+                                     {"maximum", 1},
+                                     {"description", "Share of the menu hidden."}};
+  schema["properties"]["seed"] = {
+      {"type", "integer"}, {"minimum", 0}, {"description", "Menu sample seed."}};
   schema["properties"]["menu_items"] = {
-      {"type", "integer"},
-      {"minimum", 1},
-      {"maximum", 64},
-      {"description", "Without a model: how many ranked menu items to show (default 6)."}};
-  schema["properties"]["llm"] = {{"type", "array"}, {"items", {{"type", "string"}}}};
+      {"type", "integer"}, {"minimum", 1}, {"maximum", 64}, {"description", "Items shown (6)."}};
+  schema["properties"]["llm"] = {
+      {"type", "array"}, {"items", {{"type", "string"}}}, {"description", "LLM specs."}};
   tool.input_schema = std::move(schema);
-  tool.annotations = {{"readOnlyHint", true}, {"openWorldHint", true}};
+  tool.output_schema = brief_output_schema({{"mode", {{"type", "string"}}}}, {"mode"});
+  tool.annotations = hints(true, false, false, true);
   tool.handler = [env, cache](const json& arguments, server::ToolContext& context) {
     auto outcome = evaluate_kernel_file(*env, parse_eval_args(arguments), context);
     if (!outcome.ok()) {
@@ -227,7 +225,10 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
       // The problem's tolerance and launch grid decide whether bf16 and spmd_grid can pay.
       menu_context.rtol = input.rtol;
       menu_context.programs = input.programs;
-      const auto ranked = prompts::rank_menu(menu->items, menu_context);
+      auto ranked = prompts::rank_menu(menu->items, menu_context);
+      const std::optional<Floors> floors =
+          result.failure ? std::optional<Floors>() : compute_floors(result);
+      const auto left_at_floor = rank_menu_by_profile(ranked, floors, tiny_instructions(result));
       const std::size_t shown = std::min<std::size_t>(
           ranked.size(), static_cast<std::size_t>(arguments.value("menu_items", k_menu_shown)));
       json items = json::array();
@@ -247,6 +248,18 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
       if (!hot.empty()) {
         lines.push_back("hot lines: " + hot + " (profile_kernel shows more)");
       }
+      if (floors && floors->floor_pct) {
+        out["floor"] = {{"floor_us", round_sig(*floors->floor_us)},
+                        {"floor_pct", round_sig(*floors->floor_pct)},
+                        {"bound", floors->dma_bound ? "dma" : "compute"},
+                        {"at_floor", floors->at_floor}};
+        lines.push_back("floor: " + format_number(*floors->floor_us) + " us (" +
+                        (floors->dma_bound ? "DMA" : "compute") + "), " +
+                        format_number(*floors->floor_pct) + "% reached" +
+                        (floors->at_floor ? ": at the modelled floor, little left to gain; stop "
+                                            "or confirm on hardware"
+                                          : ""));
+      }
       lines.push_back("menu, best fit first:");
       for (std::size_t i = 0; i < shown; ++i) {
         const auto& entry = ranked[i];
@@ -265,6 +278,14 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
       out["mode"] = "prompt";
       out["menu"] = std::move(items);
       out["menu_left"] = ranked.size() - shown;
+      if (!left_at_floor.empty()) {
+        out["left_out_at_floor"] = left_at_floor;
+        std::string ids;
+        for (const auto& id : left_at_floor) {
+          ids += (ids.empty() ? "" : ", ") + id;
+        }
+        lines.push_back("left out (data movement, already at the DMA floor): " + ids);
+      }
       if (!menu_context.tried.empty()) {
         out["already_tried"] = menu_context.tried;
         std::string tried;
@@ -285,7 +306,9 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
           "benchmark_kernel, then record_reflexion naming its id.";
       lines.push_back("next: " + out["next"].get<std::string>());
       lines.push_back("prompt: " + out["prompt"].get<std::string>());
-      return server::ToolResult{out, brief_text(lines, out), false, json::array()};
+      return server::ToolResult{out, brief_text(lines, out), false,
+                                json::array({resource_link(out["prompt"].get<std::string>(),
+                                                           "planning prompt", "text/markdown")})};
     }
 
     std::vector<std::shared_ptr<search::llm::Provider>> providers;
@@ -341,7 +364,8 @@ server::ToolDef make_propose_plan_tool(std::shared_ptr<ToolEnv> env,
     if (!failures.empty()) {
       out["failures"] = std::move(failures);
     }
-    return server::ToolResult{out, "", false, json::array()};
+    return server::ToolResult{out, "", false,
+                              json::array({evaluation_link(outcome->evaluation_id)})};
   };
   return tool;
 }

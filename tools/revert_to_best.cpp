@@ -7,6 +7,7 @@
 #include "core/targets.hpp"
 #include "tools/evaluation_tools.hpp"
 #include "tools/kernel_files.hpp"
+#include "tools/tool_surface.hpp"
 
 namespace autocomp::tools {
 
@@ -119,50 +120,25 @@ core::Result<std::optional<store::BestVersion>> find_best(store::Store& db, cons
 server::ToolDef make_revert_to_best_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "revert_to_best";
-  tool.title = "Restore the best version of a kernel";
+  tool.title = "Restore the best";
   tool.description =
-      "Write the fastest correct version known for a kernel file back to the file: from a search "
-      "run (run_id) or from every version of this file that verify/benchmark/profile_kernel "
-      "evaluated, including your own edits. The replaced content is kept in a backup file next to "
-      "it. Returns what was restored and how fast it is.";
+      "Write the fastest correct version back into a kernel file (a run's winner with run_id); "
+      "the old text goes to a backup.";
   tool.input_schema = {
       {"type", "object"},
       {"properties",
-       {{"kernel",
-         {{"type", "string"},
-          {"minLength", 1},
-          {"description",
-           "The kernel file to restore (relative paths resolve against the "
-           "client's working folder)."}}},
-        {"problem",
-         {{"type", "string"},
-          {"description",
-           "Problem file the versions were judged on (default: the one used at "
-           "the file's last evaluation)."}}},
-        {"run_id",
-         {{"type", "string"},
-          {"description", "Take the best candidate of this search run instead."}}},
-        {"target", {{"type", "string"}, {"enum", core::known_target_names()}}},
-        {"dry_run",
-         {{"type", "boolean"}, {"description", "Say what would be restored; write nothing."}}}}},
+       {{"kernel", {{"type", "string"}, {"minLength", 1}, {"description", "Kernel file."}}},
+        {"problem", {{"type", "string"}, {"description", "Problem file (last used)."}}},
+        {"run_id", {{"type", "string"}, {"description", "Take this run's winner."}}},
+        {"target",
+         {{"type", "string"}, {"enum", core::known_target_names()}, {"description", "Last used."}}},
+        {"dry_run", {{"type", "boolean"}, {"description", "Write nothing."}}}}},
       {"required", {"kernel"}},
       {"additionalProperties", false},
   };
-  tool.output_schema = {
-      {"type", "object"},
-      {"properties",
-       {{"restored", {{"type", "boolean"}}},
-        {"kernel", {{"type", "string"}}},
-        {"candidate", {{"type", "string"}}},
-        {"median_us", {{"type", "number"}}},
-        {"backup", {{"type", "string"}}},
-        {"message", {{"type", "string"}}}}},
-      {"required", {"restored", "kernel", "candidate", "median_us", "message"}},
-  };
-  tool.annotations = {{"readOnlyHint", false},
-                      {"destructiveHint", false},
-                      {"idempotentHint", true},
-                      {"openWorldHint", false}};
+  tool.output_schema =
+      object_schema({{"restored", "boolean"}, {"candidate", "string"}}, {"restored", "candidate"});
+  tool.annotations = hints(false, false, true, false);
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     const std::string working_dir = context.working_dir();
     fs::path kernel_path(arguments.at("kernel").get<std::string>());
@@ -227,13 +203,29 @@ server::ToolDef make_revert_to_best_tool(std::shared_ptr<ToolEnv> env) {
     if (auto written = write_file_atomically(path, version.source); !written.ok()) {
       return server::tool_failure(written.failure());
     }
+    // A search's winner becomes the file's newest version, so that what is measured and
+    // reflected on next starts from it (record_reflexion credits the search, not the edit before).
+    if (arguments.contains("run_id")) {
+      if (auto run = db.runs().get_run(arguments.at("run_id").get<std::string>());
+          run.ok() && run.value()) {
+        (void)db.files().record_file_version(path, version.candidate_key,
+                                             run.value()->config.problem_key,
+                                             run.value()->config.target);
+        out["run_id"] = run.value()->id;
+      }
+    }
     out["restored"] = true;
+    json links = json::array({resource_link("autocomp://candidates/" + version.candidate_key,
+                                            "restored version", "text/x-python")});
+    if (out.contains("run_id")) {
+      links.push_back(run_link(out["run_id"].get<std::string>()));
+    }
     out["message"] = "restored candidate " + version.candidate_key.substr(0, 12) + " (" +
                      std::to_string(version.median_us) + " us median on " +
                      version.backend_identity + ") into " + path +
                      (current ? "; the previous content is in " + out["backup"].get<std::string>()
                               : std::string());
-    return server::ToolResult{out, "", false, json::array()};
+    return server::ToolResult{out, "", false, std::move(links)};
   };
   return tool;
 }

@@ -6,13 +6,16 @@
 
 #include "core/hash.hpp"
 #include "core/targets.hpp"
+#include "core/text.hpp"
 #include "search/autotune/knobs.hpp"
 #include "search/engine/beam_search.hpp"
+#include "search/launch/launcher.hpp"
 #include "search/llm/provider.hpp"
 #include "server/protocol.hpp"
-#include "search/launch/launcher.hpp"
+#include "tools/evaluation_json.hpp"
 #include "tools/kernel_files.hpp"
 #include "tools/sampling_provider.hpp"
+#include "tools/tool_surface.hpp"
 
 namespace autocomp::tools {
 
@@ -138,6 +141,65 @@ core::Result<json> stored_run_json(store::Store& db, const std::string& run_id) 
   return out;
 }
 
+constexpr std::size_t k_table_rows = 30;
+constexpr std::size_t k_table_plan_chars = 70;
+
+// Every candidate of a run in a few characters each, fastest correct first, then the rest in
+// the order they came: {it (iteration), plan (its knobs or the start of its plan), us (median),
+// status}. At most k_table_rows; `candidates_total` counts them all.
+json candidate_table(store::Store& db, const std::string& run_id, std::size_t& total) {
+  json rows = json::array();
+  auto candidates = db.runs().run_candidates(run_id);
+  if (!candidates.ok()) {
+    total = 0;
+    return rows;
+  }
+  auto list = std::move(candidates).value();
+  total = list.size();
+  std::stable_sort(list.begin(), list.end(),
+                   [](const store::RunCandidate& a, const store::RunCandidate& b) {
+                     const bool a_timed = a.correct && a.median_us.has_value();
+                     const bool b_timed = b.correct && b.median_us.has_value();
+                     if (a_timed != b_timed) {
+                       return a_timed;
+                     }
+                     return a_timed && *a.median_us < *b.median_us;
+                   });
+  for (const auto& candidate : list) {
+    if (rows.size() >= k_table_rows) {
+      break;
+    }
+    std::string plan = candidate.plan_text;
+    std::replace(plan.begin(), plan.end(), '\n', ' ');
+    if (plan.empty()) {
+      plan = candidate.parent_key.empty() ? "input kernel" : candidate.provider;
+    }
+    if (plan.size() > k_table_plan_chars) {
+      plan = core::utf8_prefix(plan, k_table_plan_chars - 3) + "...";
+    }
+    json row = {{"it", candidate.iteration},
+                {"plan", std::move(plan)},
+                {"status", std::string(store::to_string(candidate.status))}};
+    if (candidate.median_us && candidate.correct) {
+      row["us"] = round_sig(*candidate.median_us);
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// The table as text lines: "  i1  612.3 us  accepted  TILE_N=256".
+std::string candidate_table_text(const json& rows) {
+  std::string text;
+  for (const auto& row : rows) {
+    const std::string us =
+        row.contains("us") ? format_number(row.at("us").get<double>()) + " us" : std::string("-");
+    text += "  i" + std::to_string(row.at("it").get<int>()) + "  " + us + "  " +
+            row.at("status").get<std::string>() + "  " + row.at("plan").get<std::string>() + "\n";
+  }
+  return text;
+}
+
 // Status of a run: live when this process runs it, else from the store. Waits up to `wait_s`
 // for a change, sending progress notifications meanwhile.
 core::Result<json> run_status(ToolEnv& env, const std::string& run_id, double wait_s,
@@ -187,78 +249,91 @@ core::Result<json> run_status(ToolEnv& env, const std::string& run_id, double wa
   } else {
     out["running_here"] = false;
   }
+  std::size_t total = 0;
+  out["candidates"] = candidate_table(*db.value(), id, total);
+  out["candidates_total"] = total;
   out["details"] = "autocomp://runs/" + id;
   return out;
 }
 
+// The text block of a status answer: the figures that matter, then the candidate table.
+std::string run_status_text(const json& status) {
+  std::string text = "run " + status.value("run_id", std::string()) + ": " +
+                     status.value("status", std::string()) + ", iteration " +
+                     std::to_string(status.value("iteration", 0)) + "/" +
+                     std::to_string(status.value("iterations", 0));
+  if (status.contains("baseline_latency_us")) {
+    text += ", input " + format_number(status.at("baseline_latency_us").get<double>()) + " us";
+  }
+  if (status.contains("best_latency_us")) {
+    text += ", best " + format_number(status.at("best_latency_us").get<double>()) + " us";
+  }
+  if (status.contains("speedup")) {
+    text += " (" + format_number(status.at("speedup").get<double>()) + "x)";
+  }
+  if (status.contains("message")) {
+    text += "\n" + status.at("message").get<std::string>();
+  }
+  const auto& rows = status.at("candidates");
+  text += "\ncandidates (" + std::to_string(rows.size()) + " of " +
+          std::to_string(status.value("candidates_total", std::size_t{0})) +
+          ", fastest first: iteration, median, status, knobs or plan):\n" +
+          candidate_table_text(rows);
+  for (const char* key : {"next", "note"}) {
+    if (status.contains(key)) {
+      text += std::string(key) + ": " + status.at(key).get<std::string>() + "\n";
+    }
+  }
+  text += "details: " + status.value("details", std::string());
+  return text;
+}
+
 json search_input_schema() {
-  auto integer = [](int minimum, int maximum, const char* description) {
-    return json{{"type", "integer"},
-                {"minimum", minimum},
-                {"maximum", maximum},
-                {"description", description}};
+  auto typed = [](const char* type, const char* description) {
+    return json{{"type", type}, {"description", description}};
   };
+  auto bounded = [](const char* type, int minimum, int maximum, const char* description) {
+    json out = {{"type", type}, {"minimum", minimum}, {"description", description}};
+    if (maximum > 0) {
+      out["maximum"] = maximum;
+    }
+    return out;
+  };
+  json target = typed("string", "Default: the problem's.");
+  target["enum"] = core::known_target_names();
+  json llm = typed("array", "LLM specs.");
+  llm["items"] = {{"type", "string"}};
   return {
       {"type", "object"},
       {"properties",
-       {{"kernel",
-         {{"type", "string"}, {"minLength", 1}, {"description", "Kernel file to optimize."}}},
-        {"problem", {{"type", "string"}, {"minLength", 1}, {"description", "Problem file."}}},
-        {"resume",
-         {{"type", "string"},
-          {"description",
-           "Continue a stored run (interrupted or cancelled) instead of starting "
-           "a new one; kernel and problem are then ignored."}}},
-        {"backend", {{"type", "string"}, {"description", "Backend spec (default: server's)."}}},
-        {"target", {{"type", "string"}, {"enum", core::known_target_names()}}},
-        {"llm",
-         {{"type", "array"},
-          {"items", {{"type", "string"}}},
-          {"description",
-           "LLM specs such as 'openai:MODEL' or 'anthropic:MODEL' (default: the "
-           "server's --llm)."}}},
-        {"use_client_model",
-         {{"type", "boolean"},
-          {"description",
-           "When no LLM is configured (no llm argument, no server --llm) and the MCP client "
-           "offers sampling, plan and write candidates with the client's own model through "
-           "sampling/createMessage requests sent while the search runs (default true). false: "
-           "knob autotuning only."}}},
-        {"beam", integer(1, 64, "Beam width B (default 6).")},
-        {"plans", integer(1, 64, "Plans per beam member N (default 6).")},
-        {"impls", integer(1, 16, "Implementations per plan K (default 2).")},
-        {"iterations", integer(1, 1000, "Iterations T (default 10).")},
-        {"dropout", {{"type", "number"}, {"minimum", 0}, {"maximum", 1}}},
-        {"seed", {{"type", "integer"}, {"minimum", 0}}},
-        {"memory",
-         {{"type", "boolean"},
-          {"description",
-           "Optimization memory (default true): after each iteration the model summarizes clear "
-           "wins and losses into lessons for this target (see list_lessons), and planning prompts "
-           "show them."}}},
-        {"reflexions", integer(0, 20,
-                               "With beam 1: reflect on each plan's outcome and show the last N "
-                               "reflexions to the next plans (default 3; 0: off).")},
-        {"divergence",
-         {{"type", "number"},
-          {"minimum", 0},
-          {"description",
-           "Divergence guard: beam members more than this many times slower than the best "
-           "leave the beam so the next step works from the best (default 1.5; 0: off; other "
-           "values must be above 1)."}}},
-        {"max_llm_calls", {{"type", "integer"}, {"minimum", 1}}},
-        {"max_tokens", {{"type", "integer"}, {"minimum", 1}}},
-        {"max_cost_usd", {{"type", "number"}, {"minimum", 0}}},
-        {"max_wall_s", {{"type", "number"}, {"minimum", 1}}},
-        {"wait_s",
-         {{"type", "number"},
-          {"minimum", 0},
-          {"maximum", k_max_wait_s},
-          {"description",
-           "Wait up to this long for progress before returning (default 0: "
-           "return at once)."}}}}},
+       {{"kernel", typed("string", "Kernel file.")},
+        {"problem", typed("string", "Problem file.")},
+        {"resume", typed("string", "Run id to continue.")},
+        {"backend", typed("string", "Backend spec.")},
+        {"target", std::move(target)},
+        {"llm", std::move(llm)},
+        {"use_client_model", typed("boolean", "Use sampling (true).")},
+        {"beam", bounded("integer", 1, 64, "Beam width (6).")},
+        {"plans", bounded("integer", 1, 64, "Plans per member (6).")},
+        {"impls", bounded("integer", 1, 16, "Codes per plan (2).")},
+        {"iterations", bounded("integer", 1, 1000, "Iterations (10).")},
+        {"dropout", bounded("number", 0, 1, "Menu share hidden (0.7).")},
+        {"seed", bounded("integer", 0, 0, "Random seed.")},
+        {"memory", typed("boolean", "Use lessons (true).")},
+        {"reflexions", bounded("integer", 0, 20, "Reflexions shown (3).")},
+        {"divergence", bounded("number", 0, 0, "Beam cut-off ratio (1.5).")},
+        {"max_llm_calls", bounded("integer", 1, 0, "Budget: LLM calls.")},
+        {"max_tokens", bounded("integer", 1, 0, "Budget: tokens.")},
+        {"max_cost_usd", bounded("number", 0, 0, "Budget: USD.")},
+        {"max_wall_s", bounded("number", 1, 0, "Budget: seconds.")},
+        {"wait_s", bounded("number", 0, static_cast<int>(k_max_wait_s), "Wait for progress.")}}},
       {"additionalProperties", false},
   };
+}
+
+// The output of run_beam_search, get_search_status and cancel_search (run_status's fields).
+json run_status_schema() {
+  return object_schema({{"run_id", "string"}, {"status", "string"}}, {"run_id", "status"});
 }
 
 }  // namespace
@@ -266,22 +341,13 @@ json search_input_schema() {
 server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "run_beam_search";
-  tool.title = "Search for a faster kernel";
+  tool.title = "Search";
   tool.description =
-      "Start a plan-then-implement beam search that optimizes an NKI kernel in the background "
-      "and return its run_id at once. The search uses the configured LLM(s) to plan and write "
-      "candidates, or, when none is configured and the client offers sampling, the client's own "
-      "model through sampling requests sent while the search runs (use_client_model: false to "
-      "opt out), plus knob-autotuning children (autotuning alone with no model); model_source "
-      "in the result says which. It checks each candidate for correctness and speed, and keeps "
-      "the fastest. Follow it with "
-      "get_search_status (wait_s to block briefly), stop it with cancel_search, and take the "
-      "winner with revert_to_best(run_id=...). Can resume an interrupted run.";
+      "Start a background beam search for a faster NKI kernel (LLM or client-model plans, knob "
+      "tuning); returns run_id. Follow with get_search_status.";
   tool.input_schema = search_input_schema();
-  tool.annotations = {{"readOnlyHint", false},
-                      {"destructiveHint", false},
-                      {"idempotentHint", false},
-                      {"openWorldHint", true}};
+  tool.output_schema = run_status_schema();
+  tool.annotations = hints(false, false, false, true);
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     const std::string resume = arguments.value("resume", "");
     if (resume.empty() && (!arguments.contains("kernel") || !arguments.contains("problem"))) {
@@ -423,7 +489,9 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
                                             : ", or connect with a client that offers "
                                               "sampling.");
     }
-    return server::ToolResult{out, "", false, json::array()};
+    std::string text = run_status_text(out);
+    return server::ToolResult{out, std::move(text), false,
+                              json::array({run_link(started.value())})};
   };
   // As a protocol task the call is the search job itself; the task ends with the run and its
   // result is the finished run's status (what get_search_status reports).
@@ -444,28 +512,33 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
 server::ToolDef make_get_search_status_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "get_search_status";
-  tool.title = "Status of a search run";
+  tool.title = "Search status";
   tool.description =
-      "Progress of a search run: status (running, completed, cancelled, failed, interrupted), "
-      "iteration, candidates evaluated, baseline and best latency, speedup and LLM spend. "
-      "best_candidate is the one revert_to_best(run_id) restores and list_runs names. With "
-      "wait_s it waits until the run ends or wait_s (at most 50 s) passes, sending a progress "
-      "notification for every step meanwhile.";
+      "A search run's status, latencies, speedup and candidate table (iteration, median, status, "
+      "plan). wait_s: wait for the end.";
   tool.input_schema = {
       {"type", "object"},
       {"properties",
-       {{"run_id", {{"type", "string"}, {"minLength", 4}}},
-        {"wait_s", {{"type", "number"}, {"minimum", 0}, {"maximum", k_max_wait_s}}}}},
+       {{"run_id", {{"type", "string"}, {"minLength", 4}, {"description", "The run."}}},
+        {"wait_s",
+         {{"type", "number"},
+          {"minimum", 0},
+          {"maximum", k_max_wait_s},
+          {"description", "Wait for the end."}}}}},
       {"required", {"run_id"}},
       {"additionalProperties", false},
   };
-  tool.annotations = {{"readOnlyHint", true}, {"openWorldHint", false}};
+  tool.output_schema = run_status_schema();
+  tool.annotations = hints(true, false, true, false);
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     auto status = run_status(*env, arguments.at("run_id"), arguments.value("wait_s", 0.0), context);
     if (!status.ok()) {
       return server::tool_failure(status.failure());
     }
-    return server::ToolResult{std::move(status).value(), "", false, json::array()};
+    std::string text = run_status_text(status.value());
+    json link = run_link(status.value().value("run_id", std::string()));
+    return server::ToolResult{std::move(status).value(), std::move(text), false,
+                              json::array({std::move(link)})};
   };
   return tool;
 }
@@ -473,21 +546,19 @@ server::ToolDef make_get_search_status_tool(std::shared_ptr<ToolEnv> env) {
 server::ToolDef make_cancel_search_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "cancel_search";
-  tool.title = "Stop a search run";
+  tool.title = "Stop a search";
   tool.description =
-      "Stop a search running in this server: no new LLM calls or evaluations start and running "
-      "ones are cancelled. The best kernel so far stays available (revert_to_best with run_id); "
-      "the run can be resumed later with run_beam_search(resume=run_id).";
+      "Stop a running search; revert_to_best(run_id) takes its best, run_beam_search(resume) "
+      "continues it.";
   tool.input_schema = {
       {"type", "object"},
-      {"properties", {{"run_id", {{"type", "string"}, {"minLength", 4}}}}},
+      {"properties",
+       {{"run_id", {{"type", "string"}, {"minLength", 4}, {"description", "The run to stop."}}}}},
       {"required", {"run_id"}},
       {"additionalProperties", false},
   };
-  tool.annotations = {{"readOnlyHint", false},
-                      {"destructiveHint", false},
-                      {"idempotentHint", true},
-                      {"openWorldHint", false}};
+  tool.output_schema = run_status_schema();
+  tool.annotations = hints(false, false, true, false);
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     auto db = env->store();
     if (!db.ok()) {
@@ -529,16 +600,20 @@ server::ToolDef make_cancel_search_tool(std::shared_ptr<ToolEnv> env) {
 server::ToolDef make_list_runs_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "list_runs";
-  tool.title = "List search runs";
-  tool.description =
-      "The most recent search runs in the store, newest first: id, status, kernel, target, "
-      "iteration, baseline and best latency, speedup.";
+  tool.title = "List runs";
+  tool.description = "Recent search runs, newest first.";
   tool.input_schema = {
       {"type", "object"},
-      {"properties", {{"limit", {{"type", "integer"}, {"minimum", 1}, {"maximum", 200}}}}},
+      {"properties",
+       {{"limit",
+         {{"type", "integer"},
+          {"minimum", 1},
+          {"maximum", 200},
+          {"description", "Most shown (20)."}}}}},
       {"additionalProperties", false},
   };
-  tool.annotations = {{"readOnlyHint", true}, {"openWorldHint", false}};
+  tool.output_schema = object_schema({{"runs", "array"}}, {"runs"});
+  tool.annotations = hints(true, false, true, false);
   tool.handler = [env](const json& arguments, server::ToolContext&) {
     auto db = env->store();
     if (!db.ok()) {

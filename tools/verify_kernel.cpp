@@ -4,6 +4,7 @@
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_service.hpp"
 #include "tools/evaluation_tools.hpp"
+#include "tools/tool_surface.hpp"
 
 namespace autocomp::tools {
 
@@ -18,24 +19,14 @@ constexpr std::size_t k_failing_seeds_shown = 3;
 server::ToolDef make_verify_kernel_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "verify_kernel";
-  tool.title = "Verify an NKI kernel";
+  tool.title = "Verify a kernel";
   tool.description =
-      "Compile an NKI kernel and check it against the problem's reference on several seeds "
-      "(shapes, dtypes, finite values, tolerance). Returns `correct`, how many seeds passed, the "
-      "worst max abs and relative L2 errors, and on failure the kind (compile_error, "
-      "runtime_error, mismatch, timeout, ...), message, kernel line and the failing seeds. "
-      "Per-seed details: detail: \"full\" or the `details` resource. Runs on the built-in "
-      "simulator unless a Trainium backend is configured; equal evaluations are answered from "
-      "the store.";
-  tool.input_schema = with_detail_argument(eval_args_schema());
-  tool.output_schema = brief_output_schema({{"correct", {{"type", "boolean"}}},
-                                            {"seeds_passed", {{"type", "string"}}},
-                                            {"worst", {{"type", "object"}}},
-                                            {"failing_seeds", {{"type", "array"}}},
-                                            {"failure", {{"type", "object"}}},
-                                            {"summary", {{"type", "string"}}}},
-                                           {"correct", "seeds_passed", "summary"});
-  tool.annotations = {{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
+      "Compile an NKI kernel and check it against the problem's reference on several seeds; on "
+      "failure: kind, message, line, failing seeds.";
+  tool.input_schema = with_detail_argument(eval_args_schema({"warmup", "iters"}));
+  tool.output_schema = brief_output_schema(
+      {{"correct", {{"type", "boolean"}}}, {"summary", {{"type", "string"}}}}, {"correct"});
+  tool.annotations = hints(true, false, true, false);
   tool.handler = [env](const json& arguments, server::ToolContext& context) {
     auto outcome = evaluate_kernel_file(*env, parse_eval_args(arguments), context);
     if (!outcome.ok()) {
@@ -99,6 +90,7 @@ server::ToolDef make_verify_kernel_tool(std::shared_ptr<ToolEnv> env) {
     if (parse_detail(arguments) == Detail::full) {
       out["full"] = full_result_json(result);
     }
+    tool_result.extra_content.push_back(evaluation_link(outcome->evaluation_id));
     tool_result.structured = std::move(out);
     return tool_result;
   };

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "backends/cacheable.hpp"
+#include "backends/harness_output.hpp"
 #include "core/hash.hpp"
 #include "search/store/sql_parts.hpp"
 
@@ -242,6 +243,12 @@ StoredEvaluation read_evaluation(const Stmt& row) {
   result.host = row.text(31);
   result.steps = steps_from_json(row.text(32));
   result.raw_json = row.text(33);
+  // Hot lines and engine waits are kept only in the harness's line: read them back from it.
+  if (!result.raw_json.empty()) {
+    auto reread = backends::parse_harness_output(result.raw_json, "");
+    result.hotspots = std::move(reread.hotspots);
+    result.waits = std::move(reread.waits);
+  }
   out.created_at_ms = row.int64(34);
   key.input_signature = row.text(35);
   result.receipt = receipt_from_json(row.text(36));

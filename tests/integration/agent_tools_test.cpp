@@ -374,3 +374,83 @@ TEST_F(AgentToolsTest, LessonsFromOneSearchReachTheNextSearchesPlans) {
 
 }  // namespace
 }  // namespace autocomp::tools
+
+namespace autocomp::tools {
+namespace {
+
+constexpr const char* k_tunable_add_kernel = R"(import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    # autocomp: knob W = [8, 512]
+    W = 8
+    for j in nl.sequential_range(512 // W):
+        x = nl.load(a[:, j * W:(j + 1) * W])
+        y = nl.load(b[:, j * W:(j + 1) * W])
+        nl.store(out[:, j * W:(j + 1) * W], value=nl.add(x, y))
+    return out
+)";
+
+TEST_F(AgentToolsTest, AfterASearchRevertTheReflexionCreditsTheSearchsWinner) {
+  ASSERT_FALSE(
+      call("benchmark_kernel", json{{"kernel", "kernel.py"}, {"problem", "problem.py"}}).is_error);
+  write("kernel.py", k_tunable_add_kernel);  // the agent's manual edit
+  auto edit = call("benchmark_kernel", json{{"kernel", "kernel.py"}, {"problem", "problem.py"}});
+  ASSERT_FALSE(edit.is_error) << edit.structured.dump();
+  const std::string edit_key = edit.structured.at("candidate");
+
+  auto started = call("run_beam_search",
+                      json{{"kernel", "kernel.py"}, {"problem", "problem.py"}, {"iterations", 1}});
+  ASSERT_FALSE(started.is_error) << started.structured.dump();
+  const std::string run_id = started.structured.at("run_id");
+  const json status = wait_for_end(run_id, std::chrono::seconds(120));
+  ASSERT_EQ(status.at("status"), "completed") << status.dump();
+
+  // The status carries a compact table of the candidates: knobs, latency, status.
+  auto reported = call("get_search_status", json{{"run_id", run_id}});
+  ASSERT_FALSE(reported.is_error);
+  const json& table = reported.structured.at("candidates");
+  ASSERT_GE(table.size(), 2u) << reported.structured.dump();
+  EXPECT_EQ(reported.structured.at("candidates_total").get<std::size_t>(), table.size());
+  bool knob_row = false;
+  for (const auto& row : table) {
+    EXPECT_TRUE(row.contains("it") && row.contains("status") && row.contains("plan")) << row;
+    knob_row =
+        knob_row || row.at("plan").get<std::string>().find("W 8 -> 512") != std::string::npos;
+  }
+  EXPECT_TRUE(knob_row) << table.dump();
+  EXPECT_LE(table.at(0).at("us").get<double>(), table.at(1).at("us").get<double>())
+      << "fastest first";
+  EXPECT_NE(reported.text.find("candidates (" + std::to_string(table.size())), std::string::npos)
+      << reported.text;
+  ASSERT_EQ(reported.extra_content.size(), 1u);
+  EXPECT_EQ(reported.extra_content.at(0).at("uri"), "autocomp://runs/" + run_id);
+
+  auto reverted = call("revert_to_best", json{{"kernel", "kernel.py"}, {"run_id", run_id}});
+  ASSERT_TRUE(reverted.structured.at("restored").get<bool>()) << reverted.structured.dump();
+  const std::string winner = reverted.structured.at("candidate");
+  ASSERT_NE(winner, edit_key);
+  EXPECT_EQ(winner, status.at("best_candidate"));
+
+  auto recorded = call("record_reflexion",
+                       json{{"kernel", "kernel.py"}, {"lessons", "one wide tile beats 64 slices"}});
+  ASSERT_FALSE(recorded.is_error) << recorded.structured.dump();
+  const json& record = recorded.structured.at("recorded");
+  EXPECT_EQ(record.at("candidate"), winner) << "credits the search's winner, not the edit";
+  EXPECT_NE(record.at("actual").get<std::string>().find("faster"), std::string::npos) << record;
+  EXPECT_EQ(record.at("fix_worked"), true);
+  EXPECT_NE(recorded.structured.at("note").get<std::string>().find(run_id), std::string::npos);
+  EXPECT_FALSE(recorded.structured.contains("recent")) << "the new record only";
+
+  // A second reflexion answer is no larger than the first: no history is echoed.
+  auto second = call("record_reflexion",
+                     json{{"kernel", "kernel.py"}, {"lessons", "one wide tile beats 64 slices"}});
+  ASSERT_FALSE(second.is_error);
+  EXPECT_LE(second.structured.dump().size(), recorded.structured.dump().size() + 8);
+}
+
+}  // namespace
+}  // namespace autocomp::tools

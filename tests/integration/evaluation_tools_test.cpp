@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -279,6 +281,120 @@ TEST_F(EvaluationToolsTest, LessonsCanBeListedAndClearedPerTarget) {
   auto left = call("list_lessons", json::object());
   ASSERT_EQ(left.structured.at("lessons").size(), 1u);
   EXPECT_EQ(left.structured.at("lessons").at(0).at("target"), "trn1");
+}
+
+}  // namespace
+}  // namespace autocomp::tools
+
+namespace autocomp::tools {
+namespace {
+
+TEST_F(EvaluationToolsTest, AProfileAnsweredFromTheStoreKeepsHotLinesWaitsAndFloors) {
+  write("add.py", testing::k_add_fast_kernel);
+  auto fresh = call("profile_kernel", json{{"kernel", "add.py"}, {"problem", "problem.py"}});
+  ASSERT_FALSE(fresh.is_error) << fresh.structured.dump();
+  ASSERT_FALSE(fresh.structured.at("cached").get<bool>());
+  ASSERT_TRUE(fresh.structured.contains("hotspots")) << fresh.structured.dump();
+
+  auto stored = call("profile_kernel", kernel_args("add.py"));
+  ASSERT_FALSE(stored.is_error) << stored.structured.dump();
+  EXPECT_TRUE(stored.structured.at("cached").get<bool>());
+  ASSERT_TRUE(stored.structured.contains("hotspots")) << stored.text;
+  EXPECT_EQ(stored.structured.at("hotspots"), fresh.structured.at("hotspots"));
+  EXPECT_EQ(stored.text.find("not reported"), std::string::npos) << stored.text;
+  EXPECT_GT(stored.structured.at("hotspots").at(0).at("us_per_instr").get<double>(), 0.0);
+
+  // Floors: busy time per engine and DMA, the DMA floor and how near the kernel is.
+  const json& floors = stored.structured.at("floors");
+  EXPECT_GT(floors.at("busy_us").at("dma").get<double>(), 0.0);
+  EXPECT_GT(floors.at("dma_floor_us").get<double>(), 0.0);
+  EXPECT_GT(floors.at("floor_pct").get<double>(), 0.0);
+  EXPECT_LE(floors.at("floor_pct").get<double>(), 100.5);
+  EXPECT_EQ(floors, fresh.structured.at("floors"));
+  EXPECT_NE(stored.text.find("DMA floor:"), std::string::npos) << stored.text;
+  EXPECT_NE(stored.text.find("floor reached: "), std::string::npos) << stored.text;
+}
+
+TEST_F(EvaluationToolsTest, EveryToolStatesAllHintsAnOutputSchemaAndDescribesEveryParameter) {
+  for (const auto& tool : m_registries.tools.all()) {
+    for (const char* hint :
+         {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}) {
+      EXPECT_TRUE(tool.annotations.contains(hint) && tool.annotations.at(hint).is_boolean())
+          << tool.name << " lacks " << hint;
+    }
+    EXPECT_TRUE(tool.output_schema.is_object()) << tool.name;
+    const json properties = tool.input_schema.value("properties", json::object());
+    for (const auto& [name, property] : properties.items()) {
+      EXPECT_FALSE(property.value("description", std::string()).empty())
+          << tool.name << "." << name << " has no description";
+    }
+  }
+  const server::ToolDef* reflexion = m_registries.tools.find("record_reflexion");
+  ASSERT_NE(reflexion, nullptr);
+  EXPECT_FALSE(reflexion->annotations.at("destructiveHint").get<bool>());
+  EXPECT_FALSE(reflexion->annotations.at("readOnlyHint").get<bool>());
+  EXPECT_TRUE(
+      m_registries.tools.find("clear_lessons")->annotations.at("destructiveHint").get<bool>());
+}
+
+TEST_F(EvaluationToolsTest, ResultsLinkTheirEvaluationAndRecentRunsAreListed) {
+  write("add.py", testing::k_add_fast_kernel);
+  auto verified = call("verify_kernel", kernel_args("add.py"));
+  ASSERT_FALSE(verified.is_error);
+  ASSERT_EQ(verified.extra_content.size(), 1u);
+  const json& link = verified.extra_content.at(0);
+  EXPECT_EQ(link.at("type"), "resource_link");
+  EXPECT_EQ(link.at("uri"), verified.structured.at("details"));
+  EXPECT_TRUE(m_registries.resources.match(link.at("uri")).has_value());
+
+  const auto listed = m_registries.resources.resources();
+  ASSERT_FALSE(listed.empty());
+  EXPECT_EQ(listed.at(0).uri, "autocomp://runs");
+  auto runs = listed.at(0).read("autocomp://runs", {});
+  ASSERT_TRUE(runs.ok()) << runs.failure().describe();
+  EXPECT_TRUE(json::parse(runs.value().at(0).at("text").get<std::string>()).contains("runs"));
+}
+
+TEST_F(EvaluationToolsTest, ALongEvaluationSendsProgressAtLeastOncePerInterval) {
+  server::Registries registries;
+  ProductToolsOptions options;
+  options.db_path = (m_dir / "slow.db").string();
+  options.progress_interval = std::chrono::milliseconds(200);
+  register_product_tools(registries, options);
+  write("add.py", testing::k_add_fast_kernel);
+  std::vector<std::chrono::steady_clock::time_point> times;
+  std::vector<std::string> messages;
+  server::ToolContext context;
+  context.working_dir_sink = [this] { return m_dir.string(); };
+  context.progress_sink = [&](double, std::optional<double>, const std::string& message) {
+    std::lock_guard lock(m_mutex);
+    times.push_back(std::chrono::steady_clock::now());
+    messages.push_back(message);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  auto result = registries.tools.find("verify_kernel")
+                    ->handler(json{{"kernel", "add.py"},
+                                   {"problem", "problem.py"},
+                                   {"seeds", {0}},
+                                   {"warmup", 0},
+                                   {"iters", 2},
+                                   {"backend", "local?device=fake&fake_ms=300"}},
+                              context);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(result.is_error) << result.text;
+  ASSERT_GT(took, std::chrono::milliseconds(1000));
+  std::lock_guard lock(m_mutex);
+  ASSERT_GE(times.size(), 4u);
+  const auto still = std::count_if(messages.begin(), messages.end(), [](const std::string& m) {
+    return m.find("still running") != std::string::npos;
+  });
+  EXPECT_GE(still, 3) << "heartbeats during " << std::chrono::duration<double>(took).count()
+                      << " s";
+  // No silence much longer than the interval (scheduling slack allowed).
+  for (std::size_t i = 1; i < times.size(); ++i) {
+    EXPECT_LT(times[i] - times[i - 1], std::chrono::milliseconds(700))
+        << "gap before " << messages[i];
+  }
 }
 
 }  // namespace

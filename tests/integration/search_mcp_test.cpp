@@ -711,6 +711,26 @@ class SearchMcpStdio : public SearchMcpBase, public ::testing::Test {
   void TearDown() override { cleanup(); }
 };
 
+// What a client's model reads before any work: every tool, within 12,000 characters.
+TEST_F(SearchMcpStdio, ToolsListFitsItsBudgetAndRecentRunsAreAListedResource) {
+  ASSERT_TRUE(start(Transport::stdio, false));
+  auto listed = m_client->rpc("tools/list", json::object(), std::chrono::seconds(10));
+  const json tools = listed.result().value("tools", json::array());
+  ASSERT_EQ(tools.size(), 12u) << listed.response.dump();
+  EXPECT_LE(listed.result().dump().size(), 12000u);
+  for (const auto& tool : tools) {
+    EXPECT_TRUE(tool.contains("outputSchema")) << tool.at("name");
+    EXPECT_EQ(tool.at("annotations").size(), 4u) << tool.at("name");
+  }
+  auto resources = m_client->rpc("resources/list", json::object(), std::chrono::seconds(10));
+  const json list = resources.result().value("resources", json::array());
+  ASSERT_FALSE(list.empty()) << resources.response.dump();
+  EXPECT_EQ(list.at(0).at("uri"), "autocomp://runs");
+  auto read =
+      m_client->rpc("resources/read", {{"uri", "autocomp://runs"}}, std::chrono::seconds(10));
+  EXPECT_TRUE(read.result().contains("contents")) << read.response.dump();
+}
+
 TEST_F(SearchMcpStdio, RevertToBestRestoresTheFasterVersionAfterARegressingEdit) {
   ASSERT_TRUE(start(Transport::stdio, false));
   write_file(m_dir / "kernel.py", testing::k_add_fast_kernel);

@@ -43,7 +43,11 @@ def peaks(target):
     if t is None:
         return None
     flops = [v for k, v in vars(t).items() if k.startswith("peak_flops")]
-    return {"peak_hbm_gbps": float(t.hbm_bytes_per_ns),
+    # The simulator's best sustained DMA rate (large rows): the DMA peak times its efficiency,
+    # capped by HBM. The modelled floor divides the bytes by it.
+    dma = min(float(t.dma_bytes_per_ns) * float(getattr(t, "dma_efficiency", 1.0)),
+              float(t.hbm_bytes_per_ns))
+    return {"peak_hbm_gbps": float(t.hbm_bytes_per_ns), "dma_gbps": dma,
             "peak_tflops": max(flops) / 1e12 if flops else None,
             "source": "backends/nkisim/nkisim/constants.py"}
 
@@ -72,7 +76,8 @@ def compute(target, device, hbm_bytes, flops=None):
         return None
     out = {"hbm_bytes": int(hbm_bytes), "peak_hbm_gbps": p["peak_hbm_gbps"],
            "hbm_floor_us": hbm_bytes / (p["peak_hbm_gbps"] * 1e3), "source": p["source"],
-           "slack": SLACK.get(device, HARDWARE_SLACK)}
+           "slack": SLACK.get(device, HARDWARE_SLACK),
+           "dma_gbps": p["dma_gbps"], "dma_floor_us": hbm_bytes / (p["dma_gbps"] * 1e3)}
     out["floor_us"] = out["hbm_floor_us"]
     if flops and p["peak_tflops"]:
         out["flops"] = float(flops)

@@ -28,6 +28,12 @@ class FloorFigures(unittest.TestCase):
         self.assertIn("362 GB/s", msg)
         self.assertIn("TFLOPS", msg)
 
+    def test_the_modelled_dma_floor_uses_the_sustained_dma_rate(self):
+        f = floor.compute("trn1", "sim", 114.24e6)
+        self.assertAlmostEqual(f["dma_gbps"], 0.42 * 272)
+        self.assertAlmostEqual(f["dma_floor_us"], 1000.0)
+        self.assertLess(f["hbm_floor_us"], f["dma_floor_us"])
+
     def test_hardware_gets_slack(self):
         f = floor.compute("trn2", "neuron", 362e6)
         self.assertIsNone(floor.violation(600.0, f, "trn2"))

@@ -63,7 +63,8 @@ TEST(EvaluationJson, HotspotsTakeMissingTextFromTheKernelSource) {
   EXPECT_EQ(json.at(0).at("share_pct"), 61.0);
   EXPECT_EQ(json.at(0).at("instructions"), 2);
   EXPECT_EQ(json.at(1).at("text"), "def k(a):");
-  EXPECT_EQ(describe_hotspot(json.at(0)), "line 4 (DMA 61%, 2 instr): x = nl.load(a)");
+  EXPECT_EQ(describe_hotspot(json.at(0)),
+            "line 4 (DMA 61%, 2 instr, 1.75 us each): x = nl.load(a)");
   const auto beyond = hotspots_json({hotspots[2]}, k_kernel, 5);
   EXPECT_FALSE(beyond.at(0).contains("text")) << "line 9 is past the end of the source";
 }
