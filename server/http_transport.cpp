@@ -1,5 +1,3 @@
-#include "server/http_transport.hpp"
-
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -25,6 +23,7 @@
 #include <thread>
 
 #include "server/http_guard.hpp"
+#include "server/http_transport.hpp"
 
 namespace autocomp::server {
 
@@ -321,6 +320,17 @@ struct HttpSession {
 
 bool wants_sse(const httplib::Request& request) {
   return lower(request.get_header_value("Accept")).find("text/event-stream") != std::string::npos;
+}
+
+std::string session_limit_message(std::size_t max_sessions, std::chrono::seconds idle_timeout) {
+  std::string message = "Service Unavailable: all " + std::to_string(max_sessions) +
+                        " sessions are in use by clients that made requests; working sessions "
+                        "are never dropped for new ones. End one (DELETE /mcp with its "
+                        "Mcp-Session-Id), ";
+  if (idle_timeout.count() > 0) {
+    message += "wait until one has been idle " + std::to_string(idle_timeout.count()) + " s, ";
+  }
+  return message + "or restart the server with a larger --max-sessions";
 }
 
 void set_json(httplib::Response& response, int status, const nlohmann::json& body) {
@@ -744,8 +754,10 @@ struct HttpTransport::Impl {
     modern_streams.push_back(stream);
   }
 
+  // `is_use`: the lookup serves a request or opens a stream (not a notification or a DELETE);
+  // a session that was used is never dropped to make room (see add_session).
   std::shared_ptr<HttpSession> find_session(const std::string& id,
-                                            std::chrono::seconds idle_timeout) {
+                                            std::chrono::seconds idle_timeout, bool is_use) {
     std::vector<std::shared_ptr<HttpSession>> expired;
     std::shared_ptr<HttpSession> found;
     {
@@ -758,7 +770,9 @@ struct HttpTransport::Impl {
       if (auto it = sessions.find(id); it != sessions.end()) {
         found = it->second;
         found->last_used = now;
-        ++found->requests;
+        if (is_use) {
+          ++found->requests;
+        }
       }
     }
     end_sessions(expired, "expired after " + std::to_string(idle_timeout.count()) + " s idle");
@@ -781,9 +795,11 @@ struct HttpTransport::Impl {
     }
   }
 
-  // Adds a session; beyond the limit, expired sessions go first, then idle ones: those never
-  // used after initialize, then the least recently used. Busy sessions (open GET stream, running
-  // call) are never dropped; false when all are busy (the new session is refused).
+  // Adds a session. Beyond the limit, sessions idle past the timeout go first, then sessions that
+  // never made a request after initialize (abandoned handshakes), least recently used first.
+  // A session that made a request is never dropped before it idles out, so a flood of
+  // initialize calls cannot end the sessions of working clients; when only such sessions are
+  // left, false: the new session is refused.
   bool add_session(const std::shared_ptr<HttpSession>& session, std::size_t max_sessions,
                    std::chrono::seconds idle_timeout) {
     std::vector<std::shared_ptr<HttpSession>> expired;
@@ -796,17 +812,10 @@ struct HttpTransport::Impl {
       while (sessions.size() >= std::max<std::size_t>(max_sessions, 1)) {
         auto victim = sessions.end();
         for (auto it = sessions.begin(); it != sessions.end(); ++it) {
-          if (it->second->busy()) {
+          if (it->second->requests > 0 || it->second->busy()) {
             continue;
           }
-          if (victim == sessions.end()) {
-            victim = it;
-            continue;
-          }
-          const bool unused = it->second->requests == 0;
-          const bool victim_unused = victim->second->requests == 0;
-          if (unused != victim_unused ? unused
-                                      : it->second->last_used < victim->second->last_used) {
+          if (victim == sessions.end() || it->second->last_used < victim->second->last_used) {
             victim = it;
           }
         }
@@ -822,7 +831,7 @@ struct HttpTransport::Impl {
       }
     }
     end_sessions(expired, "expired after " + std::to_string(idle_timeout.count()) + " s idle");
-    end_sessions(evicted, "dropped (session limit reached; it was idle)");
+    end_sessions(evicted, "dropped (session limit reached; it made no request after initialize)");
     return added;
   }
 
@@ -892,8 +901,9 @@ core::Status HttpTransport::bind() {
     return core::make_failure(
         core::FailureKind::invalid_argument, "http",
         "refusing to listen on " + m_options.host +
-            " without --auth-token TOKEN: a non-loopback address exposes kernel evaluation to "
-            "the network; pass a bearer token or bind 127.0.0.1");
+            " without a bearer token: a non-loopback address exposes kernel evaluation to the "
+            "network; give one with --auth-token-file PATH or AUTOCOMP_AUTH_TOKEN, or bind "
+            "127.0.0.1");
   }
   auto& http = m_impl->http;
   const std::size_t keep = std::max<std::size_t>(m_options.http_threads, 2);
@@ -949,7 +959,7 @@ core::Status HttpTransport::bind() {
       answer_and_close(response, 401,
                        error_body(jsonrpc::k_invalid_request,
                                   "Unauthorized: send \"Authorization: Bearer <token>\" with the "
-                                  "token given to --auth-token"));
+                                  "server's token (--auth-token-file or AUTOCOMP_AUTH_TOKEN)"));
       return httplib::Server::HandlerResponse::Handled;
     }
     // Bodies are read only by the /mcp POST and DELETE handlers, which enforce the limit while
@@ -1259,8 +1269,8 @@ core::Status HttpTransport::bind() {
           response.set_header("Retry-After", "5");
           set_json(response, 503,
                    error_body(jsonrpc::k_invalid_request,
-                              "Service Unavailable: all " + std::to_string(m_options.max_sessions) +
-                                  " sessions are in use; retry later",
+                              session_limit_message(m_options.max_sessions,
+                                                    m_options.session_idle_timeout),
                               rpc_request->id));
           return;
         }
@@ -1292,7 +1302,7 @@ core::Status HttpTransport::bind() {
       return;
     }
     auto http_session = impl.find_session(request.get_header_value("Mcp-Session-Id"),
-                                          m_options.session_idle_timeout);
+                                          m_options.session_idle_timeout, rpc_request != nullptr);
     if (!http_session) {
       set_json(response, 404,
                error_body(jsonrpc::k_session_not_found,
@@ -1363,7 +1373,7 @@ core::Status HttpTransport::bind() {
       return;
     }
     auto http_session = impl.find_session(request.get_header_value("Mcp-Session-Id"),
-                                          m_options.session_idle_timeout);
+                                          m_options.session_idle_timeout, true);
     if (!http_session) {
       set_json(response, 404, error_body(jsonrpc::k_session_not_found, "Session not found"));
       return;

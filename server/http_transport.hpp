@@ -27,7 +27,9 @@ struct HttpOptions {
   std::size_t max_connections = 512;  // connections served at once; beyond: 503 at once
   std::size_t max_event_streams = 0;  // open SSE GET streams (0: half of max_connections);
                                       // beyond: 503 + Retry-After
-  std::size_t max_sessions = 1024;    // idle sessions are dropped first beyond this
+  // Beyond this, sessions that never made a request after initialize make room; sessions that
+  // did are kept until they idle out, and new sessions are refused (503) instead.
+  std::size_t max_sessions = 1024;
   std::chrono::seconds session_idle_timeout{3600};  // unused this long: session ends (0: never)
   std::chrono::seconds read_timeout{10};            // a stalled request read is dropped
   std::chrono::seconds keep_alive_timeout{5};       // an idle keep-alive connection is closed
