@@ -14,7 +14,14 @@
 #include <string>
 
 #include "core/result.hpp"
+#include "server/jsonrpc.hpp"
 #include "server/protocol.hpp"
+
+namespace httplib {
+struct Request;
+struct Response;
+class ContentReader;
+}  // namespace httplib
 
 namespace autocomp::server {
 
@@ -55,6 +62,23 @@ class HttpTransport {
   void stop();
 
  private:
+  // The route handlers bind() installs (server/http_transport.cpp), in the order a request meets
+  // them: the guard, then POST (stateless 2026-07-28, initialize, or a session's message), GET
+  // (event streams), DELETE (end a session).
+  bool refuse_before_routing(const httplib::Request& request, httplib::Response& response);
+  void answer_unrouted(httplib::Response& response) const;
+  void handle_post(const httplib::Request& request, httplib::Response& response,
+                   const httplib::ContentReader& reader);
+  void serve_modern(const httplib::Request& request, httplib::Response& response,
+                    jsonrpc::Message message);
+  void start_session(httplib::Response& response, jsonrpc::Message message);
+  void post_in_session(const httplib::Request& request, httplib::Response& response,
+                       jsonrpc::Message message);
+  void handle_get(const httplib::Request& request, httplib::Response& response);
+  void handle_delete(const httplib::Request& request, httplib::Response& response,
+                     const httplib::ContentReader& reader);
+  core::Status write_port_file() const;
+
   struct Impl;
   Server& m_server;
   HttpOptions m_options;

@@ -113,6 +113,7 @@ class Outbox {
 };
 
 class Server;
+struct MethodRow;
 
 // One client connection's protocol state: a stdio process, or one HTTP Mcp-Session-Id.
 class Session : public std::enable_shared_from_this<Session> {
@@ -182,13 +183,18 @@ class Session : public std::enable_shared_from_this<Session> {
     std::size_t requests = 0;  // request() calls so far (their keys)
   };
 
+  // The method table (server/methods.cpp): one row per method, both generations.
+  static const std::vector<MethodRow>& method_table();
+
  private:
+  // 2025-11-25 (server/session.cpp).
   void handle_request(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox);
   void handle_notification(const jsonrpc::Notification& notification);
   void handle_response(const jsonrpc::Response& response);
-  nlohmann::json dispatch(const jsonrpc::Request& request);  // inline methods; throws RpcError
-  nlohmann::json dispatch_modern(const jsonrpc::Request& request,
+  // 2026-07-28 (server/stateless.cpp): a row's answer with the modern result fields.
+  nlohmann::json dispatch_modern(const MethodRow& row, const jsonrpc::Request& request,
                                  const std::shared_ptr<ModernCall>& call);  // throws RpcError
+  nlohmann::json discover() const;                                          // server/discover
   void start_tool_call(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox,
                        std::shared_ptr<ModernCall> modern = nullptr);
   nlohmann::json run_tool(const ToolDef& tool, const jsonrpc::Request& request,
@@ -297,7 +303,7 @@ class Server {
   std::mutex m_sessions_mutex;
   std::vector<std::weak_ptr<Session>> m_sessions;
   std::map<std::string, Listener> m_listeners;  // guarded by m_sessions_mutex
-  std::unique_ptr<TaskStore> m_tasks;  // destroyed after the pool whose jobs use it
+  std::unique_ptr<TaskStore> m_tasks;           // destroyed after the pool whose jobs use it
   ThreadPool m_pool;
 };
 
