@@ -85,6 +85,7 @@ struct Host {
   int evaluations = 0;
   int errors = 0;
   int timeouts = 0;
+  std::atomic<int> attempts{0};  // for the attempt hook
 
   // Guarded by bundle_mutex: the remote base folder, whether the bundle is in place, and whether
   // `unshare` can confine runs to their own user and PID namespaces there.
@@ -154,6 +155,8 @@ class SshPool final : public Backend {
     });
     return m_version;
   }
+
+  void set_attempt_hook(SshAttemptHook hook) { m_attempt_hook = std::move(hook); }
 
   std::vector<SshHostStatus> status() const {
     std::lock_guard lock(m_mutex);
@@ -590,6 +593,9 @@ class SshPool final : public Backend {
     result.host = slot.host->config.label;
     result.device = slot.host->config.device;
     std::vector<StepTiming> steps;
+    if (m_attempt_hook) {
+      m_attempt_hook(slot.host->config.label, slot.host->attempts.fetch_add(1) + 1);
+    }
 
     // connect
     auto start = Clock::now();
@@ -767,6 +773,7 @@ class SshPool final : public Backend {
   std::vector<std::unique_ptr<Host>> m_hosts;
 
   std::shared_ptr<const core::Clock> m_clock;
+  SshAttemptHook m_attempt_hook;  // test seam (set_ssh_attempt_hook); set before use
   mutable std::mutex m_mutex;     // rotation state, slot lists and busy flags
   int m_interactive_waiting = 0;  // interactive requests waiting for a slot (m_mutex)
   std::condition_variable m_slot_freed;
@@ -868,6 +875,15 @@ core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<Backen
   }
   return std::shared_ptr<Backend>(std::make_shared<SshPool>(
       std::move(hosts), std::move(bundle).value(), resolve_python(options.python), options.clock));
+}
+
+bool set_ssh_attempt_hook(Backend& backend, SshAttemptHook hook) {
+  auto* pool = dynamic_cast<SshPool*>(&backend);
+  if (pool == nullptr) {
+    return false;
+  }
+  pool->set_attempt_hook(std::move(hook));
+  return true;
 }
 
 std::vector<SshHostStatus> ssh_pool_status(const Backend& backend) {
