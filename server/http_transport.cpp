@@ -312,8 +312,8 @@ struct HttpSession {
   std::map<std::string, std::shared_ptr<EventStream>> streams;  // POST SSE streams by id
   std::list<std::string> stream_order;
   // Guarded by Impl::sessions_mutex.
-  std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
-  std::uint64_t requests = 0;  // requests after initialize
+  core::Clock::TimePoint last_used{};  // set when the session is added
+  std::uint64_t requests = 0;          // requests after initialize
 
   // In use: a GET stream is attached or a call runs; such a session is never dropped.
   bool busy() const { return standalone->attached() || session->running_calls() > 0; }
@@ -754,12 +754,14 @@ void answer_exception(const httplib::Request&, httplib::Response& response,
 }  // namespace
 
 struct HttpTransport::Impl {
+  explicit Impl(const core::Clock& c) : clock(c) {}
+  const core::Clock& clock;  // of session idle expiry (the server's clock)
   GuardedServer http;
   std::atomic<bool> stopping{false};
   std::atomic<std::size_t> open_streams{0};
   mutable std::mutex sessions_mutex;
   std::map<std::string, std::shared_ptr<HttpSession>> sessions;
-  std::chrono::steady_clock::time_point last_sweep = std::chrono::steady_clock::now();
+  core::Clock::TimePoint last_sweep = clock.now();
   std::mutex modern_mutex;
   std::vector<std::weak_ptr<EventStream>> modern_streams;  // open 2026-07-28 response streams
 
@@ -779,7 +781,7 @@ struct HttpTransport::Impl {
     std::shared_ptr<HttpSession> found;
     {
       std::lock_guard lock(sessions_mutex);
-      const auto now = std::chrono::steady_clock::now();
+      const auto now = clock.now();
       if (now - last_sweep >= std::chrono::seconds(1)) {
         last_sweep = now;
         expire_locked(now, idle_timeout, expired);
@@ -797,7 +799,7 @@ struct HttpTransport::Impl {
   }
 
   // Sessions idle longer than the timeout (and not busy) are removed.
-  void expire_locked(std::chrono::steady_clock::time_point now, std::chrono::seconds idle_timeout,
+  void expire_locked(core::Clock::TimePoint now, std::chrono::seconds idle_timeout,
                      std::vector<std::shared_ptr<HttpSession>>& out) {
     if (idle_timeout.count() <= 0) {
       return;
@@ -824,7 +826,7 @@ struct HttpTransport::Impl {
     bool added = true;
     {
       std::lock_guard lock(sessions_mutex);
-      const auto now = std::chrono::steady_clock::now();
+      const auto now = clock.now();
       expire_locked(now, idle_timeout, expired);
       while (sessions.size() >= std::max<std::size_t>(max_sessions, 1)) {
         auto victim = sessions.end();
@@ -844,6 +846,7 @@ struct HttpTransport::Impl {
         sessions.erase(victim);
       }
       if (added) {
+        session->last_used = now;
         sessions[session->id] = session;
       }
     }
@@ -902,7 +905,9 @@ struct HttpTransport::Impl {
 };
 
 HttpTransport::HttpTransport(Server& server, HttpOptions options)
-    : m_server(server), m_options(std::move(options)), m_impl(std::make_unique<Impl>()) {}
+    : m_server(server),
+      m_options(std::move(options)),
+      m_impl(std::make_unique<Impl>(server.clock())) {}
 
 HttpTransport::~HttpTransport() {
   stop();

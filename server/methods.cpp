@@ -15,7 +15,7 @@ namespace {
 
 // Static lists (tools, prompts, templates, the server's description) do not change while the
 // process runs; resources (jobs, results) do, so they are not cached.
-constexpr std::int64_t k_static_ttl_ms = 5 * 60 * 1000;
+constexpr std::int64_t k_static_ttl_ms = std::int64_t{5} * 60 * 1000;
 
 }  // namespace
 

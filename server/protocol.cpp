@@ -623,6 +623,7 @@ nlohmann::json Session::run_tool(const ToolDef& tool, const jsonrpc::Request& re
 Server::Server(Registries& registries, ServerOptions options)
     : m_registries(registries),
       m_options(std::move(options)),
+      m_clock(core::clock_or_steady(m_options.clock)),
       m_pool(m_options.worker_threads, m_options.max_queued_calls) {
   std::array<unsigned char, 32> key{};
   if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) {

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/clock.hpp"
 #include "server/jsonrpc.hpp"
 #include "server/tasks.hpp"
 #include "server/thread_pool.hpp"
@@ -85,6 +86,9 @@ struct ServerOptions {
   // own configured specs (trusted_endpoints: its --backend and --llm) are always accepted.
   bool allow_remote_endpoints = false;
   std::vector<std::string> trusted_endpoints;
+  // The clock of the server's timeouts (server→client request answers, HTTP session idle
+  // expiry); null: the steady clock. Tests pass a core::ManualClock so that they cost no real time.
+  std::shared_ptr<const core::Clock> clock;
 };
 
 // Which transport a session serves.
@@ -260,6 +264,7 @@ class Server {
   std::shared_ptr<Session> create_session(std::shared_ptr<Outbox> standalone,
                                           SessionTransport transport = SessionTransport::stdio);
   const ServerOptions& options() const { return m_options; }
+  const core::Clock& clock() const { return *m_clock; }
   Registries& registries() { return m_registries; }
   ThreadPool& pool() { return m_pool; }
   TaskStore& tasks() { return *m_tasks; }
@@ -299,7 +304,8 @@ class Server {
 
   Registries& m_registries;
   ServerOptions m_options;
-  std::string m_state_key;  // random, for seal_state
+  std::shared_ptr<const core::Clock> m_clock;  // never null
+  std::string m_state_key;                     // random, for seal_state
   std::mutex m_sessions_mutex;
   std::vector<std::weak_ptr<Session>> m_sessions;
   std::map<std::string, Listener> m_listeners;  // guarded by m_sessions_mutex

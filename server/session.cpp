@@ -227,7 +227,8 @@ core::Result<nlohmann::json> Session::client_request(const std::string& method,
                               "no stream to the client is open for " + method);
   }
   target->send(jsonrpc::make_request(id, method, params));
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const core::Clock& clock = m_server.clock();
+  const auto deadline = clock.now() + timeout;
   std::unique_lock lock(pending->mutex);
   for (;;) {
     if (pending->response) {
@@ -237,7 +238,7 @@ core::Result<nlohmann::json> Session::client_request(const std::string& method,
       return core::make_failure(core::FailureKind::transport_error, "client-request",
                                 "the client connection closed before it answered " + method);
     }
-    const bool timed_out = std::chrono::steady_clock::now() >= deadline;
+    const bool timed_out = clock.now() >= deadline;
     if (cancel.cancelled() || timed_out) {
       lock.unlock();
       {
@@ -254,7 +255,11 @@ core::Result<nlohmann::json> Session::client_request(const std::string& method,
       return core::make_failure(core::FailureKind::cancelled, "client-request",
                                 method + " was cancelled");
     }
-    pending->done.wait_for(lock, std::chrono::milliseconds(50));
+    // On a clock that runs only when told, the wait moves it (no real waiting for a deadline).
+    clock.wait_for(std::chrono::milliseconds(50), [&](core::Clock::Duration real) {
+      return pending->done.wait_for(lock, real,
+                                    [&] { return pending->response || pending->failed; });
+    });
   }
   const auto& response = *pending->response;
   if (response.error) {

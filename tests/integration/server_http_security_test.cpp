@@ -341,9 +341,14 @@ TEST_F(HttpSecurity, HugeSlotCountIsAClearErrorAndTheServerKeepsAnswering) {
 
 TEST_F(HttpSecurity, IdleSessionsExpire) {
   start({"--session-idle-timeout", "1"});
+  const auto started = std::chrono::steady_clock::now();
   const std::string session = start_session();
   ASSERT_FALSE(session.empty());
-  EXPECT_EQ(ping_status(session), 200);
+  const int first = ping_status(session);
+  // On a machine too busy to ping within the second, the session may already have idled out.
+  if (std::chrono::steady_clock::now() - started < 900ms) {
+    EXPECT_EQ(first, 200);
+  }
   std::this_thread::sleep_for(2500ms);
   EXPECT_EQ(ping_status(session), 404);
 }
