@@ -352,6 +352,7 @@ class SshPool final : public Backend {
           for (auto& slot : m_slots) {
             if (slot->host == host && slot->index == 0) {
               slot->connection = std::move(connection).value();
+              break;
             }
           }
         }

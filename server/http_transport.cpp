@@ -112,7 +112,7 @@ class EventStream : public Outbox {
 
   const std::string& id() const { return m_id; }
 
-  void set_fallback(std::shared_ptr<Outbox> fallback) { m_fallback = std::move(fallback); }
+  void set_fallback(const std::shared_ptr<Outbox>& fallback) { m_fallback = fallback; }
 
   void send(const nlohmann::json& message) override {
     if (!m_sse) {
