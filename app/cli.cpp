@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "core/targets.hpp"
 
@@ -17,6 +19,23 @@ std::optional<long long> parse_number(const std::string& text) {
     return std::nullopt;
   }
   return value;
+}
+
+// The token file's text without surrounding white space; nullopt when unreadable.
+std::optional<std::string> read_token_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return std::nullopt;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string token = text.str();
+  const auto first = token.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) {
+    return std::string();
+  }
+  const auto last = token.find_last_not_of(" \t\r\n");
+  return token.substr(first, last - first + 1);
 }
 
 }  // namespace
@@ -59,13 +78,17 @@ Usage:
 
 HTTP options:
   --http [HOST:]PORT       listen address; HOST defaults to 127.0.0.1, PORT 0 picks a free port
-  --auth-token TOKEN       require "Authorization: Bearer TOKEN" (also AUTOCOMP_AUTH_TOKEN);
-                           mandatory when HOST is not a loopback address
+  --auth-token-file PATH   require "Authorization: Bearer TOKEN", TOKEN read from PATH (or
+                           from the AUTOCOMP_AUTH_TOKEN environment variable); mandatory when
+                           HOST is not a loopback address. Never given on the command line,
+                           where every local process could read it.
   --port-file FILE         write the bound port to FILE once listening
   --allow-remote-endpoints accept tool arguments that name outbound endpoints (an llm spec with
                            a base URL, an ssh:// or hosts: backend); without it, over HTTP only
                            the server's own --llm/--backend endpoints are contacted
-  --max-sessions N         sessions kept at once (default 1024; idle ones are dropped first)
+  --max-sessions N         sessions kept at once (default 1024); beyond it, sessions that made
+                           no request after initialize make room, working ones are kept and
+                           new sessions are refused (503)
   --session-idle-timeout S end sessions unused for S seconds (default 3600; 0: never)
   --max-connections N      connections served at once (default 512; beyond: 503)
 
@@ -152,10 +175,23 @@ CliParse parse_cli(const std::vector<std::string>& args) {
       options.http.port = address->second;
     } else if (arg == "--stdio") {
       // The default; accepted for clients configured with it.
-    } else if (arg == "--auth-token") {
-      if (!value(options.http.auth_token) || options.http.auth_token.empty()) {
-        return fail("--auth-token needs a non-empty TOKEN");
+    } else if (arg == "--auth-token" || arg.rfind("--auth-token=", 0) == 0) {
+      return fail(
+          "--auth-token TOKEN is not accepted: a command line is readable by every local "
+          "process; put the token in a file and pass --auth-token-file PATH, or set "
+          "AUTOCOMP_AUTH_TOKEN");
+    } else if (arg == "--auth-token-file") {
+      if (!value(text)) {
+        return fail("--auth-token-file needs a PATH");
       }
+      auto token = read_token_file(text);
+      if (!token) {
+        return fail("--auth-token-file: cannot read '" + text + "'");
+      }
+      if (token->empty()) {
+        return fail("--auth-token-file: '" + text + "' holds no token");
+      }
+      options.http.auth_token = *token;
       auth_given = true;
     } else if (arg == "--port-file") {
       if (!value(options.http.port_file)) {

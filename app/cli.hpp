@@ -25,7 +25,8 @@ struct CliOptions {
 };
 
 // Parses argv (argv[0] is the program). Returns the options or a message for bad usage.
-// Reads AUTOCOMP_AUTH_TOKEN when --auth-token is absent.
+// Reads the bearer token from --auth-token-file PATH, else from AUTOCOMP_AUTH_TOKEN; a token
+// given on the command line (--auth-token TOKEN) is refused.
 struct CliParse {
   std::optional<CliOptions> options;
   std::string error;

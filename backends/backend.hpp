@@ -11,6 +11,7 @@
 #include "core/cancel.hpp"
 #include "core/clock.hpp"
 #include "core/failure.hpp"
+#include "core/process_runner.hpp"
 #include "core/result.hpp"
 
 namespace autocomp::backends {
@@ -169,6 +170,9 @@ struct BackendOptions {
   // The clock of timeouts, polls and the SSH pool's back-off; null: the steady clock. Tests pass
   // a core::ManualClock so that these cost no real time.
   std::shared_ptr<const core::Clock> clock;
+  // Starts the harness processes of local backends; null: real processes. Tests pass a fake
+  // (tests/support/fake_process_runner.hpp) to script what the harness answers.
+  std::shared_ptr<core::ProcessRunner> process_runner;
 };
 
 // Builds a backend from its spec: "sim" (the default, local simulator), "local?device=fake",

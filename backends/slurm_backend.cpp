@@ -22,7 +22,6 @@
 namespace autocomp::backends {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr auto k_command_timeout = 60s;  // one sbatch, scontrol or scancel call
@@ -32,8 +31,9 @@ constexpr std::size_t k_max_result_bytes = 16u << 20;
 constexpr int k_kill_after_s = 2;    // `timeout -k` in the job
 constexpr int k_missing_polls = 20;  // polls without any record before giving up
 
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
 std::string random_name() {
@@ -84,8 +84,8 @@ struct Task {
   std::string dir;          // its folder on the shared filesystem
   bool done = false;
   bool running = false;
-  Clock::time_point started;
-  Clock::time_point submitted;
+  std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::time_point submitted;
   std::string job;  // "ARRAY_TASK"
   std::string node;
   std::string state;
@@ -183,7 +183,7 @@ class SlurmBackend final : public Backend {
     if (m_bundle_ready) {
       return core::ok_status();
     }
-    auto start = Clock::now();
+    auto start = std::chrono::steady_clock::now();
     const std::string bundle_dir = stage + "/harness-" + m_config.bundle.hash;
     auto present = m_head->exists(bundle_dir + "/harness/autocomp_harness.py");
     if (!present.ok()) {
@@ -353,7 +353,7 @@ class SlurmBackend final : public Backend {
     const std::string bundle_dir = *stage + "/harness-" + m_config.bundle.hash;
 
     // stage: one folder per evaluation, the sources and its script
-    auto start = Clock::now();
+    auto start = std::chrono::steady_clock::now();
     const std::string work = *stage + "/work/" + random_name();
     std::vector<Task> tasks(indices.size());
     std::vector<const EvalRequest*> requests;
@@ -390,7 +390,7 @@ class SlurmBackend final : public Backend {
     steps.push_back({"stage", ms_since(start)});
 
     // submit
-    start = Clock::now();
+    start = std::chrono::steady_clock::now();
     auto submitted =
         slurm_command(submit_command(work, tasks.size(), requests, exclude), k_command_timeout, {});
     steps.push_back({"submit", ms_since(start)});
@@ -583,7 +583,7 @@ class SlurmBackend final : public Backend {
       // A job killed at its timeout or cancelled leaves the queue before the results return.
       drain(array_job);
     }
-    start = Clock::now();
+    start = std::chrono::steady_clock::now();
     remove_work(work);
     double cleanup_ms = ms_since(start);
     for (auto& task : tasks) {
@@ -616,7 +616,7 @@ class SlurmBackend final : public Backend {
   // Reads a finished task's result from its folder.
   void collect(Task& task, int rc, const std::string& array_job, std::vector<EvalResult>& results) {
     task.done = true;
-    auto start = Clock::now();
+    auto start = std::chrono::steady_clock::now();
     if (auto where = m_head->read_file(task.dir + "/where", 4096, false); where.ok()) {
       std::istringstream words(*where);
       std::string job;

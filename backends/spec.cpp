@@ -88,6 +88,14 @@ core::Result<std::optional<int>> BackendSpec::int_param(const std::string& name)
     }
     return failure;
   }
+  if (name == "slots" && *number > k_max_slots) {
+    auto failure = bad_spec(
+        text, "slots must be at most " + std::to_string(k_max_slots) + ", got '" + *value + "'");
+    if (!origin.empty()) {
+      failure.message = origin + ": " + failure.message;
+    }
+    return failure;
+  }
   return std::optional<int>{*number};
 }
 

@@ -10,6 +10,10 @@
 
 namespace autocomp::backends {
 
+// The most evaluation slots one backend spec may ask for ("slots=N"). Slot counts are added to
+// each other (reserved interactive slots, several hosts), so an unbounded one would overflow.
+constexpr int k_max_slots = 1024;
+
 // One parsed backend spec: "sim", "local?device=fake&slots=4",
 // "ssh://user@host:2222?device=sim&slots=2". Query values are percent-decoded.
 struct BackendSpec {
@@ -22,7 +26,8 @@ struct BackendSpec {
   std::string origin;  // "FILE:LINE" when the spec came from a hosts file; prefixes its errors
 
   std::optional<std::string> param(const std::string& name) const;
-  // The parameter as a positive integer; a failure names the spec when it is not one.
+  // The parameter as a positive integer; a failure names the spec when it is not one, or when
+  // it is "slots" above k_max_slots.
   core::Result<std::optional<int>> int_param(const std::string& name) const;
   bool flag(const std::string& name) const;  // "1", "true", "yes" (case-sensitive)
 };

@@ -22,7 +22,6 @@
 namespace autocomp::backends {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 // Rotation policy (docs/backends.md): a host whose session cannot be opened leaves rotation at
@@ -47,8 +46,9 @@ constexpr const char* k_unshare_probe =
     "unshare --user --map-current-user --pid --fork --kill-child -- true </dev/null >/dev/null "
     "2>&1";
 
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
 std::string random_name() {
@@ -79,12 +79,13 @@ struct Host {
   bool discovered = false;
   bool in_rotation = true;
   std::string reason;
-  Clock::time_point retry_at{};
+  std::chrono::steady_clock::time_point retry_at{};
   int outages = 0;  // times taken out since the last healthy evaluation
   int consecutive_failures = 0;
   int evaluations = 0;
   int errors = 0;
   int timeouts = 0;
+  std::atomic<int> attempts{0};  // for the attempt hook
 
   // Guarded by bundle_mutex: the remote base folder, whether the bundle is in place, and whether
   // `unshare` can confine runs to their own user and PID namespaces there.
@@ -155,6 +156,8 @@ class SshPool final : public Backend {
     return m_version;
   }
 
+  void set_attempt_hook(SshAttemptHook hook) { m_attempt_hook = std::move(hook); }
+
   std::vector<SshHostStatus> status() const {
     std::lock_guard lock(m_mutex);
     std::vector<SshHostStatus> out;
@@ -170,7 +173,7 @@ class SshPool final : public Backend {
       s.bundle_uploads = host->bundle_uploads.load();
       if (!host->in_rotation) {
         s.retry_in = std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::max(Clock::duration::zero(), host->retry_at - m_clock->now()));
+            std::max(std::chrono::steady_clock::duration::zero(), host->retry_at - m_clock->now()));
       }
       out.push_back(std::move(s));
     }
@@ -349,6 +352,7 @@ class SshPool final : public Backend {
           for (auto& slot : m_slots) {
             if (slot->host == host && slot->index == 0) {
               slot->connection = std::move(connection).value();
+              break;
             }
           }
         }
@@ -363,12 +367,14 @@ class SshPool final : public Backend {
     host.in_rotation = false;
     host.reason = reason;
     ++host.outages;
-    auto backoff = std::chrono::duration_cast<Clock::duration>(k_first_backoff);
+    auto backoff = std::chrono::duration_cast<std::chrono::steady_clock::duration>(k_first_backoff);
     for (int i = 1; i < host.outages && backoff < k_max_backoff; ++i) {
       backoff *= 2;
     }
-    host.retry_at = m_clock->now() +
-                    std::min(backoff, std::chrono::duration_cast<Clock::duration>(k_max_backoff));
+    host.retry_at =
+        m_clock->now() +
+        std::min(backoff,
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(k_max_backoff));
   }
 
   std::string all_out_message_locked() const {
@@ -526,7 +532,7 @@ class SshPool final : public Backend {
       return present.failure();
     }
     if (!present.value()) {
-      auto start = Clock::now();
+      auto start = std::chrono::steady_clock::now();
       const std::string staging = host.base_dir + "/.upload-" + random_name();
       for (std::size_t i = 0; i < m_bundle.files.size(); ++i) {
         std::string remote = staging + "/" + m_bundle.files[i];
@@ -591,9 +597,12 @@ class SshPool final : public Backend {
     result.host = slot.host->config.label;
     result.device = slot.host->config.device;
     std::vector<StepTiming> steps;
+    if (m_attempt_hook) {
+      m_attempt_hook(slot.host->config.label, slot.host->attempts.fetch_add(1) + 1);
+    }
 
     // connect
-    auto start = Clock::now();
+    auto start = std::chrono::steady_clock::now();
     if (!slot.connection || !slot.connection->alive()) {
       slot.connection.reset();
       auto opened = SshConnection::open(slot.host->config.endpoint);
@@ -621,7 +630,7 @@ class SshPool final : public Backend {
     };
 
     // upload: the bundle (once per host) and this request's sources into a fresh folder
-    start = Clock::now();
+    start = std::chrono::steady_clock::now();
     std::string work;
     bool uploaded = false;
     if (auto bundle = ensure_bundle(slot, steps); !bundle.ok()) {
@@ -650,7 +659,7 @@ class SshPool final : public Backend {
         uploaded = true;
 
         // run
-        start = Clock::now();
+        start = std::chrono::steady_clock::now();
         const std::string mark = random_name();
         auto command = run_command(slot, request, work, files, mark);
         auto run = connection.run_in_shell(command, request.timeout + k_client_grace, cancel);
@@ -672,7 +681,8 @@ class SshPool final : public Backend {
             fail_transport(run.failure());
           }
         } else if (stopped_by_timeout_command(run->exit_status) ||
-                   (run->exit_status != 0 && Clock::now() - start >= request.timeout)) {
+                   (run->exit_status != 0 &&
+                    std::chrono::steady_clock::now() - start >= request.timeout)) {
           result.failure = core::make_failure(
               core::FailureKind::timeout, "run",
               "the harness did not finish within " + std::to_string(request.timeout.count()) +
@@ -680,7 +690,7 @@ class SshPool final : public Backend {
           attempt.event = HostEvent::timeout;
         } else {
           // fetch
-          start = Clock::now();
+          start = std::chrono::steady_clock::now();
           auto out = connection.read_file(work + "/out.json", k_max_result_bytes);
           std::string out_text = out.ok() ? out.value() : std::string{};
           EvalResult parsed = parse_harness_output(out_text, "", "");
@@ -712,7 +722,7 @@ class SshPool final : public Backend {
 
         // cleanup: always. A run that did not end by itself gets its process group killed
         // first; otherwise the folder is removed over SFTP, with rm -rf as the fallback.
-        start = Clock::now();
+        start = std::chrono::steady_clock::now();
         if (!slot.host->can_unshare) {
           cleanup_remote(slot, sweep_command(mark));
         }
@@ -768,6 +778,7 @@ class SshPool final : public Backend {
   std::vector<std::unique_ptr<Host>> m_hosts;
 
   std::shared_ptr<const core::Clock> m_clock;
+  SshAttemptHook m_attempt_hook;  // test seam (set_ssh_attempt_hook); set before use
   mutable std::mutex m_mutex;     // rotation state, slot lists and busy flags
   int m_interactive_waiting = 0;  // interactive requests waiting for a slot (m_mutex)
   std::condition_variable m_slot_freed;
@@ -869,6 +880,15 @@ core::Result<std::shared_ptr<Backend>> make_ssh_backend(const std::vector<Backen
   }
   return std::shared_ptr<Backend>(std::make_shared<SshPool>(
       std::move(hosts), std::move(bundle).value(), resolve_python(options.python), options.clock));
+}
+
+bool set_ssh_attempt_hook(Backend& backend, SshAttemptHook hook) {
+  auto* pool = dynamic_cast<SshPool*>(&backend);
+  if (pool == nullptr) {
+    return false;
+  }
+  pool->set_attempt_hook(std::move(hook));
+  return true;
 }
 
 std::vector<SshHostStatus> ssh_pool_status(const Backend& backend) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,5 +36,12 @@ struct SshHostStatus {
 
 // The hosts of an SSH pool; empty for any other backend.
 std::vector<SshHostStatus> ssh_pool_status(const Backend& backend);
+
+// Fault seam for tests: called on the evaluating thread at the start of every attempt on a host
+// (its label, user@host:port) with the attempt's number on that host (1, 2, ...), before the
+// connection is used; a test cuts a host there, at a known point instead of a moment in time.
+// Set it before the first evaluate; false for any backend other than an SSH pool.
+using SshAttemptHook = std::function<void(const std::string& host, int attempt)>;
+bool set_ssh_attempt_hook(Backend& backend, SshAttemptHook hook);
 
 }  // namespace autocomp::backends

@@ -16,7 +16,6 @@
 namespace autocomp::backends {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 constexpr auto k_idle_before_probe = std::chrono::seconds(20);
@@ -91,7 +90,7 @@ struct SshConnection::Handles {
   sftp_session sftp = nullptr;
   ssh_channel shell = nullptr;  // the persistent sh of run_in_shell
   std::string shell_pending;    // shell output read past the last command's end marker
-  Clock::time_point last_used = Clock::now();
+  std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
 
   void close_shell() {
     if (shell != nullptr) {
@@ -247,7 +246,7 @@ core::Result<std::unique_ptr<SshConnection>> SshConnection::open(const SshEndpoi
                 std::string("cannot start SFTP: ") + ssh_get_error(session));
   }
   connection->m_handles->sftp = sftp;
-  connection->m_handles->last_used = Clock::now();
+  connection->m_handles->last_used = std::chrono::steady_clock::now();
   return connection;
 }
 
@@ -270,11 +269,11 @@ bool SshConnection::alive() {
   if (session == nullptr || ssh_is_connected(session) == 0) {
     return false;
   }
-  if (Clock::now() - m_handles->last_used > k_idle_before_probe) {
+  if (std::chrono::steady_clock::now() - m_handles->last_used > k_idle_before_probe) {
     if (ssh_send_ignore(session, "keepalive") != SSH_OK) {
       return false;
     }
-    m_handles->last_used = Clock::now();
+    m_handles->last_used = std::chrono::steady_clock::now();
   }
   return ssh_is_connected(session) != 0;
 }
@@ -284,8 +283,8 @@ core::Result<ExecOutput> SshConnection::exec(const std::string& command,
                                              const core::CancelToken& cancel,
                                              std::size_t max_output) {
   ssh_session session = m_handles->session;
-  m_handles->last_used = Clock::now();
-  const auto deadline = Clock::now() + timeout;
+  m_handles->last_used = std::chrono::steady_clock::now();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto transport = [&](const std::string& what) {
     return core::make_failure(core::FailureKind::transport_error, "exec",
                               m_endpoint.describe() + ": " + what + ": " + ssh_get_error(session));
@@ -322,7 +321,7 @@ core::Result<ExecOutput> SshConnection::exec(const std::string& command,
     if (cancel.cancelled()) {
       return core::make_failure(core::FailureKind::cancelled, "exec", "cancelled");
     }
-    if (Clock::now() >= deadline) {
+    if (std::chrono::steady_clock::now() >= deadline) {
       return core::make_failure(core::FailureKind::timeout, "exec",
                                 m_endpoint.describe() + ": no end of the remote command after " +
                                     std::to_string(timeout.count()) + " ms");
@@ -353,7 +352,7 @@ core::Result<ExecOutput> SshConnection::exec(const std::string& command,
     }
   }
   output.exit_status = ssh_channel_get_exit_status(channel);
-  m_handles->last_used = Clock::now();
+  m_handles->last_used = std::chrono::steady_clock::now();
   return output;
 }
 
@@ -362,8 +361,8 @@ core::Result<ExecOutput> SshConnection::run_in_shell(const std::string& command,
                                                      const core::CancelToken& cancel,
                                                      std::size_t max_output) {
   ssh_session session = m_handles->session;
-  m_handles->last_used = Clock::now();
-  const auto deadline = Clock::now() + timeout;
+  m_handles->last_used = std::chrono::steady_clock::now();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto transport = [&](const std::string& what) {
     m_handles->close_shell();
     return core::make_failure(core::FailureKind::transport_error, "exec",
@@ -388,9 +387,9 @@ core::Result<ExecOutput> SshConnection::run_in_shell(const std::string& command,
 
   // The end marker carries a fresh nonce, so no output of the command can fake it.
   static std::atomic<unsigned long long> counter{0};
-  const std::string nonce = "__autocomp_end_" + std::to_string(::getpid()) + "_" +
-                            std::to_string(counter.fetch_add(1)) + "_" +
-                            std::to_string(Clock::now().time_since_epoch().count());
+  const std::string nonce =
+      "__autocomp_end_" + std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1)) +
+      "_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   const std::string line =
       "( " + command + " ) </dev/null 2>&1; printf '\\n%s %d\\n' " + nonce + " \"$?\"\n";
   std::size_t sent = 0;
@@ -417,7 +416,7 @@ core::Result<ExecOutput> SshConnection::run_in_shell(const std::string& command,
         m_handles->shell_pending = output.substr(end + 1);
         output.resize(std::min(at, max_output));
         result.stdout_text = std::move(output);
-        m_handles->last_used = Clock::now();
+        m_handles->last_used = std::chrono::steady_clock::now();
         return result;
       }
     }
@@ -425,7 +424,7 @@ core::Result<ExecOutput> SshConnection::run_in_shell(const std::string& command,
       m_handles->close_shell();
       return core::make_failure(core::FailureKind::cancelled, "exec", "cancelled");
     }
-    if (Clock::now() >= deadline) {
+    if (std::chrono::steady_clock::now() >= deadline) {
       m_handles->close_shell();
       return core::make_failure(core::FailureKind::timeout, "exec",
                                 m_endpoint.describe() + ": no end of the remote command after " +
@@ -466,7 +465,7 @@ core::Result<std::string> SshConnection::home() {
 }
 
 core::Status SshConnection::make_dirs(const std::string& path) {
-  m_handles->last_used = Clock::now();
+  m_handles->last_used = std::chrono::steady_clock::now();
   std::string partial;
   std::size_t start = 0;
   if (!path.empty() && path.front() == '/') {
@@ -506,7 +505,7 @@ core::Status SshConnection::make_dirs(const std::string& path) {
 
 core::Status SshConnection::write_file(const std::string& path, const std::string& content,
                                        int mode) {
-  m_handles->last_used = Clock::now();
+  m_handles->last_used = std::chrono::steady_clock::now();
   sftp_file file = sftp_open(m_handles->sftp, path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                              static_cast<mode_t>(mode));
   if (file == nullptr) {
@@ -530,7 +529,7 @@ core::Status SshConnection::write_file(const std::string& path, const std::strin
 
 core::Result<std::string> SshConnection::read_file(const std::string& path, std::size_t max_bytes,
                                                    bool tail) {
-  m_handles->last_used = Clock::now();
+  m_handles->last_used = std::chrono::steady_clock::now();
   sftp_file file = sftp_open(m_handles->sftp, path.c_str(), O_RDONLY, 0);
   if (file == nullptr) {
     return sftp_failure("open", path);
@@ -562,7 +561,7 @@ core::Result<std::string> SshConnection::read_file(const std::string& path, std:
 }
 
 core::Result<bool> SshConnection::exists(const std::string& path) {
-  m_handles->last_used = Clock::now();
+  m_handles->last_used = std::chrono::steady_clock::now();
   sftp_attributes attributes = sftp_stat(m_handles->sftp, path.c_str());
   if (attributes != nullptr) {
     sftp_attributes_free(attributes);
@@ -579,7 +578,7 @@ core::Result<bool> SshConnection::exists(const std::string& path) {
 }
 
 core::Status SshConnection::make_dir(const std::string& path) {
-  m_handles->last_used = Clock::now();
+  m_handles->last_used = std::chrono::steady_clock::now();
   if (sftp_mkdir(m_handles->sftp, path.c_str(), 0755) != SSH_OK) {
     return sftp_failure("create folder", path);
   }
@@ -587,7 +586,7 @@ core::Status SshConnection::make_dir(const std::string& path) {
 }
 
 core::Status SshConnection::remove_tree(const std::string& path, int max_depth) {
-  m_handles->last_used = Clock::now();
+  m_handles->last_used = std::chrono::steady_clock::now();
   if (max_depth <= 0) {
     return core::make_failure(core::FailureKind::io_error, "sftp",
                               m_endpoint.describe() + ": folder tree too deep at " + path);
@@ -622,7 +621,7 @@ core::Status SshConnection::remove_tree(const std::string& path, int max_depth) 
 }
 
 core::Status SshConnection::rename(const std::string& from, const std::string& to) {
-  m_handles->last_used = Clock::now();
+  m_handles->last_used = std::chrono::steady_clock::now();
   if (sftp_rename(m_handles->sftp, from.c_str(), to.c_str()) != SSH_OK) {
     return sftp_failure("rename " + from + " to", to);
   }

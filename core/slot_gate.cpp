@@ -5,8 +5,10 @@
 
 namespace autocomp::core {
 
+// Both counts are bounded so that their sum (and the busy counters below it) cannot overflow.
 SlotGate::SlotGate(int slots, int reserved)
-    : m_slots(std::max(1, slots)), m_reserved(std::max(0, reserved)) {}
+    : m_slots(std::clamp(slots, 1, k_max_count)),
+      m_reserved(std::clamp(reserved, 0, k_max_count)) {}
 
 bool SlotGate::can_take_locked(bool interactive) const {
   const int busy = m_busy_interactive + m_busy_background;

@@ -31,6 +31,7 @@ class SlotGate {
   int waiting(bool interactive) const;
 
  private:
+  static constexpr int k_max_count = 1 << 20;
   bool can_take_locked(bool interactive) const;
 
   mutable std::mutex m_mutex;

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Configures (once) and builds the project into build/ (or $AUTOCOMP_BUILD_DIR). Incremental.
+# With target names (e.g. `scripts/build.sh autocomp-mcp`) it builds only those and what they
+# need; without, everything (the binary, every test and benchmark).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${AUTOCOMP_BUILD_DIR:-$root/build}
@@ -15,4 +17,8 @@ fi
 if [[ ! -f $build_dir/build.ninja ]]; then
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}"
 fi
-cmake --build "$build_dir" -j "$jobs"
+targets=()
+for target in "$@"; do
+  targets+=(--target "$target")
+done
+cmake --build "$build_dir" -j "$jobs" "${targets[@]}"

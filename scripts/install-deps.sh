@@ -8,7 +8,7 @@ packages=(
   libcpp-httplib-dev nlohmann-json3-dev libssh-dev libsqlite3-dev libspdlog-dev libssl-dev
   googletest libgtest-dev libgmock-dev
   openssh-server openssh-client procps
-  python3 python3-numpy libopenblas0-pthread ccache
+  python3 python3-numpy libopenblas0-pthread ccache clang-format
   bubblewrap libseccomp2
   slurm-wlm munge
 )

@@ -9,7 +9,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${AUTOCOMP_BUILD_DIR:-$root/build}
 
 "$root/scripts/install-deps.sh"
-"$root/scripts/build.sh"
+"$root/scripts/build.sh" autocomp-mcp  # only the binary: the tests are scripts/test.sh's
 
 bin=$build_dir/autocomp-mcp
 demo=$build_dir/demo

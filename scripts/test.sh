@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds, installs the pinned npm test clients,
-# then runs every ctest suite (unit, integration, python, npm). Extra arguments go to ctest,
-# e.g. `scripts/test.sh -L unit`.
+# The whole test suite: checks the C++ formatting, installs what is missing, builds the binary
+# and every test, installs the pinned npm test clients, then runs every ctest suite (unit,
+# integration, python, npm). Extra arguments go to ctest, e.g. `scripts/test.sh -L unit`.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${AUTOCOMP_BUILD_DIR:-$root/build}
 
 "$root/scripts/install-deps.sh"
+"$root/scripts/check_format.sh"
 "$root/scripts/build.sh"
 if [[ -x $root/tests/npm/install.sh ]]; then
   "$root/tests/npm/install.sh"

@@ -112,7 +112,7 @@ class EventStream : public Outbox {
 
   const std::string& id() const { return m_id; }
 
-  void set_fallback(std::shared_ptr<Outbox> fallback) { m_fallback = std::move(fallback); }
+  void set_fallback(const std::shared_ptr<Outbox>& fallback) { m_fallback = fallback; }
 
   void send(const nlohmann::json& message) override {
     if (!m_sse) {
@@ -312,8 +312,8 @@ struct HttpSession {
   std::map<std::string, std::shared_ptr<EventStream>> streams;  // POST SSE streams by id
   std::list<std::string> stream_order;
   // Guarded by Impl::sessions_mutex.
-  std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
-  std::uint64_t requests = 0;  // requests after initialize
+  core::Clock::TimePoint last_used{};  // set when the session is added
+  std::uint64_t requests = 0;          // requests after initialize
 
   // In use: a GET stream is attached or a call runs; such a session is never dropped.
   bool busy() const { return standalone->attached() || session->running_calls() > 0; }
@@ -321,6 +321,17 @@ struct HttpSession {
 
 bool wants_sse(const httplib::Request& request) {
   return lower(request.get_header_value("Accept")).find("text/event-stream") != std::string::npos;
+}
+
+std::string session_limit_message(std::size_t max_sessions, std::chrono::seconds idle_timeout) {
+  std::string message = "Service Unavailable: all " + std::to_string(max_sessions) +
+                        " sessions are in use by clients that made requests; working sessions "
+                        "are never dropped for new ones. End one (DELETE /mcp with its "
+                        "Mcp-Session-Id), ";
+  if (idle_timeout.count() > 0) {
+    message += "wait until one has been idle " + std::to_string(idle_timeout.count()) + " s, ";
+  }
+  return message + "or restart the server with a larger --max-sessions";
 }
 
 void set_json(httplib::Response& response, int status, const nlohmann::json& body) {
@@ -724,15 +735,33 @@ class GuardedServer : public httplib::Server {
   std::atomic<std::size_t> m_open{0};
 };
 
+// An exception escaping a handler becomes a 500 with a JSON-RPC error body.
+void answer_exception(const httplib::Request&, httplib::Response& response,
+                      std::exception_ptr error) {
+  std::string message = "unknown error";
+  try {
+    if (error) {
+      std::rethrow_exception(error);
+    }
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+  }
+  spdlog::error("HTTP handler failed: {}", message);
+  set_json(response, 500, error_body(jsonrpc::k_internal_error, "Internal error: " + message));
+}
+
 }  // namespace
 
 struct HttpTransport::Impl {
+  explicit Impl(const core::Clock& c) : clock(c) {}
+  const core::Clock& clock;  // of session idle expiry (the server's clock)
   GuardedServer http;
   std::atomic<bool> stopping{false};
   std::atomic<std::size_t> open_streams{0};
   mutable std::mutex sessions_mutex;
   std::map<std::string, std::shared_ptr<HttpSession>> sessions;
-  std::chrono::steady_clock::time_point last_sweep = std::chrono::steady_clock::now();
+  core::Clock::TimePoint last_sweep = clock.now();
   std::mutex modern_mutex;
   std::vector<std::weak_ptr<EventStream>> modern_streams;  // open 2026-07-28 response streams
 
@@ -744,13 +773,15 @@ struct HttpTransport::Impl {
     modern_streams.push_back(stream);
   }
 
+  // `is_use`: the lookup serves a request or opens a stream (not a notification or a DELETE);
+  // a session that was used is never dropped to make room (see add_session).
   std::shared_ptr<HttpSession> find_session(const std::string& id,
-                                            std::chrono::seconds idle_timeout) {
+                                            std::chrono::seconds idle_timeout, bool is_use) {
     std::vector<std::shared_ptr<HttpSession>> expired;
     std::shared_ptr<HttpSession> found;
     {
       std::lock_guard lock(sessions_mutex);
-      const auto now = std::chrono::steady_clock::now();
+      const auto now = clock.now();
       if (now - last_sweep >= std::chrono::seconds(1)) {
         last_sweep = now;
         expire_locked(now, idle_timeout, expired);
@@ -758,7 +789,9 @@ struct HttpTransport::Impl {
       if (auto it = sessions.find(id); it != sessions.end()) {
         found = it->second;
         found->last_used = now;
-        ++found->requests;
+        if (is_use) {
+          ++found->requests;
+        }
       }
     }
     end_sessions(expired, "expired after " + std::to_string(idle_timeout.count()) + " s idle");
@@ -766,7 +799,7 @@ struct HttpTransport::Impl {
   }
 
   // Sessions idle longer than the timeout (and not busy) are removed.
-  void expire_locked(std::chrono::steady_clock::time_point now, std::chrono::seconds idle_timeout,
+  void expire_locked(core::Clock::TimePoint now, std::chrono::seconds idle_timeout,
                      std::vector<std::shared_ptr<HttpSession>>& out) {
     if (idle_timeout.count() <= 0) {
       return;
@@ -781,9 +814,11 @@ struct HttpTransport::Impl {
     }
   }
 
-  // Adds a session; beyond the limit, expired sessions go first, then idle ones: those never
-  // used after initialize, then the least recently used. Busy sessions (open GET stream, running
-  // call) are never dropped; false when all are busy (the new session is refused).
+  // Adds a session. Beyond the limit, sessions idle past the timeout go first, then sessions that
+  // never made a request after initialize (abandoned handshakes), least recently used first.
+  // A session that made a request is never dropped before it idles out, so a flood of
+  // initialize calls cannot end the sessions of working clients; when only such sessions are
+  // left, false: the new session is refused.
   bool add_session(const std::shared_ptr<HttpSession>& session, std::size_t max_sessions,
                    std::chrono::seconds idle_timeout) {
     std::vector<std::shared_ptr<HttpSession>> expired;
@@ -791,22 +826,15 @@ struct HttpTransport::Impl {
     bool added = true;
     {
       std::lock_guard lock(sessions_mutex);
-      const auto now = std::chrono::steady_clock::now();
+      const auto now = clock.now();
       expire_locked(now, idle_timeout, expired);
       while (sessions.size() >= std::max<std::size_t>(max_sessions, 1)) {
         auto victim = sessions.end();
         for (auto it = sessions.begin(); it != sessions.end(); ++it) {
-          if (it->second->busy()) {
+          if (it->second->requests > 0 || it->second->busy()) {
             continue;
           }
-          if (victim == sessions.end()) {
-            victim = it;
-            continue;
-          }
-          const bool unused = it->second->requests == 0;
-          const bool victim_unused = victim->second->requests == 0;
-          if (unused != victim_unused ? unused
-                                      : it->second->last_used < victim->second->last_used) {
+          if (victim == sessions.end() || it->second->last_used < victim->second->last_used) {
             victim = it;
           }
         }
@@ -818,11 +846,12 @@ struct HttpTransport::Impl {
         sessions.erase(victim);
       }
       if (added) {
+        session->last_used = now;
         sessions[session->id] = session;
       }
     }
     end_sessions(expired, "expired after " + std::to_string(idle_timeout.count()) + " s idle");
-    end_sessions(evicted, "dropped (session limit reached; it was idle)");
+    end_sessions(evicted, "dropped (session limit reached; it made no request after initialize)");
     return added;
   }
 
@@ -876,7 +905,9 @@ struct HttpTransport::Impl {
 };
 
 HttpTransport::HttpTransport(Server& server, HttpOptions options)
-    : m_server(server), m_options(std::move(options)), m_impl(std::make_unique<Impl>()) {}
+    : m_server(server),
+      m_options(std::move(options)),
+      m_impl(std::make_unique<Impl>(server.clock())) {}
 
 HttpTransport::~HttpTransport() {
   stop();
@@ -892,8 +923,9 @@ core::Status HttpTransport::bind() {
     return core::make_failure(
         core::FailureKind::invalid_argument, "http",
         "refusing to listen on " + m_options.host +
-            " without --auth-token TOKEN: a non-loopback address exposes kernel evaluation to "
-            "the network; pass a bearer token or bind 127.0.0.1");
+            " without a bearer token: a non-loopback address exposes kernel evaluation to the "
+            "network; give one with --auth-token-file PATH or AUTOCOMP_AUTH_TOKEN, or bind "
+            "127.0.0.1");
   }
   auto& http = m_impl->http;
   const std::size_t keep = std::max<std::size_t>(m_options.http_threads, 2);
@@ -914,558 +946,25 @@ core::Status HttpTransport::bind() {
   const std::size_t limit = m_server.options().limits.max_message_bytes;
   http.set_payload_max_length(limit);
 
-  const bool loopback_bind = is_loopback_host(m_options.host);
-  const std::string listen_host = m_options.host;
-
-  http.set_pre_routing_handler([this, loopback_bind, listen_host, limit](
-                                   const httplib::Request& request, httplib::Response& response) {
-    auto header = [&](const char* name) -> std::optional<std::string> {
-      if (!request.has_header(name)) {
-        return std::nullopt;
-      }
-      return request.get_header_value(name);
-    };
-    std::optional<std::string> host = header("Host");
-    std::optional<std::string> origin = header("Origin");
-    if (t_connection_stream != nullptr) {
-      auto raw = t_connection_stream->guard_headers();
-      if (raw.repeated) {
-        answer_and_close(response, 400,
-                         error_body(jsonrpc::k_invalid_request,
-                                    "Bad Request: a repeated Host or Origin header"));
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      host = raw.host;
-      origin = raw.origin;
-    }
-    if (auto refusal = check_host_and_origin(host, origin, loopback_bind, listen_host, m_port)) {
-      answer_and_close(response, refusal->status,
-                       error_body(jsonrpc::k_invalid_request, refusal->message));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (!m_options.auth_token.empty() &&
-        !bearer_token_matches(request.get_header_value("Authorization"), m_options.auth_token)) {
-      response.set_header("WWW-Authenticate", "Bearer realm=\"autocomp-mcp\"");
-      answer_and_close(response, 401,
-                       error_body(jsonrpc::k_invalid_request,
-                                  "Unauthorized: send \"Authorization: Bearer <token>\" with the "
-                                  "token given to --auth-token"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    // Bodies are read only by the /mcp POST and DELETE handlers, which enforce the limit while
-    // reading; anything else with a body is refused before a byte of it is read.
-    const bool chunked = request.has_header("Transfer-Encoding");
-    std::optional<unsigned long long> length;
-    if (request.has_header("Content-Length")) {
-      const std::string text = request.get_header_value("Content-Length");
-      if (text.empty() || text.size() > 19 ||
-          text.find_first_not_of("0123456789") != std::string::npos) {
-        answer_and_close(
-            response, 400,
-            error_body(jsonrpc::k_invalid_request, "Bad Request: malformed Content-Length"));
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      length = std::stoull(text);
-    }
-    const bool has_body = chunked || length.value_or(0) > 0;
-    const bool reads_body =
-        request.path == "/mcp" && (request.method == "POST" || request.method == "DELETE");
-    if (has_body && !reads_body) {
-      answer_and_close(response, request.path == "/mcp" ? 405 : 404,
-                       error_body(jsonrpc::k_invalid_request,
-                                  "HTTP " + request.method + " " + request.path +
-                                      " takes no body (the MCP endpoint is POST /mcp)"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (length && *length > limit) {
-      answer_and_close(
-          response, 413,
-          error_body(jsonrpc::k_invalid_request,
-                     "Payload Too Large: message of " + std::to_string(*length) +
-                         " bytes exceeds the limit of " + std::to_string(limit) + " bytes"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
+  http.set_pre_routing_handler([this](const httplib::Request& request,
+                                      httplib::Response& response) {
+    return refuse_before_routing(request, response) ? httplib::Server::HandlerResponse::Handled
+                                                    : httplib::Server::HandlerResponse::Unhandled;
   });
 
-  http.set_error_handler([limit](const httplib::Request&, httplib::Response& response) {
-    if (response.content_provider_) {
-      return;  // an answer already made (answer_and_close, event streams)
-    }
-    if (response.status == 413) {
-      set_json(
-          response, 413,
-          error_body(jsonrpc::k_invalid_request, "Invalid Request: message exceeds the limit of " +
-                                                     std::to_string(limit) + " bytes"));
-    } else if (response.body.empty()) {
-      set_json(response, response.status,
-               error_body(jsonrpc::k_invalid_request, "HTTP " + std::to_string(response.status) +
-                                                          " (the MCP endpoint is /mcp)"));
-    }
+  http.set_error_handler(
+      [this](const httplib::Request&, httplib::Response& response) { answer_unrouted(response); });
+  http.set_exception_handler(answer_exception);
+  http.Post("/mcp", [this](const httplib::Request& request, httplib::Response& response,
+                           const httplib::ContentReader& reader) {
+    handle_post(request, response, reader);
   });
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& response,
-                                std::exception_ptr error) {
-    std::string message = "unknown error";
-    try {
-      if (error) {
-        std::rethrow_exception(error);
-      }
-    } catch (const std::exception& e) {
-      message = e.what();
-    } catch (...) {
-    }
-    spdlog::error("HTTP handler failed: {}", message);
-    set_json(response, 500, error_body(jsonrpc::k_internal_error, "Internal error: " + message));
-  });
-
-  // --- 2026-07-28: one request served statelessly ----------------------------------------------
-  auto serve_modern = [this](const httplib::Request& request, httplib::Response& response,
-                             jsonrpc::Message message) {
-    auto* rpc_request = std::get_if<jsonrpc::Request>(&message);
-    if (rpc_request == nullptr) {
-      response.status = 202;  // notifications and responses carry nothing a stateless server keeps
-      return;
-    }
-    const jsonrpc::Request& rpc = *rpc_request;
-    auto reject = [&](int status, int code, const std::string& text,
-                      const nlohmann::json& data = nullptr) {
-      set_json(response, status, jsonrpc::make_error(rpc.id, code, text, data));
-    };
-    if (auto rejection = check_modern_shape(rpc)) {
-      reject(rejection->code == jsonrpc::k_method_not_found ? 404 : 400, rejection->code,
-             rejection->message, rejection->data);
-      return;
-    }
-    // The routing headers (SEP-2243) must agree with the body.
-    const auto& params = rpc.params;
-    const auto meta_version = params.at("_meta").at(k_meta_protocol_version).get<std::string>();
-    if (!request.has_header("MCP-Protocol-Version")) {
-      reject(400, jsonrpc::k_header_mismatch,
-             "Header mismatch: missing MCP-Protocol-Version header");
-      return;
-    }
-    if (const std::string header = trim(request.get_header_value("MCP-Protocol-Version"));
-        header != meta_version) {
-      reject(400, jsonrpc::k_header_mismatch,
-             "Header mismatch: MCP-Protocol-Version '" + header + "' differs from _meta " +
-                 k_meta_protocol_version + " '" + meta_version + "'");
-      return;
-    }
-    if (!request.has_header("Mcp-Method")) {
-      reject(400, jsonrpc::k_header_mismatch, "Header mismatch: missing Mcp-Method header");
-      return;
-    }
-    if (const auto method = header_text(request.get_header_value("Mcp-Method"));
-        !method || *method != rpc.method) {
-      reject(400, jsonrpc::k_header_mismatch,
-             "Header mismatch: Mcp-Method does not match the body method '" + rpc.method + "'");
-      return;
-    }
-    const char* name_field = rpc.method == "tools/call" || rpc.method == "prompts/get" ? "name"
-                             : rpc.method == "resources/read"                          ? "uri"
-                             : rpc.method.rfind("tasks/", 0) == 0                      ? "taskId"
-                                                                                       : nullptr;
-    if (name_field != nullptr && params.contains(name_field) && params[name_field].is_string()) {
-      const std::string expected = params[name_field].get<std::string>();
-      if (!request.has_header("Mcp-Name")) {
-        reject(400, jsonrpc::k_header_mismatch,
-               "Header mismatch: missing Mcp-Name header (it mirrors params." +
-                   std::string(name_field) + ")");
-        return;
-      }
-      const auto name = header_text(request.get_header_value("Mcp-Name"));
-      if (!name || *name != expected) {
-        reject(400, jsonrpc::k_header_mismatch,
-               name ? "Header mismatch: Mcp-Name does not match params." + std::string(name_field)
-                    : std::string("Header mismatch: Mcp-Name carries malformed Base64"));
-        return;
-      }
-    }
-    if (rpc.method == "tools/call") {
-      // Arguments a tool marks with x-mcp-header are mirrored in Mcp-Param-<Name> headers.
-      const ToolDef* tool = m_server.registries().tools.find(params.value("name", std::string()));
-      const nlohmann::json arguments = params.value("arguments", nlohmann::json::object());
-      if (tool != nullptr && tool->input_schema.contains("properties") && arguments.is_object()) {
-        for (const auto& [property, schema] : tool->input_schema["properties"].items()) {
-          if (!schema.is_object() || !schema.contains("x-mcp-header") ||
-              !schema["x-mcp-header"].is_string()) {
-            continue;
-          }
-          const std::string header = "Mcp-Param-" + schema["x-mcp-header"].get<std::string>();
-          const bool in_body = arguments.contains(property) && !arguments[property].is_null();
-          if (!request.has_header(header)) {
-            if (in_body) {
-              reject(400, jsonrpc::k_header_mismatch,
-                     "Header mismatch: missing " + header + " (it mirrors arguments." + property +
-                         ")");
-              return;
-            }
-            continue;
-          }
-          const auto value = header_text(request.get_header_value(header));
-          if (!value || !in_body || *value != header_form(arguments[property])) {
-            reject(400, jsonrpc::k_header_mismatch,
-                   !value ? "Header mismatch: " + header + " carries malformed Base64"
-                          : "Header mismatch: " + header + " does not match arguments." + property);
-            return;
-          }
-        }
-      }
-    }
-    if (auto rejection = check_modern_version(rpc)) {
-      reject(400, rejection->code, rejection->message, rejection->data);
-      return;
-    }
-    const bool listen = rpc.method == "subscriptions/listen";
-    const bool sse = (rpc.method == "tools/call" || listen) && wants_sse(request);
-    if (listen && !sse) {
-      reject(406, jsonrpc::k_invalid_request,
-             "Not Acceptable: subscriptions/listen answers with an event stream; send Accept: "
-             "text/event-stream");
-      return;
-    }
-    auto session = m_server.create_session(nullptr, SessionTransport::http);
-    auto stream = std::make_shared<EventStream>(random_hex(6), sse, false);
-    session->handle_modern(std::move(*rpc_request), stream);
-    auto answer_json = [&](const nlohmann::json& answer) {
-      int status = 200;
-      if (auto error = answer.find("error"); error != answer.end() && error->is_object()) {
-        status = modern_http_status(error->value("code", 0));
-      }
-      set_json(response, status, answer);
-    };
-    if (!sse) {
-      auto answer = stream->wait_response();
-      if (!answer) {
-        response.status = 202;
-        return;
-      }
-      answer_json(*answer);
-      return;
-    }
-    if (!listen && stream->wait_first_is_response()) {
-      auto answer = stream->wait_response();
-      if (!answer) {
-        response.status = 202;
-        return;
-      }
-      answer_json(*answer);
-      return;
-    }
-    Impl& impl = *m_impl;
-    impl.track_modern(stream);
-    ++impl.open_streams;
-    response.status = 200;
-    response.set_header("Cache-Control", "no-cache");
-    response.set_header("X-Accel-Buffering", "no");
-    auto cursor = std::make_shared<EventStream::Cursor>(stream->open_cursor(std::nullopt));
-    cursor->primed = true;  // 2026-07-28 streams are not resumed: no priming event
-    const auto keepalive = m_options.keepalive;
-    response.set_chunked_content_provider(
-        "text/event-stream",
-        [stream, cursor, keepalive](std::size_t, httplib::DataSink& sink) {
-          return stream->pump(*cursor, sink, keepalive);
-        },
-        [stream, session, impl = m_impl.get()](bool) {
-          --impl->open_streams;
-          if (!stream->finished()) {
-            session->close();  // closing a request's stream cancels it
-          }
-          stream->shutdown();
-        });
-  };
-
-  // --- POST: client messages -----------------------------------------------------------------
-  http.Post("/mcp", [this, limit, serve_modern](const httplib::Request& request,
-                                                httplib::Response& response,
-                                                const httplib::ContentReader& reader) {
-    Impl& impl = *m_impl;
-    // The body, read with the message limit enforced as it arrives (chunked bodies included).
-    std::string body;
-    bool too_big = false;
-    const bool complete = reader([&](const char* data, std::size_t size) {
-      if (body.size() + size > limit) {
-        too_big = true;
-        return false;
-      }
-      body.append(data, size);
-      return true;
-    });
-    if (too_big) {
-      answer_and_close(response, 413,
-                       error_body(jsonrpc::k_invalid_request,
-                                  "Payload Too Large: message exceeds the limit of " +
-                                      std::to_string(limit) + " bytes"));
-      return;
-    }
-    if (!complete) {
-      answer_and_close(response, 400,
-                       error_body(jsonrpc::k_invalid_request,
-                                  "Bad Request: the request body could not be read"));
-      return;
-    }
-    if (request.has_header("Content-Type")) {
-      const std::string type = lower(request.get_header_value("Content-Type"));
-      if (type.find("application/json") == std::string::npos) {
-        set_json(response, 415,
-                 error_body(jsonrpc::k_invalid_request,
-                            "Unsupported Media Type: POST bodies must be application/json"));
-        return;
-      }
-    }
-    jsonrpc::Message message = jsonrpc::parse(body, m_server.options().limits);
-    if (auto* invalid = std::get_if<jsonrpc::Invalid>(&message)) {
-      set_json(response, 400, invalid->error_response);
-      return;
-    }
-    auto* rpc_request = std::get_if<jsonrpc::Request>(&message);
-    // Era: a request outside any session that names a version other than a legacy one (header) or
-    // carries 2026-07-28 _meta is served statelessly; initialize starts a legacy session.
-    const bool has_version_header = request.has_header("MCP-Protocol-Version");
-    const std::string version_header = trim(request.get_header_value("MCP-Protocol-Version"));
-    if (!request.has_header("Mcp-Session-Id") &&
-        ((has_version_header && !is_supported_protocol_version(version_header)) ||
-         (rpc_request != nullptr && has_modern_meta(rpc_request->params)))) {
-      serve_modern(request, response, std::move(message));
-      return;
-    }
-    if (has_version_header && !is_supported_protocol_version(version_header)) {
-      set_json(response, 400,
-               error_body(jsonrpc::k_invalid_request,
-                          "Bad Request: unsupported MCP-Protocol-Version '" + version_header +
-                              "' in a 2025-11-25 session (supported: 2025-11-25, 2025-06-18, "
-                              "2025-03-26)",
-                          rpc_request != nullptr ? rpc_request->id : nlohmann::json()));
-      return;
-    }
-
-    if (rpc_request != nullptr && rpc_request->method == "initialize") {
-      auto http_session = std::make_shared<HttpSession>();
-      http_session->id = random_hex(16);
-      http_session->standalone = std::make_shared<EventStream>(random_hex(4), true, true);
-      http_session->session =
-          m_server.create_session(http_session->standalone, SessionTransport::http);
-      auto outbox = std::make_shared<EventStream>(random_hex(4), false, false);
-      http_session->session->handle(std::move(message), outbox);
-      auto answer = outbox->wait_response();
-      if (!answer) {
-        response.status = 500;
-        return;
-      }
-      if (answer->contains("result")) {
-        if (!impl.add_session(http_session, m_options.max_sessions,
-                              m_options.session_idle_timeout)) {
-          Impl::end_session(*http_session);
-          response.set_header("Retry-After", "5");
-          set_json(response, 503,
-                   error_body(jsonrpc::k_invalid_request,
-                              "Service Unavailable: all " + std::to_string(m_options.max_sessions) +
-                                  " sessions are in use; retry later",
-                              rpc_request->id));
-          return;
-        }
-        response.set_header("Mcp-Session-Id", http_session->id);
-        spdlog::info("HTTP session {} started", http_session->id);
-      }
-      set_json(response, 200, *answer);
-      return;
-    }
-
-    const nlohmann::json reply_id = rpc_request != nullptr ? rpc_request->id : nlohmann::json();
-    if (!request.has_header("Mcp-Session-Id")) {
-      if (rpc_request != nullptr && rpc_request->method == "server/discover") {
-        set_json(response, 400,
-                 error_body(jsonrpc::k_method_not_found,
-                            "Method not found: server/discover (this server speaks MCP "
-                            "2025-11-25; send initialize)",
-                            reply_id));
-        return;
-      }
-      if (rpc_request != nullptr && rpc_request->method == "ping") {
-        set_json(response, 200, jsonrpc::make_result(reply_id, nlohmann::json::object()));
-        return;
-      }
-      set_json(response, 400,
-               error_body(jsonrpc::k_invalid_request,
-                          "Bad Request: missing Mcp-Session-Id header (send initialize first)",
-                          reply_id));
-      return;
-    }
-    auto http_session = impl.find_session(request.get_header_value("Mcp-Session-Id"),
-                                          m_options.session_idle_timeout);
-    if (!http_session) {
-      set_json(response, 404,
-               error_body(jsonrpc::k_session_not_found,
-                          "Session not found: it ended or never existed; send initialize again",
-                          reply_id));
-      return;
-    }
-    response.set_header("Mcp-Session-Id", http_session->id);
-    if (rpc_request == nullptr) {  // notification or response
-      http_session->session->handle(std::move(message), nullptr);
-      response.status = 202;
-      return;
-    }
-    const bool sse = rpc_request->method == "tools/call" && wants_sse(request);
-    auto stream = std::make_shared<EventStream>(random_hex(6), sse, false);
-    stream->set_fallback(http_session->standalone);
-    if (!sse) {
-      http_session->session->handle(std::move(message), stream);
-      auto answer = stream->wait_response();
-      if (!answer) {
-        response.status = 202;  // cancelled: no response
-        return;
-      }
-      set_json(response, 200, *answer);
-      return;
-    }
-    {
-      std::lock_guard lock(http_session->mutex);
-      http_session->streams[stream->id()] = stream;
-      http_session->stream_order.push_back(stream->id());
-      while (http_session->stream_order.size() > k_streams_per_session) {
-        const auto oldest = http_session->stream_order.front();
-        auto it = http_session->streams.find(oldest);
-        if (it != http_session->streams.end() && !it->second->finished()) {
-          break;  // keep streams of running calls
-        }
-        http_session->streams.erase(oldest);
-        http_session->stream_order.pop_front();
-      }
-    }
-    http_session->session->handle(std::move(message), stream);
-    response.status = 200;
-    response.set_header("Cache-Control", "no-cache");
-    response.set_header("X-Accel-Buffering", "no");
-    auto cursor = std::make_shared<EventStream::Cursor>(stream->open_cursor(std::nullopt));
-    const auto keepalive = m_options.keepalive;
-    response.set_chunked_content_provider(
-        "text/event-stream", [stream, cursor, keepalive](std::size_t, httplib::DataSink& sink) {
-          return stream->pump(*cursor, sink, keepalive);
-        });
-  });
-
-  // --- GET: standalone stream, or resumption of a stream -------------------------------------
   http.Get("/mcp", [this](const httplib::Request& request, httplib::Response& response) {
-    Impl& impl = *m_impl;
-    if (!wants_sse(request)) {
-      response.set_header("Allow", "POST, DELETE");
-      set_json(response, 405,
-               error_body(jsonrpc::k_invalid_request,
-                          "Method Not Allowed: GET opens an SSE stream; send Accept: "
-                          "text/event-stream"));
-      return;
-    }
-    if (!request.has_header("Mcp-Session-Id")) {
-      set_json(
-          response, 400,
-          error_body(jsonrpc::k_invalid_request, "Bad Request: missing Mcp-Session-Id header"));
-      return;
-    }
-    auto http_session = impl.find_session(request.get_header_value("Mcp-Session-Id"),
-                                          m_options.session_idle_timeout);
-    if (!http_session) {
-      set_json(response, 404, error_body(jsonrpc::k_session_not_found, "Session not found"));
-      return;
-    }
-    std::shared_ptr<EventStream> stream;
-    std::optional<std::uint64_t> after;
-    bool standalone = false;
-    if (request.has_header("Last-Event-ID")) {
-      const std::string last = request.get_header_value("Last-Event-ID");
-      const auto underscore = last.rfind('_');
-      if (underscore != std::string::npos) {
-        const std::string stream_id = last.substr(0, underscore);
-        try {
-          after = std::stoull(last.substr(underscore + 1));
-        } catch (const std::exception&) {
-          after.reset();
-        }
-        if (stream_id == http_session->standalone->id()) {
-          stream = http_session->standalone;
-          standalone = true;
-        } else {
-          std::lock_guard lock(http_session->mutex);
-          if (auto it = http_session->streams.find(stream_id); it != http_session->streams.end()) {
-            stream = it->second;
-          }
-        }
-      }
-      if (!stream || !after) {
-        set_json(response, 404,
-                 error_body(jsonrpc::k_invalid_request,
-                            "Not Found: no stream matches Last-Event-ID '" + last + "'"));
-        return;
-      }
-    } else {
-      stream = http_session->standalone;
-      standalone = true;
-    }
-    const std::size_t max_streams = m_options.max_event_streams > 0
-                                        ? m_options.max_event_streams
-                                        : std::max<std::size_t>(m_options.max_connections / 2, 4);
-    if (impl.open_streams.load() >= max_streams) {
-      response.set_header("Retry-After", "5");
-      set_json(response, 503,
-               error_body(jsonrpc::k_invalid_request,
-                          "Service Unavailable: " + std::to_string(max_streams) +
-                              " event streams are open; retry later"));
-      return;
-    }
-    if (standalone && !stream->try_attach()) {
-      set_json(response, 409,
-               error_body(jsonrpc::k_invalid_request,
-                          "Conflict: this session already has an open GET stream"));
-      return;
-    }
-    ++impl.open_streams;
-    response.status = 200;
-    response.set_header("Mcp-Session-Id", http_session->id);
-    response.set_header("Cache-Control", "no-cache");
-    response.set_header("X-Accel-Buffering", "no");
-    auto cursor = std::make_shared<EventStream::Cursor>(stream->open_cursor(after));
-    const auto keepalive = m_options.keepalive;
-    response.set_chunked_content_provider(
-        "text/event-stream",
-        [stream, cursor, keepalive](std::size_t, httplib::DataSink& sink) {
-          return stream->pump(*cursor, sink, keepalive);
-        },
-        [stream, standalone, impl = m_impl.get()](bool) {
-          --impl->open_streams;
-          if (standalone) {
-            stream->detach();
-          }
-        });
+    handle_get(request, response);
   });
-
-  // --- DELETE: end a session -----------------------------------------------------------------
-  http.Delete("/mcp", [this, limit](const httplib::Request& request, httplib::Response& response,
-                                    const httplib::ContentReader& reader) {
-    std::size_t body_size = 0;
-    const bool read = reader([&](const char*, std::size_t size) {
-      body_size += size;
-      return body_size <= limit;
-    });
-    if (!read) {
-      answer_and_close(response, body_size > limit ? 413 : 400,
-                       error_body(jsonrpc::k_invalid_request,
-                                  "Bad Request: DELETE takes no body (or a small one)"));
-      return;
-    }
-    if (!request.has_header("Mcp-Session-Id")) {
-      set_json(
-          response, 400,
-          error_body(jsonrpc::k_invalid_request, "Bad Request: missing Mcp-Session-Id header"));
-      return;
-    }
-    auto http_session = m_impl->remove_session(request.get_header_value("Mcp-Session-Id"));
-    if (!http_session) {
-      set_json(response, 404, error_body(jsonrpc::k_session_not_found, "Session not found"));
-      return;
-    }
-    Impl::end_session(*http_session);
-    spdlog::info("HTTP session {} ended by the client", http_session->id);
-    response.status = 200;
+  http.Delete("/mcp", [this](const httplib::Request& request, httplib::Response& response,
+                             const httplib::ContentReader& reader) {
+    handle_delete(request, response, reader);
   });
 
   const int port = m_options.port == 0
@@ -1479,25 +978,583 @@ core::Status HttpTransport::bind() {
   }
   m_port = port;
   http.set_backlog(m_options.listen_backlog);
-  if (!m_options.port_file.empty()) {
-    const std::string temporary = m_options.port_file + ".tmp";
-    {
-      std::ofstream out(temporary, std::ios::trunc);
-      out << port << "\n";
-      if (!out) {
-        return core::make_failure(core::FailureKind::io_error, "http",
-                                  "cannot write the port file " + m_options.port_file);
-      }
-    }
-    std::error_code error;
-    std::filesystem::rename(temporary, m_options.port_file, error);
-    if (error) {
-      return core::make_failure(
-          core::FailureKind::io_error, "http",
-          "cannot write the port file " + m_options.port_file + ": " + error.message());
+  return write_port_file();
+}
+
+// Writes the bound port to --port-file (through a temporary file, so a reader never sees half).
+core::Status HttpTransport::write_port_file() const {
+  if (m_options.port_file.empty()) {
+    return core::ok_status();
+  }
+  const std::string temporary = m_options.port_file + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << m_port << "\n";
+    if (!out) {
+      return core::make_failure(core::FailureKind::io_error, "http",
+                                "cannot write the port file " + m_options.port_file);
     }
   }
+  std::error_code error;
+  std::filesystem::rename(temporary, m_options.port_file, error);
+  if (error) {
+    return core::make_failure(
+        core::FailureKind::io_error, "http",
+        "cannot write the port file " + m_options.port_file + ": " + error.message());
+  }
   return core::ok_status();
+}
+
+// --- Request guard: Host/Origin, bearer token, body limits, before any handler --------------
+bool HttpTransport::refuse_before_routing(const httplib::Request& request,
+                                          httplib::Response& response) {
+  const bool loopback_bind = is_loopback_host(m_options.host);
+  const std::string& listen_host = m_options.host;
+  const std::size_t limit = m_server.options().limits.max_message_bytes;
+  auto header = [&](const char* name) -> std::optional<std::string> {
+    if (!request.has_header(name)) {
+      return std::nullopt;
+    }
+    return request.get_header_value(name);
+  };
+  std::optional<std::string> host = header("Host");
+  std::optional<std::string> origin = header("Origin");
+  if (t_connection_stream != nullptr) {
+    auto raw = t_connection_stream->guard_headers();
+    if (raw.repeated) {
+      answer_and_close(
+          response, 400,
+          error_body(jsonrpc::k_invalid_request, "Bad Request: a repeated Host or Origin header"));
+      return true;
+    }
+    host = raw.host;
+    origin = raw.origin;
+  }
+  if (auto refusal = check_host_and_origin(host, origin, loopback_bind, listen_host, m_port)) {
+    answer_and_close(response, refusal->status,
+                     error_body(jsonrpc::k_invalid_request, refusal->message));
+    return true;
+  }
+  if (!m_options.auth_token.empty() &&
+      !bearer_token_matches(request.get_header_value("Authorization"), m_options.auth_token)) {
+    response.set_header("WWW-Authenticate", "Bearer realm=\"autocomp-mcp\"");
+    answer_and_close(response, 401,
+                     error_body(jsonrpc::k_invalid_request,
+                                "Unauthorized: send \"Authorization: Bearer <token>\" with the "
+                                "server's token (--auth-token-file or AUTOCOMP_AUTH_TOKEN)"));
+    return true;
+  }
+  // Bodies are read only by the /mcp POST and DELETE handlers, which enforce the limit while
+  // reading; anything else with a body is refused before a byte of it is read.
+  const bool chunked = request.has_header("Transfer-Encoding");
+  std::optional<unsigned long long> length;
+  if (request.has_header("Content-Length")) {
+    const std::string text = request.get_header_value("Content-Length");
+    if (text.empty() || text.size() > 19 ||
+        text.find_first_not_of("0123456789") != std::string::npos) {
+      answer_and_close(
+          response, 400,
+          error_body(jsonrpc::k_invalid_request, "Bad Request: malformed Content-Length"));
+      return true;
+    }
+    length = std::stoull(text);
+  }
+  const bool has_body = chunked || length.value_or(0) > 0;
+  const bool reads_body =
+      request.path == "/mcp" && (request.method == "POST" || request.method == "DELETE");
+  if (has_body && !reads_body) {
+    answer_and_close(response, request.path == "/mcp" ? 405 : 404,
+                     error_body(jsonrpc::k_invalid_request,
+                                "HTTP " + request.method + " " + request.path +
+                                    " takes no body (the MCP endpoint is POST /mcp)"));
+    return true;
+  }
+  if (length && *length > limit) {
+    answer_and_close(
+        response, 413,
+        error_body(jsonrpc::k_invalid_request,
+                   "Payload Too Large: message of " + std::to_string(*length) +
+                       " bytes exceeds the limit of " + std::to_string(limit) + " bytes"));
+    return true;
+  }
+  return false;
+}
+
+// Answers left without a body by the HTTP layer (no route, limit exceeded) get a JSON-RPC error.
+void HttpTransport::answer_unrouted(httplib::Response& response) const {
+  const std::size_t limit = m_server.options().limits.max_message_bytes;
+  if (response.content_provider_) {
+    return;  // an answer already made (answer_and_close, event streams)
+  }
+  if (response.status == 413) {
+    set_json(
+        response, 413,
+        error_body(jsonrpc::k_invalid_request, "Invalid Request: message exceeds the limit of " +
+                                                   std::to_string(limit) + " bytes"));
+  } else if (response.body.empty()) {
+    set_json(response, response.status,
+             error_body(jsonrpc::k_invalid_request,
+                        "HTTP " + std::to_string(response.status) + " (the MCP endpoint is /mcp)"));
+  }
+}
+
+// --- 2026-07-28: one request served statelessly ----------------------------------------------
+void HttpTransport::serve_modern(const httplib::Request& request, httplib::Response& response,
+                                 jsonrpc::Message message) {
+  auto* rpc_request = std::get_if<jsonrpc::Request>(&message);
+  if (rpc_request == nullptr) {
+    response.status = 202;  // notifications and responses carry nothing a stateless server keeps
+    return;
+  }
+  const jsonrpc::Request& rpc = *rpc_request;
+  auto reject = [&](int status, int code, const std::string& text,
+                    const nlohmann::json& data = nullptr) {
+    set_json(response, status, jsonrpc::make_error(rpc.id, code, text, data));
+  };
+  if (auto rejection = check_modern_shape(rpc)) {
+    reject(rejection->code == jsonrpc::k_method_not_found ? 404 : 400, rejection->code,
+           rejection->message, rejection->data);
+    return;
+  }
+  // The routing headers (SEP-2243) must agree with the body.
+  const auto& params = rpc.params;
+  const auto meta_version = params.at("_meta").at(k_meta_protocol_version).get<std::string>();
+  if (!request.has_header("MCP-Protocol-Version")) {
+    reject(400, jsonrpc::k_header_mismatch, "Header mismatch: missing MCP-Protocol-Version header");
+    return;
+  }
+  if (const std::string header = trim(request.get_header_value("MCP-Protocol-Version"));
+      header != meta_version) {
+    reject(400, jsonrpc::k_header_mismatch,
+           "Header mismatch: MCP-Protocol-Version '" + header + "' differs from _meta " +
+               k_meta_protocol_version + " '" + meta_version + "'");
+    return;
+  }
+  if (!request.has_header("Mcp-Method")) {
+    reject(400, jsonrpc::k_header_mismatch, "Header mismatch: missing Mcp-Method header");
+    return;
+  }
+  if (const auto method = header_text(request.get_header_value("Mcp-Method"));
+      !method || *method != rpc.method) {
+    reject(400, jsonrpc::k_header_mismatch,
+           "Header mismatch: Mcp-Method does not match the body method '" + rpc.method + "'");
+    return;
+  }
+  const char* name_field = rpc.method == "tools/call" || rpc.method == "prompts/get" ? "name"
+                           : rpc.method == "resources/read"                          ? "uri"
+                           : rpc.method.rfind("tasks/", 0) == 0                      ? "taskId"
+                                                                                     : nullptr;
+  if (name_field != nullptr && params.contains(name_field) && params[name_field].is_string()) {
+    const std::string expected = params[name_field].get<std::string>();
+    if (!request.has_header("Mcp-Name")) {
+      reject(400, jsonrpc::k_header_mismatch,
+             "Header mismatch: missing Mcp-Name header (it mirrors params." +
+                 std::string(name_field) + ")");
+      return;
+    }
+    const auto name = header_text(request.get_header_value("Mcp-Name"));
+    if (!name || *name != expected) {
+      reject(400, jsonrpc::k_header_mismatch,
+             name ? "Header mismatch: Mcp-Name does not match params." + std::string(name_field)
+                  : std::string("Header mismatch: Mcp-Name carries malformed Base64"));
+      return;
+    }
+  }
+  if (rpc.method == "tools/call") {
+    // Arguments a tool marks with x-mcp-header are mirrored in Mcp-Param-<Name> headers.
+    const ToolDef* tool = m_server.registries().tools.find(params.value("name", std::string()));
+    const nlohmann::json arguments = params.value("arguments", nlohmann::json::object());
+    if (tool != nullptr && tool->input_schema.contains("properties") && arguments.is_object()) {
+      for (const auto& [property, schema] : tool->input_schema["properties"].items()) {
+        if (!schema.is_object() || !schema.contains("x-mcp-header") ||
+            !schema["x-mcp-header"].is_string()) {
+          continue;
+        }
+        const std::string header = "Mcp-Param-" + schema["x-mcp-header"].get<std::string>();
+        const bool in_body = arguments.contains(property) && !arguments[property].is_null();
+        if (!request.has_header(header)) {
+          if (in_body) {
+            reject(
+                400, jsonrpc::k_header_mismatch,
+                "Header mismatch: missing " + header + " (it mirrors arguments." + property + ")");
+            return;
+          }
+          continue;
+        }
+        const auto value = header_text(request.get_header_value(header));
+        if (!value || !in_body || *value != header_form(arguments[property])) {
+          reject(400, jsonrpc::k_header_mismatch,
+                 !value ? "Header mismatch: " + header + " carries malformed Base64"
+                        : "Header mismatch: " + header + " does not match arguments." + property);
+          return;
+        }
+      }
+    }
+  }
+  if (auto rejection = check_modern_version(rpc)) {
+    reject(400, rejection->code, rejection->message, rejection->data);
+    return;
+  }
+  const bool listen = rpc.method == "subscriptions/listen";
+  const bool sse = (rpc.method == "tools/call" || listen) && wants_sse(request);
+  if (listen && !sse) {
+    reject(406, jsonrpc::k_invalid_request,
+           "Not Acceptable: subscriptions/listen answers with an event stream; send Accept: "
+           "text/event-stream");
+    return;
+  }
+  auto session = m_server.create_session(nullptr, SessionTransport::http);
+  auto stream = std::make_shared<EventStream>(random_hex(6), sse, false);
+  session->handle_modern(std::move(*rpc_request), stream);
+  auto answer_json = [&](const nlohmann::json& answer) {
+    int status = 200;
+    if (auto error = answer.find("error"); error != answer.end() && error->is_object()) {
+      status = modern_http_status(error->value("code", 0));
+    }
+    set_json(response, status, answer);
+  };
+  if (!sse) {
+    auto answer = stream->wait_response();
+    if (!answer) {
+      response.status = 202;
+      return;
+    }
+    answer_json(*answer);
+    return;
+  }
+  if (!listen && stream->wait_first_is_response()) {
+    auto answer = stream->wait_response();
+    if (!answer) {
+      response.status = 202;
+      return;
+    }
+    answer_json(*answer);
+    return;
+  }
+  Impl& impl = *m_impl;
+  impl.track_modern(stream);
+  ++impl.open_streams;
+  response.status = 200;
+  response.set_header("Cache-Control", "no-cache");
+  response.set_header("X-Accel-Buffering", "no");
+  auto cursor = std::make_shared<EventStream::Cursor>(stream->open_cursor(std::nullopt));
+  cursor->primed = true;  // 2026-07-28 streams are not resumed: no priming event
+  const auto keepalive = m_options.keepalive;
+  response.set_chunked_content_provider(
+      "text/event-stream",
+      [stream, cursor, keepalive](std::size_t, httplib::DataSink& sink) {
+        return stream->pump(*cursor, sink, keepalive);
+      },
+      [stream, session, impl = m_impl.get()](bool) {
+        --impl->open_streams;
+        if (!stream->finished()) {
+          session->close();  // closing a request's stream cancels it
+        }
+        stream->shutdown();
+      });
+}
+
+// --- POST: client messages -----------------------------------------------------------------
+void HttpTransport::handle_post(const httplib::Request& request, httplib::Response& response,
+                                const httplib::ContentReader& reader) {
+  const std::size_t limit = m_server.options().limits.max_message_bytes;
+  // The body, read with the message limit enforced as it arrives (chunked bodies included).
+  std::string body;
+  bool too_big = false;
+  const bool complete = reader([&](const char* data, std::size_t size) {
+    if (body.size() + size > limit) {
+      too_big = true;
+      return false;
+    }
+    body.append(data, size);
+    return true;
+  });
+  if (too_big) {
+    answer_and_close(
+        response, 413,
+        error_body(jsonrpc::k_invalid_request, "Payload Too Large: message exceeds the limit of " +
+                                                   std::to_string(limit) + " bytes"));
+    return;
+  }
+  if (!complete) {
+    answer_and_close(
+        response, 400,
+        error_body(jsonrpc::k_invalid_request, "Bad Request: the request body could not be read"));
+    return;
+  }
+  if (request.has_header("Content-Type")) {
+    const std::string type = lower(request.get_header_value("Content-Type"));
+    if (type.find("application/json") == std::string::npos) {
+      set_json(response, 415,
+               error_body(jsonrpc::k_invalid_request,
+                          "Unsupported Media Type: POST bodies must be application/json"));
+      return;
+    }
+  }
+  jsonrpc::Message message = jsonrpc::parse(body, m_server.options().limits);
+  if (auto* invalid = std::get_if<jsonrpc::Invalid>(&message)) {
+    set_json(response, 400, invalid->error_response);
+    return;
+  }
+  auto* rpc_request = std::get_if<jsonrpc::Request>(&message);
+  // Era: a request outside any session that names a version other than a legacy one (header) or
+  // carries 2026-07-28 _meta is served statelessly; initialize starts a legacy session.
+  const bool has_version_header = request.has_header("MCP-Protocol-Version");
+  const std::string version_header = trim(request.get_header_value("MCP-Protocol-Version"));
+  if (!request.has_header("Mcp-Session-Id") &&
+      ((has_version_header && !is_supported_protocol_version(version_header)) ||
+       (rpc_request != nullptr && has_modern_meta(rpc_request->params)))) {
+    serve_modern(request, response, std::move(message));
+    return;
+  }
+  if (has_version_header && !is_supported_protocol_version(version_header)) {
+    set_json(response, 400,
+             error_body(jsonrpc::k_invalid_request,
+                        "Bad Request: unsupported MCP-Protocol-Version '" + version_header +
+                            "' in a 2025-11-25 session (supported: 2025-11-25, 2025-06-18, "
+                            "2025-03-26)",
+                        rpc_request != nullptr ? rpc_request->id : nlohmann::json()));
+    return;
+  }
+
+  if (rpc_request != nullptr && rpc_request->method == "initialize") {
+    start_session(response, std::move(message));
+    return;
+  }
+  post_in_session(request, response, std::move(message));
+}
+
+// initialize: a new 2025-11-25 session, kept when the handshake succeeds and the limit allows.
+void HttpTransport::start_session(httplib::Response& response, jsonrpc::Message message) {
+  Impl& impl = *m_impl;
+  const nlohmann::json id = std::get<jsonrpc::Request>(message).id;
+  auto http_session = std::make_shared<HttpSession>();
+  http_session->id = random_hex(16);
+  http_session->standalone = std::make_shared<EventStream>(random_hex(4), true, true);
+  http_session->session = m_server.create_session(http_session->standalone, SessionTransport::http);
+  auto outbox = std::make_shared<EventStream>(random_hex(4), false, false);
+  http_session->session->handle(std::move(message), outbox);
+  auto answer = outbox->wait_response();
+  if (!answer) {
+    response.status = 500;
+    return;
+  }
+  if (answer->contains("result")) {
+    if (!impl.add_session(http_session, m_options.max_sessions, m_options.session_idle_timeout)) {
+      Impl::end_session(*http_session);
+      response.set_header("Retry-After", "5");
+      set_json(
+          response, 503,
+          error_body(jsonrpc::k_invalid_request,
+                     session_limit_message(m_options.max_sessions, m_options.session_idle_timeout),
+                     id));
+      return;
+    }
+    response.set_header("Mcp-Session-Id", http_session->id);
+    spdlog::info("HTTP session {} started", http_session->id);
+  }
+  set_json(response, 200, *answer);
+}
+
+// Any other message of a 2025-11-25 session (named by Mcp-Session-Id).
+void HttpTransport::post_in_session(const httplib::Request& request, httplib::Response& response,
+                                    jsonrpc::Message message) {
+  Impl& impl = *m_impl;
+  const auto* rpc_request = std::get_if<jsonrpc::Request>(&message);
+  const nlohmann::json reply_id = rpc_request != nullptr ? rpc_request->id : nlohmann::json();
+  if (!request.has_header("Mcp-Session-Id")) {
+    if (rpc_request != nullptr && rpc_request->method == "server/discover") {
+      set_json(response, 400,
+               error_body(jsonrpc::k_method_not_found,
+                          "Method not found: server/discover (this server speaks MCP "
+                          "2025-11-25; send initialize)",
+                          reply_id));
+      return;
+    }
+    if (rpc_request != nullptr && rpc_request->method == "ping") {
+      set_json(response, 200, jsonrpc::make_result(reply_id, nlohmann::json::object()));
+      return;
+    }
+    set_json(
+        response, 400,
+        error_body(jsonrpc::k_invalid_request,
+                   "Bad Request: missing Mcp-Session-Id header (send initialize first)", reply_id));
+    return;
+  }
+  auto http_session = impl.find_session(request.get_header_value("Mcp-Session-Id"),
+                                        m_options.session_idle_timeout, rpc_request != nullptr);
+  if (!http_session) {
+    set_json(response, 404,
+             error_body(jsonrpc::k_session_not_found,
+                        "Session not found: it ended or never existed; send initialize again",
+                        reply_id));
+    return;
+  }
+  response.set_header("Mcp-Session-Id", http_session->id);
+  if (rpc_request == nullptr) {  // notification or response
+    http_session->session->handle(std::move(message), nullptr);
+    response.status = 202;
+    return;
+  }
+  const bool sse = rpc_request->method == "tools/call" && wants_sse(request);
+  auto stream = std::make_shared<EventStream>(random_hex(6), sse, false);
+  stream->set_fallback(http_session->standalone);
+  if (!sse) {
+    http_session->session->handle(std::move(message), stream);
+    auto answer = stream->wait_response();
+    if (!answer) {
+      response.status = 202;  // cancelled: no response
+      return;
+    }
+    set_json(response, 200, *answer);
+    return;
+  }
+  {
+    std::lock_guard lock(http_session->mutex);
+    http_session->streams[stream->id()] = stream;
+    http_session->stream_order.push_back(stream->id());
+    while (http_session->stream_order.size() > k_streams_per_session) {
+      const auto oldest = http_session->stream_order.front();
+      auto it = http_session->streams.find(oldest);
+      if (it != http_session->streams.end() && !it->second->finished()) {
+        break;  // keep streams of running calls
+      }
+      http_session->streams.erase(oldest);
+      http_session->stream_order.pop_front();
+    }
+  }
+  http_session->session->handle(std::move(message), stream);
+  response.status = 200;
+  response.set_header("Cache-Control", "no-cache");
+  response.set_header("X-Accel-Buffering", "no");
+  auto cursor = std::make_shared<EventStream::Cursor>(stream->open_cursor(std::nullopt));
+  const auto keepalive = m_options.keepalive;
+  response.set_chunked_content_provider(
+      "text/event-stream", [stream, cursor, keepalive](std::size_t, httplib::DataSink& sink) {
+        return stream->pump(*cursor, sink, keepalive);
+      });
+}
+
+// --- GET: standalone stream, or resumption of a stream -------------------------------------
+void HttpTransport::handle_get(const httplib::Request& request, httplib::Response& response) {
+  Impl& impl = *m_impl;
+  if (!wants_sse(request)) {
+    response.set_header("Allow", "POST, DELETE");
+    set_json(response, 405,
+             error_body(jsonrpc::k_invalid_request,
+                        "Method Not Allowed: GET opens an SSE stream; send Accept: "
+                        "text/event-stream"));
+    return;
+  }
+  if (!request.has_header("Mcp-Session-Id")) {
+    set_json(response, 400,
+             error_body(jsonrpc::k_invalid_request, "Bad Request: missing Mcp-Session-Id header"));
+    return;
+  }
+  auto http_session = impl.find_session(request.get_header_value("Mcp-Session-Id"),
+                                        m_options.session_idle_timeout, true);
+  if (!http_session) {
+    set_json(response, 404, error_body(jsonrpc::k_session_not_found, "Session not found"));
+    return;
+  }
+  std::shared_ptr<EventStream> stream;
+  std::optional<std::uint64_t> after;
+  bool standalone = false;
+  if (request.has_header("Last-Event-ID")) {
+    const std::string last = request.get_header_value("Last-Event-ID");
+    const auto underscore = last.rfind('_');
+    if (underscore != std::string::npos) {
+      const std::string stream_id = last.substr(0, underscore);
+      try {
+        after = std::stoull(last.substr(underscore + 1));
+      } catch (const std::exception&) {
+        after.reset();
+      }
+      if (stream_id == http_session->standalone->id()) {
+        stream = http_session->standalone;
+        standalone = true;
+      } else {
+        std::lock_guard lock(http_session->mutex);
+        if (auto it = http_session->streams.find(stream_id); it != http_session->streams.end()) {
+          stream = it->second;
+        }
+      }
+    }
+    if (!stream || !after) {
+      set_json(response, 404,
+               error_body(jsonrpc::k_invalid_request,
+                          "Not Found: no stream matches Last-Event-ID '" + last + "'"));
+      return;
+    }
+  } else {
+    stream = http_session->standalone;
+    standalone = true;
+  }
+  const std::size_t max_streams = m_options.max_event_streams > 0
+                                      ? m_options.max_event_streams
+                                      : std::max<std::size_t>(m_options.max_connections / 2, 4);
+  if (impl.open_streams.load() >= max_streams) {
+    response.set_header("Retry-After", "5");
+    set_json(response, 503,
+             error_body(jsonrpc::k_invalid_request,
+                        "Service Unavailable: " + std::to_string(max_streams) +
+                            " event streams are open; retry later"));
+    return;
+  }
+  if (standalone && !stream->try_attach()) {
+    set_json(response, 409,
+             error_body(jsonrpc::k_invalid_request,
+                        "Conflict: this session already has an open GET stream"));
+    return;
+  }
+  ++impl.open_streams;
+  response.status = 200;
+  response.set_header("Mcp-Session-Id", http_session->id);
+  response.set_header("Cache-Control", "no-cache");
+  response.set_header("X-Accel-Buffering", "no");
+  auto cursor = std::make_shared<EventStream::Cursor>(stream->open_cursor(after));
+  const auto keepalive = m_options.keepalive;
+  response.set_chunked_content_provider(
+      "text/event-stream",
+      [stream, cursor, keepalive](std::size_t, httplib::DataSink& sink) {
+        return stream->pump(*cursor, sink, keepalive);
+      },
+      [stream, standalone, impl = m_impl.get()](bool) {
+        --impl->open_streams;
+        if (standalone) {
+          stream->detach();
+        }
+      });
+}
+
+// --- DELETE: end a session -----------------------------------------------------------------
+void HttpTransport::handle_delete(const httplib::Request& request, httplib::Response& response,
+                                  const httplib::ContentReader& reader) {
+  const std::size_t limit = m_server.options().limits.max_message_bytes;
+  std::size_t body_size = 0;
+  const bool read = reader([&](const char*, std::size_t size) {
+    body_size += size;
+    return body_size <= limit;
+  });
+  if (!read) {
+    answer_and_close(response, body_size > limit ? 413 : 400,
+                     error_body(jsonrpc::k_invalid_request,
+                                "Bad Request: DELETE takes no body (or a small one)"));
+    return;
+  }
+  if (!request.has_header("Mcp-Session-Id")) {
+    set_json(response, 400,
+             error_body(jsonrpc::k_invalid_request, "Bad Request: missing Mcp-Session-Id header"));
+    return;
+  }
+  auto http_session = m_impl->remove_session(request.get_header_value("Mcp-Session-Id"));
+  if (!http_session) {
+    set_json(response, 404, error_body(jsonrpc::k_session_not_found, "Session not found"));
+    return;
+  }
+  Impl::end_session(*http_session);
+  spdlog::info("HTTP session {} ended by the client", http_session->id);
+  response.status = 200;
 }
 
 void HttpTransport::serve() {

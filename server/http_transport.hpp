@@ -14,7 +14,14 @@
 #include <string>
 
 #include "core/result.hpp"
+#include "server/jsonrpc.hpp"
 #include "server/protocol.hpp"
+
+namespace httplib {
+struct Request;
+struct Response;
+class ContentReader;
+}  // namespace httplib
 
 namespace autocomp::server {
 
@@ -27,7 +34,9 @@ struct HttpOptions {
   std::size_t max_connections = 512;  // connections served at once; beyond: 503 at once
   std::size_t max_event_streams = 0;  // open SSE GET streams (0: half of max_connections);
                                       // beyond: 503 + Retry-After
-  std::size_t max_sessions = 1024;    // idle sessions are dropped first beyond this
+  // Beyond this, sessions that never made a request after initialize make room; sessions that
+  // did are kept until they idle out, and new sessions are refused (503) instead.
+  std::size_t max_sessions = 1024;
   std::chrono::seconds session_idle_timeout{3600};  // unused this long: session ends (0: never)
   std::chrono::seconds read_timeout{10};            // a stalled request read is dropped
   std::chrono::seconds keep_alive_timeout{5};       // an idle keep-alive connection is closed
@@ -53,6 +62,23 @@ class HttpTransport {
   void stop();
 
  private:
+  // The route handlers bind() installs (server/http_transport.cpp), in the order a request meets
+  // them: the guard, then POST (stateless 2026-07-28, initialize, or a session's message), GET
+  // (event streams), DELETE (end a session).
+  bool refuse_before_routing(const httplib::Request& request, httplib::Response& response);
+  void answer_unrouted(httplib::Response& response) const;
+  void handle_post(const httplib::Request& request, httplib::Response& response,
+                   const httplib::ContentReader& reader);
+  void serve_modern(const httplib::Request& request, httplib::Response& response,
+                    jsonrpc::Message message);
+  void start_session(httplib::Response& response, jsonrpc::Message message);
+  void post_in_session(const httplib::Request& request, httplib::Response& response,
+                       jsonrpc::Message message);
+  void handle_get(const httplib::Request& request, httplib::Response& response);
+  void handle_delete(const httplib::Request& request, httplib::Response& response,
+                     const httplib::ContentReader& reader);
+  core::Status write_port_file() const;
+
   struct Impl;
   Server& m_server;
   HttpOptions m_options;

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/clock.hpp"
 #include "server/jsonrpc.hpp"
 #include "server/tasks.hpp"
 #include "server/thread_pool.hpp"
@@ -85,6 +86,9 @@ struct ServerOptions {
   // own configured specs (trusted_endpoints: its --backend and --llm) are always accepted.
   bool allow_remote_endpoints = false;
   std::vector<std::string> trusted_endpoints;
+  // The clock of the server's timeouts (server→client request answers, HTTP session idle
+  // expiry); null: the steady clock. Tests pass a core::ManualClock so that they cost no real time.
+  std::shared_ptr<const core::Clock> clock;
 };
 
 // Which transport a session serves.
@@ -113,6 +117,7 @@ class Outbox {
 };
 
 class Server;
+struct MethodRow;
 
 // One client connection's protocol state: a stdio process, or one HTTP Mcp-Session-Id.
 class Session : public std::enable_shared_from_this<Session> {
@@ -182,13 +187,18 @@ class Session : public std::enable_shared_from_this<Session> {
     std::size_t requests = 0;  // request() calls so far (their keys)
   };
 
+  // The method table (server/methods.cpp): one row per method, both generations.
+  static const std::vector<MethodRow>& method_table();
+
  private:
+  // 2025-11-25 (server/session.cpp).
   void handle_request(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox);
   void handle_notification(const jsonrpc::Notification& notification);
   void handle_response(const jsonrpc::Response& response);
-  nlohmann::json dispatch(const jsonrpc::Request& request);  // inline methods; throws RpcError
-  nlohmann::json dispatch_modern(const jsonrpc::Request& request,
+  // 2026-07-28 (server/stateless.cpp): a row's answer with the modern result fields.
+  nlohmann::json dispatch_modern(const MethodRow& row, const jsonrpc::Request& request,
                                  const std::shared_ptr<ModernCall>& call);  // throws RpcError
+  nlohmann::json discover() const;                                          // server/discover
   void start_tool_call(jsonrpc::Request request, const std::shared_ptr<Outbox>& outbox,
                        std::shared_ptr<ModernCall> modern = nullptr);
   nlohmann::json run_tool(const ToolDef& tool, const jsonrpc::Request& request,
@@ -254,6 +264,7 @@ class Server {
   std::shared_ptr<Session> create_session(std::shared_ptr<Outbox> standalone,
                                           SessionTransport transport = SessionTransport::stdio);
   const ServerOptions& options() const { return m_options; }
+  const core::Clock& clock() const { return *m_clock; }
   Registries& registries() { return m_registries; }
   ThreadPool& pool() { return m_pool; }
   TaskStore& tasks() { return *m_tasks; }
@@ -293,11 +304,12 @@ class Server {
 
   Registries& m_registries;
   ServerOptions m_options;
-  std::string m_state_key;  // random, for seal_state
+  std::shared_ptr<const core::Clock> m_clock;  // never null
+  std::string m_state_key;                     // random, for seal_state
   std::mutex m_sessions_mutex;
   std::vector<std::weak_ptr<Session>> m_sessions;
   std::map<std::string, Listener> m_listeners;  // guarded by m_sessions_mutex
-  std::unique_ptr<TaskStore> m_tasks;  // destroyed after the pool whose jobs use it
+  std::unique_ptr<TaskStore> m_tasks;           // destroyed after the pool whose jobs use it
   ThreadPool m_pool;
 };
 

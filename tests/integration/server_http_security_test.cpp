@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "integration/server_test_support.hpp"
 
 namespace autocomp::test {
@@ -280,17 +283,81 @@ TEST_F(HttpSecurity, SessionFloodDropsIdleSessionsNotBusyOnes) {
   EXPECT_EQ(ping_status(first_idle), 404);  // an idle one made room
 }
 
-TEST_F(HttpSecurity, IdleSessionsExpire) {
-  start({"--session-idle-timeout", "1"});
+TEST_F(HttpSecurity, SessionFloodNeverEndsWorkingSessions) {
+  // A working client's session is idle between its calls; a flood of initialize calls must not
+  // end it. Abandoned handshakes make room for each other; once every session is a working one,
+  // new sessions are refused with a message saying what to do.
+  start({"--max-sessions", "4"});
+  const std::string working = start_session();
+  ASSERT_FALSE(working.empty());
+  ASSERT_EQ(ping_status(working), 200);
+  std::vector<std::string> flood;
+  for (int i = 0; i < 200; ++i) {
+    const std::string session = start_session();
+    ASSERT_FALSE(session.empty()) << i;
+    flood.push_back(session);
+  }
+  EXPECT_EQ(ping_status(working), 200);
+  EXPECT_EQ(ping_status(flood.front()), 404);  // an abandoned handshake made room
+  // The newest three are still there; using them makes every session a working one.
+  for (std::size_t i = flood.size() - 3; i < flood.size(); ++i) {
+    EXPECT_EQ(ping_status(flood[i]), 200) << i;
+  }
+  auto refused = m_client->Post("/mcp", headers(), k_initialize, "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_FALSE(refused->get_header_value("Retry-After").empty());
+  const std::string message = nlohmann::json::parse(refused->body)["error"]["message"];
+  EXPECT_NE(message.find("--max-sessions"), std::string::npos) << message;
+  EXPECT_NE(message.find("DELETE"), std::string::npos) << message;
+  EXPECT_EQ(ping_status(working), 200);
+  // Ending one session makes room again.
+  auto ended = m_client->Delete("/mcp", headers(flood.back()));
+  ASSERT_TRUE(ended);
+  EXPECT_FALSE(start_session().empty());
+}
+
+TEST_F(HttpSecurity, HugeSlotCountIsAClearErrorAndTheServerKeepsAnswering) {
+  // slots=2147483647 once overflowed a slot count: the call never answered and held a worker.
+  start();
   const std::string session = start_session();
   ASSERT_FALSE(session.empty());
+  const std::string seeds = std::string(AUTOCOMP_SOURCE_DIR) + "/seeds/rmsnorm/";
+  for (int i = 0; i < 10; ++i) {
+    auto call = rpc(10 + i, "tools/call",
+                    {{"name", "verify_kernel"},
+                     {"arguments",
+                      {{"kernel", seeds + "tunable.py"},
+                       {"problem", seeds + "problem.py"},
+                       {"backend", "local?device=fake&slots=2147483647"}}}});
+    auto response = m_client->Post("/mcp", headers(session), call.dump(), "application/json");
+    ASSERT_TRUE(response) << i;
+    ASSERT_EQ(response->status, 200) << i;
+    const std::string body = response->body;
+    EXPECT_NE(body.find("slots must be at most 1024"), std::string::npos) << body;
+  }
   EXPECT_EQ(ping_status(session), 200);
+}
+
+TEST_F(HttpSecurity, IdleSessionsExpire) {
+  start({"--session-idle-timeout", "1"});
+  const auto started = std::chrono::steady_clock::now();
+  const std::string session = start_session();
+  ASSERT_FALSE(session.empty());
+  const int first = ping_status(session);
+  // On a machine too busy to ping within the second, the session may already have idled out.
+  if (std::chrono::steady_clock::now() - started < 900ms) {
+    EXPECT_EQ(first, 200);
+  }
   std::this_thread::sleep_for(2500ms);
   EXPECT_EQ(ping_status(session), 404);
 }
 
 TEST_F(HttpSecurity, BearerSchemeInAnyCase) {
-  start({"--auth-token", "s3cret"});
+  const std::string token_file = temp_path("autocomp-token");
+  std::ofstream(token_file) << "s3cret\n";
+  start({"--auth-token-file", token_file});
+  std::filesystem::remove(token_file);  // read once at start
   for (const char* scheme : {"Bearer", "bearer", "BEARER"}) {
     auto request = headers();
     request.emplace("Authorization", std::string(scheme) + " s3cret");

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "integration/server_test_support.hpp"
 
@@ -178,8 +182,8 @@ TEST_F(ServerHttp, BadInputGetsErrorsAndServingContinues) {
   EXPECT_EQ(nlohmann::json::parse(pong->body)["id"], 6);
 }
 
-TEST(ServerHttpAuth, BearerTokenIsRequiredWhenConfigured) {
-  HttpChild server({"--auth-token", "s3cret"});
+// The token comes from a file or the environment; a client must send it.
+void expect_token_required(HttpChild& server, const std::string& token) {
   ASSERT_GT(server.port(), 0);
   httplib::Client client("127.0.0.1", server.port());
   EXPECT_EQ(client.Post("/mcp", json_headers(), k_initialize, "application/json")->status, 401);
@@ -187,8 +191,29 @@ TEST(ServerHttpAuth, BearerTokenIsRequiredWhenConfigured) {
   wrong.emplace("Authorization", "Bearer nope");
   EXPECT_EQ(client.Post("/mcp", wrong, k_initialize, "application/json")->status, 401);
   auto right = json_headers();
-  right.emplace("Authorization", "Bearer s3cret");
+  right.emplace("Authorization", "Bearer " + token);
   EXPECT_EQ(client.Post("/mcp", right, k_initialize, "application/json")->status, 200);
+}
+
+TEST(ServerHttpAuth, BearerTokenFromAFileIsRequired) {
+  const std::string path = temp_path("autocomp-token");
+  std::ofstream(path) << "s3cret\n";
+  HttpChild server({"--auth-token-file", path});
+  expect_token_required(server, "s3cret");
+  std::filesystem::remove(path);
+}
+
+TEST(ServerHttpAuth, BearerTokenFromTheEnvironmentIsRequired) {
+  ::setenv("AUTOCOMP_AUTH_TOKEN", "from-env", 1);
+  HttpChild server;
+  ::unsetenv("AUTOCOMP_AUTH_TOKEN");
+  expect_token_required(server, "from-env");
+}
+
+TEST(ServerHttpAuth, TokenOnTheCommandLineIsRefused) {
+  // Any local process can read a command line (ps, /proc/PID/cmdline).
+  auto result = run_binary({"--http", "127.0.0.1:0", "--auth-token", "s3cret"});
+  EXPECT_EQ(result.exit_code, 2);
 }
 
 TEST(ServerHttpAuth, RefusesNonLoopbackBindWithoutToken) {

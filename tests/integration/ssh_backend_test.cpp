@@ -298,25 +298,35 @@ TEST_F(SshBackendTest, KillingOneHostMidBatchFinishesOnTheOther) {
                       options);
   ASSERT_TRUE(backend);
   const std::string a_label = "root@127.0.0.1:" + std::to_string(a.port());
-  std::atomic<bool> killed{false};
-  std::vector<EvalRequest> batch(6, fake_request());
-  auto results = backend->evaluate(batch, {}, [&](std::size_t, std::size_t, const std::string&) {
-    if (!killed.exchange(true)) {
-      a.kill();
+  // `a` goes down at a known point, not at a moment: as its second attempt starts, after one
+  // evaluation on it, with its connection open and idle. (Six requests on two one-slot hosts:
+  // the slot freed on `a` takes the next request, so that attempt comes.)
+  std::atomic<int> attempts_on_a{0};
+  ASSERT_TRUE(set_ssh_attempt_hook(*backend, [&](const std::string& host, int attempt) {
+    if (host == a_label) {
+      attempts_on_a = attempt;
+      if (attempt == 2) {
+        a.kill();
+      }
     }
-  });
+  }));
+  std::vector<EvalRequest> batch(6, fake_request());
+  auto results = backend->evaluate(batch, {}, {});
   ASSERT_EQ(results.size(), batch.size());
   for (const auto& result : results) {
     ASSERT_TRUE(result.ok()) << result.failure->describe();
   }
+  ASSERT_GE(attempts_on_a.load(), 2);
   auto status = ssh_pool_status(*backend);
   ASSERT_EQ(status.size(), 2u);
   EXPECT_EQ(status[0].host, a_label);
+  EXPECT_EQ(status[0].evaluations, 1);  // the one before it went down
   EXPECT_GE(status[0].errors, 1);
-  EXPECT_GE(status[1].evaluations, 4);
-  // Requests cut off on `a` fail as transport errors, which take a host out only three in a
-  // row; whether the batch then reconnects to `a` (which takes it out at once) depends on which
-  // slots free first. A batch wider than `b` alone must try `a` again, and still succeed.
+  EXPECT_EQ(status[1].evaluations, 5);
+  // A request cut off on `a` is a transport error (a host leaves after three in a row); the next
+  // attempt on `a` cannot connect, which takes it out at once. Whether this batch made that
+  // attempt depends on which slot freed first; a batch wider than `b` alone starts one on `a`
+  // whenever `a` is still in rotation (both slots are free), and still succeeds.
   std::vector<EvalRequest> wide(static_cast<std::size_t>(status[1].slots) + 1, fake_request());
   auto more = backend->evaluate(wide, {}, {});
   ASSERT_EQ(more.size(), wide.size());
@@ -326,6 +336,7 @@ TEST_F(SshBackendTest, KillingOneHostMidBatchFinishesOnTheOther) {
   status = ssh_pool_status(*backend);
   EXPECT_FALSE(status[0].in_rotation);
   EXPECT_NE(status[0].reason, "");
+  EXPECT_EQ(status[0].evaluations, 1);
   EXPECT_TRUE(status[1].in_rotation);
 }
 

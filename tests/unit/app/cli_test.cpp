@@ -1,6 +1,9 @@
 #include "app/cli.hpp"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <fstream>
 
 namespace autocomp::app {
 namespace {
@@ -12,9 +15,11 @@ TEST(Cli, DefaultsToStdio) {
 }
 
 TEST(Cli, ParsesHttpAndProductOptions) {
-  auto parsed = parse_cli({"autocomp-mcp", "--http", "0.0.0.0:8080", "--auth-token", "s3cret",
-                           "--backend", "local-sim", "--backend", "ssh:host", "--llm", "openai:m",
-                           "--db", "x.db", "--target", "trn2", "--port-file", "p"});
+  const std::string token_file = ::testing::TempDir() + "cli_test_token";
+  std::ofstream(token_file) << "  s3cret\n";
+  auto parsed = parse_cli({"autocomp-mcp", "--http", "0.0.0.0:8080", "--auth-token-file",
+                           token_file, "--backend", "local-sim", "--backend", "ssh:host", "--llm",
+                           "openai:m", "--db", "x.db", "--target", "trn2", "--port-file", "p"});
   ASSERT_TRUE(parsed.options) << parsed.error;
   const auto& options = *parsed.options;
   EXPECT_EQ(options.mode, CliOptions::Mode::http);
@@ -23,6 +28,28 @@ TEST(Cli, ParsesHttpAndProductOptions) {
   EXPECT_EQ(options.http.auth_token, "s3cret");
   EXPECT_EQ(options.product.backend_specs, (std::vector<std::string>{"local-sim", "ssh:host"}));
   EXPECT_EQ(options.product.target, "trn2");
+}
+
+TEST(Cli, AuthTokenNeverComesFromTheCommandLine) {
+  for (const char* form : {"--auth-token", "--auth-token=s3cret"}) {
+    auto parsed = parse_cli({"autocomp-mcp", "--http", "0", form, "s3cret"});
+    EXPECT_FALSE(parsed.options) << form;
+    EXPECT_NE(parsed.error.find("--auth-token-file PATH"), std::string::npos) << parsed.error;
+    EXPECT_NE(parsed.error.find("AUTOCOMP_AUTH_TOKEN"), std::string::npos) << parsed.error;
+  }
+  auto missing = parse_cli({"autocomp-mcp", "--auth-token-file", "/nonexistent/token"});
+  EXPECT_FALSE(missing.options);
+  EXPECT_NE(missing.error.find("cannot read"), std::string::npos) << missing.error;
+  const std::string empty_file = ::testing::TempDir() + "cli_test_empty_token";
+  std::ofstream(empty_file) << "\n";
+  auto empty = parse_cli({"autocomp-mcp", "--auth-token-file", empty_file});
+  EXPECT_FALSE(empty.options);
+  EXPECT_NE(empty.error.find("holds no token"), std::string::npos) << empty.error;
+  ::setenv("AUTOCOMP_AUTH_TOKEN", "from-env", 1);
+  auto from_env = parse_cli({"autocomp-mcp", "--http", "0"});
+  ::unsetenv("AUTOCOMP_AUTH_TOKEN");
+  ASSERT_TRUE(from_env.options);
+  EXPECT_EQ(from_env.options->http.auth_token, "from-env");
 }
 
 TEST(Cli, TargetMustBeAKnownOne) {

@@ -12,6 +12,7 @@
 #include "backends/spec.hpp"
 #include "core/clock.hpp"
 #include "core/process.hpp"
+#include "support/fake_process_runner.hpp"
 
 namespace autocomp::backends {
 namespace {
@@ -97,6 +98,63 @@ TEST_F(LocalBackendTest, FakeDeviceEvaluatesAndNamesItself) {
     for (const char* step : {"write", "run", "parse", "cleanup"}) {
       EXPECT_TRUE(has_step(result, step)) << step;
     }
+  }
+  EXPECT_EQ(leftover_folders(), 0u);
+}
+
+TEST_F(LocalBackendTest, WhatTheHarnessAnswersIsWhatTheCallerGets) {
+  // The process runner seam: the harness's answers are scripted, no process is started, so
+  // each kind of ending is tested exactly.
+  int call = 0;
+  auto runner = std::make_shared<testing::FakeProcessRunner>(
+      [&](const core::ProcessSpec&) -> core::Result<core::ProcessResult> {
+        switch (call++) {
+          case 0:
+            return testing::FakeProcessRunner::exited(
+                0, R"({"schema":"autocomp-harness/1","status":"ok","verify":{"correct":true},)"
+                   R"("benchmark":{"latency_us":{"median":7.5,"samples":[7.0,7.5,8.0]}}})"
+                   "\n");
+          case 1: {
+            core::ProcessResult killed;
+            killed.signal = 9;
+            killed.stderr_text = "Killed";
+            return killed;
+          }
+          case 2: {
+            core::ProcessResult late;
+            late.timed_out = true;
+            return late;
+          }
+          default:
+            return core::make_failure(core::FailureKind::io_error, "spawn", "no such program");
+        }
+      });
+  BackendOptions options;
+  options.process_runner = runner;
+  auto backend = make("local?device=fake&slots=1", options);
+  ASSERT_TRUE(backend);
+  auto results =
+      backend->evaluate({fake_request(), fake_request(), fake_request(), fake_request()}, {}, {});
+  ASSERT_EQ(results.size(), 4u);
+  ASSERT_TRUE(results[0].ok()) << results[0].failure->describe();
+  EXPECT_TRUE(results[0].correct);
+  ASSERT_TRUE(results[0].latency.has_value());
+  EXPECT_DOUBLE_EQ(results[0].latency->median_us, 7.5);
+  ASSERT_FALSE(results[1].ok());
+  EXPECT_NE(results[1].failure->describe().find("signal 9"), std::string::npos)
+      << results[1].failure->describe();
+  ASSERT_FALSE(results[2].ok());
+  EXPECT_EQ(results[2].failure->kind, core::FailureKind::timeout);
+  ASSERT_FALSE(results[3].ok());
+  EXPECT_EQ(results[3].failure->stage, "run");
+  // Each run was the harness on its own work folder, isolated, with the request's timeout.
+  const auto specs = runner->specs();
+  ASSERT_EQ(specs.size(), 4u);
+  for (const auto& spec : specs) {
+    EXPECT_TRUE(spec.isolate);
+    EXPECT_TRUE(spec.minimal_environment);
+    EXPECT_EQ(spec.timeout, fake_request().timeout);
+    EXPECT_EQ(spec.cwd, spec.remove_if_abandoned);
   }
   EXPECT_EQ(leftover_folders(), 0u);
 }

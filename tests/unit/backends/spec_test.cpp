@@ -60,6 +60,23 @@ TEST(Spec, RejectsMalformedSpecsWithTheSpecInTheMessage) {
   EXPECT_NE(value.failure().message.find("local?slots=-2"), std::string::npos);
 }
 
+TEST(Spec, SlotCountIsBounded) {
+  auto most = parse_spec("local?slots=" + std::to_string(k_max_slots));
+  ASSERT_TRUE(most.ok());
+  EXPECT_EQ(most->int_param("slots")->value_or(0), k_max_slots);
+  for (const char* text : {"local?slots=1025", "ssh://h?slots=2147483647"}) {
+    auto spec = parse_spec(text);
+    ASSERT_TRUE(spec.ok()) << text;
+    auto value = spec->int_param("slots");
+    ASSERT_FALSE(value.ok()) << text;
+    EXPECT_NE(value.failure().message.find("slots must be at most 1024"), std::string::npos)
+        << value.failure().message;
+  }
+  auto other = parse_spec("local?fake_ms=2147483647");  // only slots is bounded
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->int_param("fake_ms").ok());
+}
+
 TEST(Spec, SplitsCommaSeparatedLists) {
   auto specs = split_specs(" ssh://a , ssh://b?slots=2,,");
   ASSERT_EQ(specs.size(), 2u);

@@ -88,5 +88,15 @@ TEST(SlotGate, CancelWhileWaitingTakesNothing) {
   EXPECT_EQ(gate.waiting(true), 0);
 }
 
+TEST(SlotGate, HugeCountsDoNotOverflow) {
+  // slots + reserved once overflowed to a negative total, and every caller waited forever.
+  SlotGate gate(2147483647, 2147483647);
+  CancelToken cancel;
+  EXPECT_TRUE(gate.acquire(true, cancel));
+  EXPECT_TRUE(gate.acquire(false, cancel));
+  EXPECT_EQ(gate.in_use(true), 1);
+  EXPECT_EQ(gate.in_use(false), 1);
+}
+
 }  // namespace
 }  // namespace autocomp::core

@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/clock.hpp"
 #include "server/protocol.hpp"
 
 namespace autocomp::server {
@@ -240,13 +241,23 @@ TEST_F(ClientChannelTest, NoOpenStreamFailsPromptlyWithAnActionableMessage) {
 }
 
 TEST_F(ClientChannelTest, UnansweredRequestTimesOutAndIsCancelledOnTheWire) {
+  // The server's timeouts run on its clock: on a ManualClock an hour passes without real waiting,
+  // so the test neither waits nor depends on how fast the machine is.
+  auto clock = std::make_shared<core::ManualClock>();
+  ServerOptions options;
+  options.clock = clock;
+  m_session->close();
+  m_server->wait_idle(5s);
+  m_server = std::make_unique<Server>(m_registries, options);
+  m_standalone = std::make_shared<StreamRecorder>();
+  m_session = m_server->create_session(m_standalone);
   initialize({{"sampling", nlohmann::json::object()}});
   ClientChannel channel = take_channel();
-  const auto started = std::chrono::steady_clock::now();
-  auto reply = channel.create_message(k_sampling_params, 200ms, core::CancelToken());
-  const auto took = std::chrono::steady_clock::now() - started;
-  EXPECT_GE(took, 200ms);
-  EXPECT_LT(took, 2s);
+  const auto started = clock->now();
+  auto reply =
+      channel.create_message(k_sampling_params, std::chrono::hours(1), core::CancelToken());
+  EXPECT_GE(clock->now() - started, std::chrono::hours(1));
+  EXPECT_LT(clock->now() - started, std::chrono::hours(1) + 1s);
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(reply.failure().kind, core::FailureKind::timeout);
   auto sent = m_standalone->sent();
