@@ -120,18 +120,19 @@ def check_onchip(t, opname, what="operand"):
 
 
 # ---- engine costs (ns) ------------------------------------------------------------------
-def vector_cost(n, factor=1.0, perf=1.0):
+def vector_cost(n, factor=None, perf=1.0):
+    """VectorE instruction over n elements per partition at `factor` cycles per element (the
+    cost table's default per-element cost when None), sped up `perf` times (perf mode)."""
     s = runtime.CUR
-    c = n * factor / perf
-    if c < C.MIN_II_CYCLES:
-        c = C.MIN_II_CYCLES
-    return (C.ACCESS_OVERHEAD_CYCLES + c) * s.ns_vector
+    k = s.costs
+    if factor is None:
+        factor = k.vector_cycles_per_elem
+    return k.vector_cycles(n * factor / perf) * s.ns_vector
 
 
 def scalar_cost(n):
     s = runtime.CUR
-    c = n if n > C.MIN_II_CYCLES else C.MIN_II_CYCLES
-    return (C.ACCESS_OVERHEAD_CYCLES + c) * s.ns_scalar
+    return s.costs.scalar_cycles(n) * s.ns_scalar
 
 
 def gpsimd_cost(n, itemsize=4, streams=1):
@@ -139,9 +140,7 @@ def gpsimd_cost(n, itemsize=4, streams=1):
     a core's 512-bit load/store path: one element per partition per cycle for 32-bit types,
     two for 16-bit). streams=1 is the documented 150 + N of iota / affine_select."""
     s = runtime.CUR
-    epc = s.target.gpsimd_elems_per_cycle_16 if itemsize <= 2 else \
-        s.target.gpsimd_elems_per_cycle_32
-    return (C.GPSIMD_STARTUP_CYCLES + streams * n / epc) * s.ns_gpsimd
+    return s.costs.gpsimd_cycles(n, itemsize, streams) * s.ns_gpsimd
 
 
 def engine_cost(eng, n, itemsize=4, streams=2):
@@ -153,7 +152,8 @@ def engine_cost(eng, n, itemsize=4, streams=2):
         return scalar_cost(n)
     if eng == GPSIMD:
         return gpsimd_cost(n, itemsize, streams)
-    return (C.MATMUL_INIT_CYCLES + max(n, 64)) * runtime.CUR.ns_tensor
+    s = runtime.CUR
+    return (s.costs.matmul_init_cycles + max(n, 64)) * s.ns_tensor
 
 
 _FAST_TT_OPS = ("add", "subtract", "multiply")
@@ -180,7 +180,7 @@ def pe_broadcast_cost(src, out):
         cyc += chunk if chunk > 64 else 64
         n -= chunk
     if src.st.dt.itemsize == 4:
-        cyc *= C.MATMUL_FP32_FACTOR
+        cyc *= runtime.CUR.costs.matmul_fp32_factor
     _PE_BROADCAST.add(out.st)
     return cyc * runtime.CUR.ns_tensor
 
@@ -195,11 +195,12 @@ def tensor_tensor_cost(op, a, b, out):
     (nki.md §4.2); trn2 perf mode 2x for all-16-bit SBUF inputs otherwise."""
     n = free_size(out)
     if _psum_side(a) != _psum_side(b):
-        return vector_cost(n, 1.0)
+        return vector_cost(n)
     if (op in _FAST_TT_OPS and a.st.kind == "sbuf" and b.st.kind == "sbuf"
             and a.st.dt is D.BFLOAT16 and b.st.dt is D.BFLOAT16 and out.st.dt is D.BFLOAT16):
-        return vector_cost(n, 1.0)
-    return vector_cost(n, 2.0, perf_factor("tensor_tensor", [a, b], [out]))
+        return vector_cost(n)
+    return vector_cost(n, runtime.CUR.costs.vector_tt_cycles_per_elem,
+                       perf_factor("tensor_tensor", [a, b], [out]))
 
 
 def perf_factor(kind, ins, outs):
@@ -207,6 +208,7 @@ def perf_factor(kind, ins, outs):
     s = runtime.CUR
     if not s.target.vector_perf_mode:
         return 1.0
+    k = s.costs
     ts = [t for t in ins if isinstance(t, Tensor)] + list(outs)
     for t in ts:
         if t.st.dt.itemsize != 2:
@@ -219,13 +221,13 @@ def perf_factor(kind, ins, outs):
         for t in ins:
             if isinstance(t, Tensor) and t.st.kind != "sbuf":
                 return 1.0
-        return 2.0
+        return k.perf_mode_tensor_tensor_16bit
     if any_psum:
-        return 2.0
+        return k.perf_mode_psum_16bit
     for t in ts:
         if not _contiguous_inner(t):
-            return 2.0
-    return 4.0
+            return k.perf_mode_psum_16bit
+    return k.perf_mode_sbuf_16bit
 
 
 def _contiguous_inner(t):
@@ -364,7 +366,7 @@ def copy_op(dst, src, engine=None, mask=None, opname="tensor_copy"):
     eng = VECTOR if engine is None else engine
     n = free_size(dst)
     if eng == VECTOR:
-        cost = vector_cost(n, 1.0, perf_factor("tensor_copy", [src], [dst]))
+        cost = vector_cost(n, None, perf_factor("tensor_copy", [src], [dst]))
     else:
         cost = engine_cost(eng, n, dst.st.dt.itemsize)
     compute(eng, cost, [src], [dst], (lambda: src.read()), opname, mask=mask)
@@ -383,13 +385,13 @@ def memset_tile(t, value, engine=None, mask=None):
         nbytes = t.size * t.st.dt.itemsize
         s.hbm_write += nbytes
         s.dma_bytes += nbytes
-        s.sched.dma((nbytes + s.target.dma_descriptor_bytes) / s.dma_bw, C.DMA_FIXED_NS, [],
+        s.sched.dma(s.costs.dma_effective_bytes(nbytes, 1) / s.dma_bw, s.costs.dma_fixed_ns, [],
                     [(t.st.dep, t.box)])
         return
     n = free_size(t)
     eng = VECTOR if engine is None else engine
     if eng == VECTOR:
-        f = 0.5 if (value == 0 and t.st.dt is D.BFLOAT16) else 1.0
+        f = 0.5 if (value == 0 and t.st.dt is D.BFLOAT16) else None
         cost = vector_cost(n, f)
     else:
         cost = engine_cost(eng, n, t.st.dt.itemsize, streams=1)
@@ -479,7 +481,7 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
         s.sbuf_write += db
     s.dma_bytes += nbytes
     bw = s.dma_bw if hbm_side else s.dma_bw_onchip
-    eff_bytes = nbytes + chunks * s.target.dma_descriptor_bytes
+    eff_bytes = s.costs.dma_effective_bytes(nbytes, chunks)
     data_ns = eff_bytes / bw
     # a transfer is spread over the DMA engines by partition rows (8 rows per engine)
     rows = _partition_rows(dst) if dst.st.kind != "hbm" else _partition_rows(src)
@@ -488,9 +490,9 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
         engines = C.DMA_ENGINES
     min_ns = eff_bytes / (bw * engines / C.DMA_ENGINES)
     if transpose:
-        data_ns /= s.target.dma_transpose_efficiency
-        min_ns /= s.target.dma_transpose_efficiency
-    s.sched.dma(data_ns, C.DMA_FIXED_NS, [(src.st.dep, src.box)], [(dst.st.dep, dst.box)],
+        data_ns /= s.costs.dma_transpose_efficiency
+        min_ns /= s.costs.dma_transpose_efficiency
+    s.sched.dma(data_ns, s.costs.dma_fixed_ns, [(src.st.dep, src.box)], [(dst.st.dep, dst.box)],
                 min_ns)
     s.last_st = dst.st
 
@@ -606,13 +608,13 @@ def matmul_core(dst, stationary, moving, accumulate, opname, transpose_flops=Fal
     if fm > cyc:
         cyc = fm
     if a32:
-        cyc *= C.MATMUL_FP32_FACTOR
+        cyc *= s.costs.matmul_fp32_factor
     cost = cyc * s.ns_tensor
     flops = 2.0 * k * fs * fm
     s.flops += flops
     if transpose_flops:
         s.transpose_flops += flops
-    s.flops_peak_ns += flops / (s.target.peak_flops_bf16 / (C.MATMUL_FP32_FACTOR if a32 else 1)
+    s.flops_peak_ns += flops / (s.target.peak_flops_bf16 / (s.costs.matmul_fp32_factor if a32 else 1)
                                 ) * 1e9
     s.matmul_count += 1
     nb_a = stationary.size * stationary.st.dt.itemsize
@@ -620,7 +622,7 @@ def matmul_core(dst, stationary, moving, accumulate, opname, transpose_flops=Fal
     s.sbuf_read += nb_a + nb_b
     s.psum_write += dst.size * 4
     s.sched.issue(TENSOR, cost, [(stationary.st.dep, stationary.box), (moving.st.dep, moving.box)],
-                  [(dst.st.dep, dst.box)], C.MATMUL_INIT_CYCLES * s.ns_tensor)
+                  [(dst.st.dep, dst.box)], s.costs.matmul_init_cycles * s.ns_tensor)
     s.last_st = dst.st
     s.last_eng = TENSOR
     return dst
@@ -671,7 +673,7 @@ def transpose_core(x, dst=None, to_sbuf=False, engine=None):
     if p > cyc:
         cyc = p
     if x.st.dt.itemsize == 4 and not s.target.vector_perf_mode:
-        cyc *= C.MATMUL_FP32_FACTOR
+        cyc *= s.costs.matmul_fp32_factor
     cost = cyc * s.ns_tensor
     flops = 2.0 * p * f * p
     s.flops += flops
@@ -683,7 +685,7 @@ def transpose_core(x, dst=None, to_sbuf=False, engine=None):
     else:
         s.sbuf_write += dst.size * dst.st.dt.itemsize
     s.sched.issue(TENSOR, cost, [(x.st.dep, x.box)], [(dst.st.dep, dst.box)],
-                  C.MATMUL_INIT_CYCLES * s.ns_tensor)
+                  s.costs.matmul_init_cycles * s.ns_tensor)
     s.last_st = dst.st
     s.last_eng = TENSOR
     return dst

@@ -733,12 +733,12 @@ def binary(name, a, b, dtype=None, mask=None):
         # tensor_tensor: 2N unless one side is a per-partition/scalar broadcast (tensor_scalar)
         small = free_size(a) == 1 or free_size(b) == 1
         if small:
-            cost = core.vector_cost(n, 1.0, core.perf_factor("tensor_scalar", [a, b], [out]))
+            cost = core.vector_cost(n, None, core.perf_factor("tensor_scalar", [a, b], [out]))
         else:
             cost = core.tensor_tensor_cost(name, a, b, out)
         ins = [a, b]
     else:
-        cost = core.vector_cost(n, 1.0, core.perf_factor("tensor_scalar", [a if ta else b],
+        cost = core.vector_cost(n, None, core.perf_factor("tensor_scalar", [a if ta else b],
                                                          [out]))
         ins = [a if ta else b]
     fdt = dt.is_float
@@ -974,7 +974,8 @@ def var(x, axis=None, dtype=None, keepdims=False, mask=None, **kw):
 
     def run():
         return np.var(value_of(x).astype(np.float32), axis=axes, keepdims=keepdims)
-    compute(VECTOR, core.vector_cost(n, 1.0) + core.vector_cost(1, C.BN_AGGR_FACTOR), [x], [out],
+    cost = core.vector_cost(n) + core.vector_cost(1, runtime.CUR.costs.bn_aggr_factor)
+    compute(VECTOR, cost, [x], [out],
             run, "bn_stats", mask=mask)
     return out
 
@@ -1025,7 +1026,7 @@ def dropout(x, rate, dtype=None, mask=None, **kw):
         rng = np.random.default_rng(0)
         keep = rng.random(x.shape) >= r
         return np.where(keep, value_of(x), 0)
-    compute(VECTOR, core.vector_cost(free_size(x), 1.0), [x], [out], run, "dropout", mask=mask)
+    compute(VECTOR, core.vector_cost(free_size(x)), [x], [out], run, "dropout", mask=mask)
     return out
 
 

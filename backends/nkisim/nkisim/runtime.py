@@ -4,16 +4,15 @@
 to find the scheduler, the target constants, the numerics switch and the statistics.
 """
 from . import constants as C
+from . import costs as K
 from .timing import NullScheduler, Scheduler, ValueScheduler
 
 CUR = None
 
 
 def hbm_dma_bandwidth(target):
-    """Bytes/ns a core's DMA queues sustain between HBM and on-chip memory: the lower of the DMA
-    and HBM rates, times the target's measured DMA efficiency (constants.py)."""
-    eff = getattr(target, "dma_efficiency", 1.0)
-    return min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns) * eff
+    """Bytes/ns a core's DMA queues sustain between HBM and on-chip memory (costs.py)."""
+    return K.hbm_dma_bandwidth(target)
 
 
 class Sim:
@@ -68,5 +67,6 @@ class Sim:
         self.ns_vector = 1e9 / target.vector_hz
         self.ns_scalar = 1e9 / target.scalar_hz
         self.ns_gpsimd = 1e9 / target.gpsimd_hz
-        self.dma_bw = hbm_dma_bandwidth(target)
-        self.dma_bw_onchip = target.dma_bytes_per_ns * getattr(target, "dma_efficiency", 1.0)
+        self.costs = K.table(target)
+        self.dma_bw = K.hbm_dma_bandwidth(target)
+        self.dma_bw_onchip = K.onchip_dma_bandwidth(target)

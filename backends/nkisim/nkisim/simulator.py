@@ -358,7 +358,7 @@ def _charge_spills(sim, nbytes, not_before):
     if not sim.timing:
         return
     sched = sim.sched
-    pass_ns = (nbytes + C.PMAX * sim.target.dma_descriptor_bytes) / sim.dma_bw
+    pass_ns = sim.costs.dma_effective_bytes(nbytes, C.PMAX) / sim.dma_bw
     end = sched.makespan
     left = 2 * pass_ns
     for a, b in sched.bw.idle_windows(not_before or 0.0, end):
@@ -370,7 +370,7 @@ def _charge_spills(sim, nbytes, not_before):
             break
     if left > 0:  # the rest runs after the kernel's own work, behind one fixed latency
         sched.dma_starts.append(end)
-        end += C.DMA_FIXED_NS + left
+        end += sim.costs.dma_fixed_ns + left
         sched.dma_ends.append(end)
     sched.dma_count += 2
     sched.bw.busy += 2 * pass_ns

@@ -16,6 +16,7 @@ from bisect import bisect_right
 from itertools import chain
 
 from . import constants as C
+from . import costs
 
 TENSOR, VECTOR, SCALAR, GPSIMD = 0, 1, 2, 3
 ENGINE_NAMES = ("tensor", "vector", "scalar", "gpsimd")
@@ -293,10 +294,11 @@ class Scheduler:
         # trn1: VectorE and GpSimdE stream through one shared SBUF port
         self.shared_port = bool(getattr(target, "vector_gpsimd_shared_port", False))
         self.port = Timeline()
+        k = costs.table(target)
         self.overhead = [0.0,
-                         C.ACCESS_OVERHEAD_CYCLES * 1e9 / target.vector_hz,
+                         k.vector_fixed_cycles * 1e9 / target.vector_hz,
                          0.0,
-                         C.GPSIMD_STARTUP_CYCLES * 1e9 / target.gpsimd_hz]
+                         k.gpsimd_startup_cycles * 1e9 / target.gpsimd_hz]
         self.active = [0.0, 0.0, 0.0, 0.0]
         self.count = [0, 0, 0, 0]
         self.nq = C.DMA_ENGINES

@@ -529,18 +529,19 @@ class SpillPlacementTest(unittest.TestCase):
 
     def setUp(self):
         from types import SimpleNamespace
-        from nkisim import constants, timing
+        from nkisim import constants, costs, timing
         self.C = constants
         target = constants.get_target("trn2")
         self.sched = timing.Scheduler(target)
         self.sim = SimpleNamespace(
-            sched=self.sched, timing=True, target=target, dma_bw=4.0, spill_save=0,
+            sched=self.sched, timing=True, target=target, costs=costs.table(target),
+            dma_bw=4.0, spill_save=0,
             spill_reload=0, hbm_read=0, hbm_write=0, sbuf_read=0, sbuf_write=0, dma_bytes=0)
 
     def spill(self, pass_ns, not_before=0.0):
         from nkisim import simulator
         # bytes whose save (and reload) take pass_ns at the 4 B/ns of the fake core
-        nbytes = int(pass_ns * 4.0) - 128 * self.sim.target.dma_descriptor_bytes
+        nbytes = int(pass_ns * 4.0) - 128 * self.sim.costs.dma_descriptor_bytes
         simulator._charge_spills(self.sim, nbytes, not_before)
         return nbytes
 
