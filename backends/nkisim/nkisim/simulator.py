@@ -283,16 +283,32 @@ def _check_capacity(sim):
     """Peak SBUF/PSUM use with last-use liveness (an allocation is live from its creation to
     the last instruction that touches it, as the compiler's allocator sees it).
 
+    An SBUF tensor with block dimensions is allocated block by block: each block is live
+    from the first instruction that touches it to the last (a block never touched takes no
+    space), as the compiler's allocator places them.
+
     PSUM over capacity, or SBUF tiles allocated together (no instruction in between) that
     alone exceed capacity, raise the out-of-memory compile error at the allocation that
     first exceeds it. Otherwise live SBUF data beyond capacity is spilled, as the compiler
     does: every byte per partition over capacity is saved to HBM and reloaded once, and the
-    transfers take the DMA time the kernel's own transfers leave idle (see _charge_spills)."""
+    transfers take the DMA time the kernel's own transfers leave idle (see _charge_spills).
+    Blocks of block-dimension tensors are always spillable (never the refused group)."""
     from .buffers import capacity_message
+    blocks = []  # (start, end time of the first access) of each block event
     for kind, cap in (("sbuf", sim.sbuf_cap), ("psum", sim.psum_cap)):
         events = []
         for i, (seq, pb, dep, k, line, _) in enumerate(sim.allocs):
             if k != kind:
+                continue
+            blk = dep.blk
+            if blk is not None:
+                for b, first in enumerate(blk.first):
+                    if first < 0:
+                        continue
+                    j = -1 - len(blocks)
+                    blocks.append((first - 0.5, blk.first_end[b], line))
+                    events.append((first - 0.5, 1, pb, j))
+                    events.append((blk.last[b] + 0.25, 0, pb, j))
                 continue
             start = seq + 0.5
             end = dep.last + 0.25 if dep.last > seq else start + 0.01
@@ -301,13 +317,22 @@ def _check_capacity(sim):
         events.sort()
         cur = 0
         peak = 0
-        over = 0
+        over = 0     # high-water mark over capacity in this stretch over capacity
         spilled = 0
         spill_from = None  # when SBUF first overflows
         group_seq = None
         group = 0
         for pos, is_start, pb, i in events:
-            if is_start:
+            if is_start and i < 0:  # a block of a block-dimension tensor
+                cur += pb
+                if cur > peak:
+                    peak = cur
+                if cur - cap > over:
+                    spilled += cur - cap - over
+                    over = cur - cap
+                    if spill_from is None:
+                        spill_from = blocks[-1 - i][1]
+            elif is_start:
                 cur += pb
                 seq = sim.allocs[i][0]
                 if seq != group_seq:
@@ -326,8 +351,12 @@ def _check_capacity(sim):
                     if spill_from is None:
                         spill_from = sim.allocs[i][5]
             else:
+                # within one stretch over capacity, spilled bytes are its high-water mark
+                # over capacity (tiles that come and go while long-lived data sits in HBM
+                # reuse each other's space); the stretch ends when live data fits again
                 cur -= pb
-                over = cur - cap if cur > cap else 0
+                if cur <= cap:
+                    over = 0
         if kind == "sbuf":
             sim.sbuf_peak = peak
             if spilled:

@@ -74,8 +74,9 @@ def _collapse(recs):
 
 class DepState:
     """Access history of one storage: dicts box -> latest end time of reads / writes, and
-    `last`, the sequence number of the last instruction that accessed it."""
-    __slots__ = ("wr", "rd", "wr_max", "rd_max", "last")
+    `last`, the sequence number of the last instruction that accessed it; `blk`, for an SBUF
+    tensor with block dimensions, the liveness of each block (BlockLive), else None."""
+    __slots__ = ("wr", "rd", "wr_max", "rd_max", "last", "blk")
 
     def __init__(self):
         self.wr = {}
@@ -83,6 +84,43 @@ class DepState:
         self.wr_max = 0.0
         self.rd_max = 0.0
         self.last = -1
+        self.blk = None
+
+
+class BlockLive:
+    """First and last instruction (sequence numbers) that touch each block of a tensor with
+    block dimensions (the leading `len(dims)` storage dimensions), and the end time of the
+    first: the compiler allocates such a tensor block by block, each for its live range."""
+    __slots__ = ("dims", "first", "last", "first_end")
+
+    def __init__(self, dims):
+        self.dims = tuple(dims)
+        n = 1
+        for d in self.dims:
+            n *= d
+        self.first = [-1] * n
+        self.last = [-1] * n
+        self.first_end = [0.0] * n
+
+    def note(self, box, seq, end):
+        """Instruction `seq` (ending at `end`) touches the blocks box covers (None: all)."""
+        first, last = self.first, self.last
+        if box is None:
+            idx = range(len(first))
+        else:
+            idx = [0]
+            for i, d in enumerate(self.dims):
+                lo, hi = box[2 * i], box[2 * i + 1]
+                if lo < 0:
+                    lo = 0
+                if hi > d:
+                    hi = d
+                idx = [j * d + k for j in idx for k in range(lo, hi)]
+        for j in idx:
+            if first[j] < 0:
+                first[j] = seq
+                self.first_end[j] = end
+            last[j] = seq
 
 
 _SEQ = [0]
@@ -127,6 +165,8 @@ def record(reads, writes, end):
     _SEQ_END[0] = end
     for ds, box in reads:
         ds.last = seq
+        if ds.blk is not None:
+            ds.blk.note(box, seq, end)
         rd = ds.rd
         e = rd.get(box)
         if e is None or end > e:
@@ -137,6 +177,8 @@ def record(reads, writes, end):
             _collapse(rd)
     for ds, box in writes:
         ds.last = seq
+        if ds.blk is not None:
+            ds.blk.note(box, seq, end)
         wr = ds.wr
         rd = ds.rd
         if box is None:
@@ -169,10 +211,10 @@ def touch(reads, writes):
     timing it (NullScheduler), and mark what it writes (mark_written)."""
     seq = _SEQ[0] + 1
     _SEQ[0] = seq
-    for ds, _ in reads:
+    for ds, box in chain(reads, writes):
         ds.last = seq
-    for ds, _ in writes:
-        ds.last = seq
+        if ds.blk is not None:
+            ds.blk.note(box, seq, 0.0)
     mark_written(writes)
 
 
