@@ -524,6 +524,10 @@ def sim_profile(device, result, kernel_path):
     waits = getattr(result, "waits", None)
     if waits is not None:
         profile["waits"] = [dict(w) for w in waits if isinstance(w, dict)]
+    effects = getattr(result, "compiler_effects", None)
+    if effects:
+        # what the simulator assumed the compiler does to the kernel as written
+        profile["compiler_effects"] = [str(e) for e in effects]
     return profile
 
 

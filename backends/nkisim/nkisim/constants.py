@@ -85,6 +85,19 @@ SCHED_WINDOW = 32
 # semaphores between in-order streams the compiler schedules) [doc]; the size, four
 # transfers per queue, is a [model] choice like SCHED_WINDOW.
 DMA_SCHED_WINDOW = 4 * DMA_ENGINES
+# Grouping of narrow instructions (core.compute, timing.Scheduler.join). The conv1d ladder
+# (calibration/anchors.json, trn1): with its output-column loop split into blocks of 64
+# (step 6) the compiler issued the per-column [128, 3] multiply and reduce as wide
+# instructions (512 each instead of 65,536); with the 2048-long loop (steps 0-5) it did not.
+# So a narrow VectorE instruction (every operand <= GROUP_NARROW_ELEMS elements) inside an
+# affine_range of at most GROUP_MAX_TRIP iterations is grouped with its copies of the other
+# iterations of that loop [public measurement; the limits between 64 and 2048 iterations and
+# the narrowness limit are not published: model]. The profile at step 5 shows 16,384
+# tensor_reduce for 65,536 output columns whose results go to PSUM: grouped 4:1
+# (GROUP_PSUM_REDUCE) [public measurement].
+GROUP_MAX_TRIP = 64
+GROUP_NARROW_ELEMS = 8
+GROUP_PSUM_REDUCE = 4
 # Dynamic-address (indirect) copies cost ~600 cycles minimum. nki.md §4.2 [doc].
 DYNAMIC_COPY_MIN_CYCLES = 600
 

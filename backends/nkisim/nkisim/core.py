@@ -5,11 +5,12 @@ import weakref
 import numpy as np
 
 from . import constants as C
+from . import costs as K
 from . import dtypes as D
 from . import ops as O
 from . import runtime
 from .buffers import Storage, Tensor, psum, sbuf, shared_hbm
-from .errors import compile_error
+from .errors import compile_error, current_kernel_line
 from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, ready_time, record
 
 _TMP = "__tmp__"
@@ -127,7 +128,9 @@ def vector_cost(n, factor=None, perf=1.0):
     k = s.costs
     if factor is None:
         factor = k.vector_cycles_per_elem
-    return k.vector_cycles(n * factor / perf) * s.ns_vector
+    work = n * factor / perf
+    s.last_work = work
+    return k.vector_cycles(work) * s.ns_vector
 
 
 def scalar_cost(n):
@@ -327,10 +330,43 @@ def compute(eng, cost, ins, outs, run, opname, mask=None, in_mask=None):
                 cost += gpsimd_cost(free_size(t), t.st.dt.itemsize)
     _account_reads(s, ins)
     _account_writes(s, outs)
-    s.sched.issue(eng, cost, [(t.st.dep, t.box) for t in ins],
-                  [(t.st.dep, t.box) for t in outs])
+    reads = [(t.st.dep, t.box) for t in ins]
+    writes = [(t.st.dep, t.box) for t in outs]
+    work = s.last_work
+    s.last_work = None
+    if not (eng == VECTOR and work is not None and outs and
+            _group(s, opname, work, ins, outs[0], reads, writes)):
+        s.sched.issue(eng, cost, reads, writes)
     s.last_st = outs[0].st if outs else None
     s.last_eng = eng
+
+
+def _group(s, opname, work, ins, out, reads, writes):
+    """Join a narrow VectorE instruction (every operand at most GROUP_NARROW_ELEMS elements
+    per partition) to the group the compiler makes of it (constants.py GROUP_*): its copies
+    in the other iterations of the small affine loop it is in, or, for a reduce into PSUM,
+    the next GROUP_PSUM_REDUCE - 1 reduces of its line. True if joined."""
+    if free_size(out) > C.GROUP_NARROW_ELEMS:
+        return False
+    for t in ins:
+        if free_size(t) > C.GROUP_NARROW_ELEMS:
+            return False
+    line = current_kernel_line()
+    sched = s.sched
+    if sched.loops and sched.loops[-1] is not None and sched.join(
+            (line, opname, out.st.kind), VECTOR, work, reads, writes, 0,
+            "narrow VectorE %s in an affine loop of at most %d iterations"
+            % (opname, C.GROUP_MAX_TRIP)):
+        return True
+    if "reduce" in opname:
+        # a reduce whose result goes to PSUM: written there directly, or (the result tile
+        # assigned into a PSUM tile, fuse_or_copy) as this line's earlier results were
+        s.narrow_reduce = (out.st, line)
+        if out.st.kind == "psum" or line in s.psum_reduce_lines:
+            return sched.join((line, opname, "psum-reduce"), VECTOR, work, reads, writes,
+                              C.GROUP_PSUM_REDUCE,
+                              "%s into PSUM, %d:1" % (opname, C.GROUP_PSUM_REDUCE))
+    return False
 
 
 def fuse_or_copy(dst, src, mask=None):
@@ -353,8 +389,12 @@ def fuse_or_copy(dst, src, mask=None):
                 dst.write(src.read(), mask if mask is not None else pred)
         r = [(src.st.dep, src.box)]
         w = [(dst.st.dep, dst.box)]
-        t = ready_time(src.st.dep.wr_max, r, w)
-        record(r, w, t)
+        nr = s.narrow_reduce
+        if nr is not None and nr[0] is src.st and dst.st.kind == "psum":
+            s.psum_reduce_lines.add(nr[1])
+        if not (s.sched.groups and s.sched.add_writes(src.st.dep, w)):
+            t = ready_time(src.st.dep.wr_max, r, w)
+            record(r, w, t)
         _account_writes(s, [dst])
         return
     copy_op(dst, src, mask=pred if mask is None else mask)
@@ -385,7 +425,8 @@ def memset_tile(t, value, engine=None, mask=None):
         nbytes = t.size * t.st.dt.itemsize
         s.hbm_write += nbytes
         s.dma_bytes += nbytes
-        s.sched.dma(s.costs.dma_effective_bytes(nbytes, 1) / s.dma_bw, s.costs.dma_fixed_ns, [],
+        s.sched.dma(s.costs.dma_data_ns(nbytes, 1, K.hbm_dma_peak(s.target)),
+                    s.costs.dma_fixed_ns, [],
                     [(t.st.dep, t.box)])
         return
     n = free_size(t)
@@ -480,15 +521,14 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
     else:
         s.sbuf_write += db
     s.dma_bytes += nbytes
-    bw = s.dma_bw if hbm_side else s.dma_bw_onchip
-    eff_bytes = s.costs.dma_effective_bytes(nbytes, chunks)
-    data_ns = eff_bytes / bw
+    peak = K.hbm_dma_peak(s.target) if hbm_side else s.target.dma_bytes_per_ns
+    data_ns = s.costs.dma_data_ns(nbytes, chunks, peak, hbm_side)
     # a transfer is spread over the DMA engines by partition rows (8 rows per engine)
     rows = _partition_rows(dst) if dst.st.kind != "hbm" else _partition_rows(src)
     engines = -(-rows // C.DMA_ROWS_PER_ENGINE) if rows else C.DMA_ENGINES
     if engines > C.DMA_ENGINES:
         engines = C.DMA_ENGINES
-    min_ns = eff_bytes / (bw * engines / C.DMA_ENGINES)
+    min_ns = data_ns * C.DMA_ENGINES / engines
     if transpose:
         data_ns /= s.costs.dma_transpose_efficiency
         min_ns /= s.costs.dma_transpose_efficiency

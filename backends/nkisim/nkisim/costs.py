@@ -39,6 +39,10 @@ FIELDS = {
     "dma_descriptor_bytes": "per-descriptor (contiguous run) overhead in byte-equivalents",
     "dma_transpose_efficiency": "share of copy throughput of a transposing DMA",
     "dma_min_run_bytes": "a contiguous run shorter than this costs as much as one this long",
+    "dma_stream_bytes_per_ns": "rate (bytes/ns) HBM<->on-chip transfers of long rows reach "
+                               "(second regime; 0 = none)",
+    "dma_stream_descriptor_bytes": "per-run overhead in byte-equivalents of the long-row "
+                                   "regime",
 }
 
 
@@ -94,9 +98,25 @@ class CostTable:
                 eff += short - nbytes
         return eff
 
-    def dma_row_efficiency(self, row_bytes):
-        """Share of the sustained DMA rate a stream of `row_bytes`-long runs reaches."""
-        return row_bytes / self.dma_effective_bytes(row_bytes, 1)
+    def dma_data_ns(self, nbytes, runs, peak, hbm_side=True):
+        """ns of DMA bandwidth a transfer of `nbytes` in `runs` contiguous runs takes at a
+        nominal rate of `peak` bytes/ns: the faster of two regimes, short rows (per-run
+        overhead `dma_descriptor_bytes` at `dma_efficiency` of the nominal rate) and, for
+        transfers between HBM and on-chip memory, long-row streams (per-run overhead
+        `dma_stream_descriptor_bytes` at `dma_stream_bytes_per_ns`)."""
+        ns = self.dma_effective_bytes(nbytes, runs) / (peak * self.dma_efficiency)
+        if self.dma_stream_bytes_per_ns and hbm_side:
+            eff = nbytes + runs * self.dma_stream_descriptor_bytes
+            if self.dma_min_run_bytes and runs and runs * self.dma_min_run_bytes > nbytes:
+                eff += runs * self.dma_min_run_bytes - nbytes
+            s = eff / self.dma_stream_bytes_per_ns
+            if s < ns:
+                ns = s
+        return ns
+
+    def dma_rate(self, row_bytes, peak):
+        """Bytes/ns an HBM-side stream of `row_bytes`-long runs sustains (nominal `peak`)."""
+        return row_bytes / self.dma_data_ns(row_bytes, 1, peak)
 
 
 _TABLES = {}
@@ -130,10 +150,16 @@ def reset():
     _TABLES.clear()
 
 
+def hbm_dma_peak(target):
+    """Nominal bytes/ns of a core's DMA queues between HBM and on-chip memory: the lower of
+    the DMA and HBM rates."""
+    return min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns)
+
+
 def hbm_dma_bandwidth(target):
-    """Bytes/ns a core's DMA queues sustain between HBM and on-chip memory: the lower of the
-    DMA and HBM rates, times the table's sustained share."""
-    return min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns) * table(target).dma_efficiency
+    """Bytes/ns a core's DMA queues sustain between HBM and on-chip memory in the short-row
+    regime (the rate spill traffic and collectives are priced at)."""
+    return hbm_dma_peak(target) * table(target).dma_efficiency
 
 
 def onchip_dma_bandwidth(target):

@@ -103,7 +103,44 @@ def _unmodelled(fname, kw):
 
 # ---- loops --------------------------------------------------------------------------------
 def affine_range(*args, **kw):
-    return range(*args)
+    """A loop of independent iterations. Loops of 2 or more iterations tell the scheduler
+    where they begin and end: the compiler groups the narrow per-element instructions of a
+    small one (at most GROUP_MAX_TRIP iterations) into wide ones (timing.Scheduler.join,
+    core.compute)."""
+    r = range(*args)
+    s = runtime.CUR
+    if s is None or len(r) < 2:
+        return r
+    return _AffineLoop(r)
+
+
+class _AffineLoop:
+    """A small affine_range: iterates like its range and marks the loop for the scheduler."""
+    __slots__ = ("r",)
+
+    def __init__(self, r):
+        self.r = r
+
+    def __len__(self):
+        return len(self.r)
+
+    def __getitem__(self, i):
+        return self.r[i]
+
+    def __iter__(self):
+        s = runtime.CUR
+        if s is None:
+            return iter(self.r)
+        return _affine_loop(self.r, s)
+
+
+def _affine_loop(r, s):
+    s.sched.begin_affine(len(r))
+    try:
+        for i in r:
+            yield i
+    finally:
+        s.sched.end_affine()
 
 
 def sequential_range(*args, **kw):

@@ -56,6 +56,9 @@ class Sim:
         self.flops_peak_ns = 0.0  # sum over matmuls of flops / dtype-specific peak (ns)
         self.last_st = None
         self.last_eng = 0
+        self.last_work = None  # streaming cycles of the last VectorE cost priced (core)
+        self.narrow_reduce = None  # (result storage, line) of the last narrow reduce (core)
+        self.psum_reduce_lines = set()  # lines whose narrow reduces go to PSUM (core)
         self.matmul_count = 0
         self.program_id = (0,)
         self.grid = (1,)

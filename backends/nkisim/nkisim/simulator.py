@@ -25,7 +25,10 @@ class SimResult:
     waits: (with hotspots) where an engine sat idle waiting for another engine's or a DMA's
     result, each {engine, waiting_on, idle_pct, line}, largest first, top 5; line is the
     kernel line of the instruction waited for;
-    busiest_engine: name of the compute engine with the most active time.
+    busiest_engine: name of the compute engine with the most active time;
+    compiler_effects: what the simulator assumed the compiler does to the kernel as
+    written, one sentence each (e.g. "line 42: 65,536 instructions grouped into 1,024
+    (...)"), so a figure that depends on it says so.
     All values in metrics and roofline are numbers."""
 
     def __init__(self, outputs, returned_tuple, latency_us, metrics, roofline, bottleneck,
@@ -40,6 +43,7 @@ class SimResult:
         self.instructions = instructions
         self.hotspots = []
         self.waits = []
+        self.compiler_effects = []
         self.busiest_engine = None
 
     def __repr__(self):
@@ -263,6 +267,7 @@ def finish(sim, ret, originals, numerics):
     """The result of a kernel run (direct or replayed) that returned `ret`: capacity check,
     outputs, inputs the kernel wrote copied back to the caller's arrays (`originals`: storage
     id -> (array, tensor)), metrics, hotspots and waits."""
+    sim.sched.flush_groups()
     _check_capacity(sim)
     outputs, returned_tuple, out_dts = _collect(ret, numerics)
     for a, t in originals.values():
@@ -276,6 +281,7 @@ def finish(sim, ret, originals, numerics):
     res.output_dtypes = out_dts
     res.hotspots = sim.sched.hotspots()
     res.waits = sim.sched.waits()
+    res.compiler_effects = sim.sched.compiler_effects()
     return res
 
 
