@@ -524,6 +524,9 @@ def sim_profile(device, result, kernel_path):
     waits = getattr(result, "waits", None)
     if waits is not None:
         profile["waits"] = [dict(w) for w in waits if isinstance(w, dict)]
+    named = getattr(result, "bottleneck_engine", None)
+    if named:
+        profile["bottleneck_engine"] = str(named)
     effects = getattr(result, "compiler_effects", None)
     if effects:
         # what the simulator assumed the compiler does to the kernel as written

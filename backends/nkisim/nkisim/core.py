@@ -330,6 +330,8 @@ def compute(eng, cost, ins, outs, run, opname, mask=None, in_mask=None):
                 cost += gpsimd_cost(free_size(t), t.st.dt.itemsize)
     _account_reads(s, ins)
     _account_writes(s, outs)
+    if outs:
+        s.elems[eng] += outs[0].size
     reads = [(t.st.dep, t.box) for t in ins]
     writes = [(t.st.dep, t.box) for t in outs]
     work = s.last_work
@@ -339,6 +341,31 @@ def compute(eng, cost, ins, outs, run, opname, mask=None, in_mask=None):
         s.sched.issue(eng, cost, reads, writes)
     s.last_st = outs[0].st if outs else None
     s.last_eng = eng
+
+
+# ops ScalarE computes as an activation's affine part (func(data * scale + bias), identity)
+_AFFINE_OPS = ("add", "subtract", "multiply")
+
+
+def place_scalar_form(opname, ops, n, vector_ns):
+    """Engine of an element-wise op with scalar or per-partition operands whose engine the
+    compiler chooses (`nl.*` arithmetic, `nisa.tensor_scalar` without an engine): ScalarE
+    when every op is affine (add, subtract, multiply: an identity activation with scale and
+    bias) and ScalarE, by its busy time so far, would finish it before VectorE; else VectorE.
+    NKIBench adamw on trn1 showed VectorE 90% and ScalarE 62% active for a kernel whose
+    element-wise work is all `nl.*` / engine-less instructions. Returns (engine, cost ns)."""
+    s = runtime.CUR
+    if not s.timing or any(o is not None and o not in _AFFINE_OPS for o in ops):
+        return VECTOR, vector_ns
+    sc = scalar_cost(n)
+    act = s.sched.active
+    line = current_kernel_line()
+    rec = s.sched.placements.setdefault((line, opname), [0, 0])
+    rec[1] += 1
+    if act[SCALAR] + sc < act[VECTOR] + vector_ns:
+        rec[0] += 1
+        return SCALAR, sc
+    return VECTOR, vector_ns
 
 
 def _group(s, opname, work, ins, out, reads, writes):
@@ -522,6 +549,8 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
         s.sbuf_write += db
     s.dma_bytes += nbytes
     peak = K.hbm_dma_peak(s.target) if hbm_side else s.target.dma_bytes_per_ns
+    if hbm_side:
+        s.dma_runs += chunks
     data_ns = s.costs.dma_data_ns(nbytes, chunks, peak, hbm_side)
     # a transfer is spread over the DMA engines by partition rows (8 rows per engine)
     rows = _partition_rows(dst) if dst.st.kind != "hbm" else _partition_rows(src)

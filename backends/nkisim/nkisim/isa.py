@@ -504,6 +504,7 @@ def tensor_scalar(*args, **kw):
             ins.append(o)
     dst, _ = _out(p, data.shape, data.st.dt)
     _check_same_shape("tensor_scalar", dst, data.shape)
+    chosen = p.get("engine") is not None and _engine(p.get("engine"), None) is not None
     eng = _engine(p.get("engine"), VECTOR)
     n = free_size(dst)
     if eng == SCALAR:
@@ -512,6 +513,8 @@ def tensor_scalar(*args, **kw):
         cost = gpsimd_cost(n, dst.st.dt.itemsize, streams=2)
     else:
         cost = vector_cost(n, None, perf_factor("tensor_scalar", [data], [dst]))
+        if not chosen and dst.st.dt.is_float:
+            eng, cost = core.place_scalar_form("nisa.tensor_scalar", (op0, op1), n, cost)
     r0 = bool(p.get("reverse0", False))
     r1 = bool(p.get("reverse1", False))
 
@@ -782,8 +785,9 @@ def tensor_scalar_reduce(*args, **kw):
     _reject("tensor_scalar_reduce", p, "mask")
     data = p["data"]
     dst = p.get("dst")
+    # the reduce runs on VectorE: the element-wise part stays there too
     kw2 = dict(data=data, op0=p["op0"], operand0=p["operand0"],
-               reverse0=p.get("reverse0", False), dtype=p.get("dtype"))
+               reverse0=p.get("reverse0", False), dtype=p.get("dtype"), engine=engine.vector)
     if dst is not None:
         kw2["dst"] = dst
         tensor_scalar(**kw2)

@@ -778,6 +778,9 @@ def binary(name, a, b, dtype=None, mask=None):
         cost = core.vector_cost(n, None, core.perf_factor("tensor_scalar", [a if ta else b],
                                                          [out]))
         ins = [a if ta else b]
+    eng = VECTOR
+    if fdt_ok(dt) and (not (ta and tb) or small):
+        eng, cost = core.place_scalar_form("nl." + name, (name,), n, cost)
     fdt = dt.is_float
 
     nd = len(shape)
@@ -791,8 +794,13 @@ def binary(name, a, b, dtype=None, mask=None):
             if tb and vb.dtype != np.float32:
                 vb = vb.astype(np.float32)
         return f(va, vb)
-    compute(VECTOR, cost, ins, [out], run, name, mask=mask)
+    compute(eng, cost, ins, [out], run, name, mask=mask)
     return M.masked_result(out, mask)
+
+
+def fdt_ok(dt):
+    """Float tiles only go to ScalarE's affine path (integer arithmetic stays on VectorE)."""
+    return dt.is_float
 
 
 # `nki` namespace: binary ops the hardware rejects (hwrules); the value is the alternative

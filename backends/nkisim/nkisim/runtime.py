@@ -57,6 +57,8 @@ class Sim:
         self.last_st = None
         self.last_eng = 0
         self.last_work = None  # streaming cycles of the last VectorE cost priced (core)
+        self.elems = [0, 0, 0, 0]  # output elements (all partitions) per engine (core)
+        self.dma_runs = 0          # contiguous runs (descriptors) of HBM-side transfers (core)
         self.narrow_reduce = None  # (result storage, line) of the last narrow reduce (core)
         self.psum_reduce_lines = set()  # lines whose narrow reduces go to PSUM (core)
         self.matmul_count = 0

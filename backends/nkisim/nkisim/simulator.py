@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from . import constants as C
+from . import costs as K
 from . import dtypes as D
 from . import errors as E
 from . import runtime
@@ -26,6 +27,10 @@ class SimResult:
     result, each {engine, waiting_on, idle_pct, line}, largest first, top 5; line is the
     kernel line of the instruction waited for;
     busiest_engine: name of the compute engine with the most active time;
+    bottleneck_engine: the busiest resource by name ('TensorE-bound', 'VectorE-bound',
+    'ScalarE-bound', 'GpSimdE-bound', 'DMA-bound' or 'underutilized'); the roofline also
+    holds per-engine element-rate ceilings, the DMA rate this kernel can reach beside the
+    nominal peak, and the floor each resource puts under the latency (floor_*_us);
     compiler_effects: what the simulator assumed the compiler does to the kernel as
     written, one sentence each (e.g. "line 42: 65,536 instructions grouped into 1,024
     (...)"), so a figure that depends on it says so.
@@ -44,6 +49,7 @@ class SimResult:
         self.hotspots = []
         self.waits = []
         self.compiler_effects = []
+        self.bottleneck_engine = None
         self.busiest_engine = None
 
     def __repr__(self):
@@ -514,9 +520,56 @@ def _result(sim, outputs, returned_tuple):
     else:
         bottleneck = "memory-bound"
     roof["busiest_engine_pct"] = engine_pct
+    named = _engine_roofline(sim, roof, m, T)
     res = SimResult(outputs, returned_tuple, T / 1000.0, m, roof, bottleneck, instructions)
+    res.bottleneck_engine = named
     res.busiest_engine = ENGINE_NAMES[busiest]
     return res
+
+
+_ENGINE_LABELS = ("TensorE", "VectorE", "ScalarE", "GpSimdE")
+
+
+def _engine_roofline(sim, roof, m, T):
+    """Per-engine ceilings beside TensorE's: element-wise throughput achieved and peak per
+    engine (128 lanes x 1 element per cycle; GpSimdE by its documented element rate), the
+    DMA bandwidth the cost table lets this kernel reach (at its average contiguous run)
+    beside the nominal peak, the floor each resource alone puts under the latency (us),
+    (`floor_<engine>_us`, `floor_dma_us`); returns the bottleneck by name: the busiest
+    resource ("VectorE-bound", "DMA-bound", ...; "underutilized" below the threshold).
+    `bottleneck` keeps its three values."""
+    tgt = sim.target
+    k = sim.costs
+    hz = (tgt.tensor_hz, tgt.vector_hz, tgt.scalar_hz, tgt.gpsimd_hz)
+    ts = T * 1e-9
+    floors = {}
+    for i, name in enumerate(ENGINE_NAMES):
+        if i == 0:
+            continue
+        rate = C.PMAX * hz[i] * (k.gpsimd_elems_per_cycle_32 if i == 3 else 1.0)
+        roof["%s_gelems_per_sec" % name] = sim.elems[i] / ts / 1e9 if ts > 0 else 0.0
+        roof["%s_peak_gelems_per_sec" % name] = rate / 1e9
+        floors[name] = sim.elems[i] / rate * 1e6
+    floors["tensor"] = sim.flops_peak_ns / 1000.0
+    hbm_bytes = sim.hbm_read + sim.hbm_write
+    peak = K.hbm_dma_peak(tgt)
+    run = hbm_bytes / sim.dma_runs if sim.dma_runs else 0.0
+    achievable = k.dma_rate(run, peak) if run > 0 else peak * k.dma_efficiency
+    roof["dma_nominal_gbps"] = peak
+    roof["dma_achievable_gbps"] = achievable
+    roof["dma_average_run_bytes"] = run
+    floors["dma"] = hbm_bytes / achievable / 1000.0 if achievable > 0 else 0.0
+    for name, v in floors.items():
+        roof["floor_%s_us" % name] = v
+    busy = {ENGINE_NAMES[i]: m["%s_engine_active_time_percent" % ENGINE_NAMES[i]]
+            for i in range(4)}
+    busy["dma"] = m["dma_bandwidth_busy_percent"]
+    top = max(busy, key=lambda n: busy[n])
+    if busy[top] < BOTTLENECK_THRESHOLD_PCT:
+        return "underutilized"
+    if top == "dma":
+        return "DMA-bound"
+    return "%s-bound" % _ENGINE_LABELS[ENGINE_NAMES.index(top)]
 
 
 # A resource counts as the bottleneck once it is busy this share of the time (the perf

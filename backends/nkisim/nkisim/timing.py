@@ -383,6 +383,7 @@ class Scheduler:
         self.groups = []
         self.loops = []
         self.effects = {}
+        self.placements = {}     # (line, op) -> [placed on ScalarE, all] (core)
         self.costs = costs.table(target)
 
     def start_attribution(self, line_of):
@@ -579,6 +580,13 @@ class Scheduler:
             out.append("%s%s instructions grouped into %s (%s)"
                        % ("line %d: " % line if line else "", format(narrow, ","),
                           format(issued, ","), why))
+        rows = sorted(self.placements.items(), key=lambda kv: (-kv[1][0], kv[0][0] or 0))
+        for (line, op), (moved, total) in rows:
+            if moved:
+                out.append("%s%s of %s %s placed on ScalarE (element-wise work the compiler "
+                           "spreads over engines)" % ("line %d: " % line if line else "",
+                                                      format(moved, ","), format(total, ","),
+                                                      op))
         return out
 
     # -- sequential_range ------------------------------------------------------------------
