@@ -472,7 +472,7 @@ def _runs(t):
     sk = t.sk
     if sk is None:
         last = t.shape[-1] if t.shape else 1
-        return max(1, t.size // max(1, last))
+        return max(1, t.size // _adv_run(t, last))
     st = t.st
     shape = st.shape
     stop = st.pdim + 1 if st.kind != "hbm" else 0
@@ -491,6 +491,29 @@ def _runs(t):
     if run <= 0:
         return 1
     return max(1, t.size // run)
+
+
+def _adv_run(t, last):
+    """Contiguous run (elements) of an index-array view (`ap()` patterns, gathers): the
+    stretch of unit steps in memory at the start of its first innermost row, at most `last`
+    (a transposing pattern whose innermost axis strides through memory has runs of one
+    element, each its own descriptor)."""
+    adv = t.adv
+    if adv is None or last <= 1:
+        return max(1, last)
+    try:
+        full = np.broadcast_arrays(*adv)
+        lead = (0,) * (full[0].ndim - 1)
+        first = tuple(a[lead] for a in full)
+        if first[0].shape != (last,):
+            return max(1, last)
+        flat = np.ravel_multi_index(first, t.st.shape)
+    except ValueError:
+        return max(1, last)
+    steps = np.diff(flat) != 1
+    if not steps.any():
+        return last
+    return int(np.argmax(steps)) + 1
 
 
 def _partition_rows(t):
