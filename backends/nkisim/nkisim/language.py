@@ -298,7 +298,26 @@ def _filled(shape, dtype, buffer, value, name=""):
 def zeros(shape, dtype, buffer=None, name="", lazy_initialization=False, **kw):
     if kw:
         _unmodelled("nl.zeros", kw)
+    if lazy_initialization and as_buffer(buffer).kind == "psum":
+        return _lazy_psum_zeros(shape, dtype, buffer, name)
     return _filled(shape, dtype, buffer, 0, name)
+
+
+def _lazy_psum_zeros(shape, dtype, buffer, name):
+    """A PSUM tile zeroed with `lazy_initialization=True`: the compiler chooses when the
+    fill runs, and a matmul that starts an accumulation group in PSUM overwrites instead of
+    adding, so no fill instruction is issued (the values are zero as for any nl.zeros).
+    Named in compiler_effects."""
+    t = ndarray(shape, dtype, buffer, name)
+    s = runtime.CUR
+    if s.numerics:
+        t.write(np.zeros(t.shape, dtype=np.float32), None)
+    s.sched.issue_zero(VECTOR, [], [(t.st.dep, t.box)])
+    line = core.current_kernel_line()
+    why = "PSUM zero fill with lazy_initialization left to the first matmul"
+    rec = s.sched.effects.setdefault((line, why), [0, 0])
+    rec[0] += 1
+    return t
 
 
 def ones(shape, dtype, buffer=None, name="", lazy_initialization=False, **kw):

@@ -577,9 +577,13 @@ class Scheduler:
         rows = sorted(self.effects.items(), key=lambda kv: (-kv[1][0], kv[0][0] or 0))
         out = []
         for (line, why), (narrow, issued) in rows:
+            where = "line %d: " % line if line else ""
+            if issued == 0:  # an instruction the compiler does not issue
+                out.append("%s%s fill instruction(s) not issued (%s)"
+                           % (where, format(narrow, ","), why))
+                continue
             out.append("%s%s instructions grouped into %s (%s)"
-                       % ("line %d: " % line if line else "", format(narrow, ","),
-                          format(issued, ","), why))
+                       % (where, format(narrow, ","), format(issued, ","), why))
         rows = sorted(self.placements.items(), key=lambda kv: (-kv[1][0], kv[0][0] or 0))
         for (line, op), (moved, total) in rows:
             if moved:

@@ -90,3 +90,32 @@ class GroupingTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _psum_acc(lazy):
+    @nki.jit
+    def kernel(a, b):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum,
+                       lazy_initialization=lazy)
+        for k in nl.affine_range(2):
+            acc += nl.matmul(nl.load(a[k * 128:(k + 1) * 128, :]),
+                             nl.load(b[k * 128:(k + 1) * 128, :]), transpose_x=True)
+        nl.store(out, nl.copy(acc))
+        return out
+    return kernel
+
+
+class LazyPsumZeroTest(unittest.TestCase):
+    def test_lazy_psum_zero_fill_is_left_to_the_matmul_and_named(self):
+        rng = np.random.default_rng(2)
+        a = rng.standard_normal((256, 128)).astype(np.float32)
+        b = rng.standard_normal((256, 512)).astype(np.float32)
+        lazy = nkisim.simulate(_psum_acc(True), {"a": a, "b": b}, target="trn1")
+        eager = nkisim.simulate(_psum_acc(False), {"a": a, "b": b}, target="trn1")
+        np.testing.assert_allclose(lazy.outputs[0], a.T @ b, rtol=1e-4, atol=1e-3)
+        np.testing.assert_array_equal(lazy.outputs[0], eager.outputs[0])
+        self.assertEqual(eager.metrics["vector_engine_instruction_count"] -
+                         lazy.metrics["vector_engine_instruction_count"], 1)
+        self.assertTrue(any("lazy_initialization" in e for e in lazy.compiler_effects))
+        self.assertEqual(eager.compiler_effects, [])
