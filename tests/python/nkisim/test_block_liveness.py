@@ -81,6 +81,7 @@ class VendorStyleConv1dTest(unittest.TestCase):
         import sys
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                         "..", "backends", "nkisim", "calibration"))
+        nkisim.activate()  # another test module may have deactivated the nki modules
         import conv1d_kernels
         self.K = conv1d_kernels
 

@@ -11,6 +11,7 @@ import sys
 import unittest
 
 from . import _util  # noqa: F401
+import nkisim
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAL = os.path.join(HERE, "..", "..", "..", "backends", "nkisim", "calibration")
@@ -42,6 +43,7 @@ class Conv1dLadderTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
+        nkisim.activate()  # another test module may have deactivated the nki modules
         rows = calibrate.run(calibrate.load_anchors(), {}, "trn1", set(LADDER))
         cls.sim = {a["id"]: ms for a, ms, _ in rows}
         cls.hw = {a["id"]: a["latency_ms"] for a, _, _ in rows}
@@ -62,6 +64,7 @@ class Conv1dLadderTest(unittest.TestCase):
 
 class PublishedKernelsTest(unittest.TestCase):
     def check(self, dirs, prefix):
+        nkisim.activate()
         rows = calibrate.run(calibrate.load_anchors(), dirs, "trn1")
         rows = [(a, ms, err) for a, ms, err in rows if a["id"].startswith(prefix)
                 and (a.get("external") or "").split(":")[0] in ("nkibench", "nki-samples",
