@@ -768,6 +768,13 @@ def sim_profile(device, result, kernel_path):
     waits = getattr(result, "waits", None)
     if waits is not None:
         profile["waits"] = [dict(w) for w in waits if isinstance(w, dict)]
+    named = getattr(result, "bottleneck_engine", None)
+    if named:
+        profile["bottleneck_engine"] = str(named)
+    effects = getattr(result, "compiler_effects", None)
+    if effects:
+        # what the simulator assumed the compiler does to the kernel as written
+        profile["compiler_effects"] = [str(e) for e in effects]
     return profile
 
 

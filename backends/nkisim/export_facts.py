@@ -26,6 +26,7 @@ DEFAULT_OUT = os.path.join(ROOT, "prompts", "generated", "facts.json")
 sys.path.insert(0, HERE)
 
 from nkisim import constants as C  # noqa: E402
+from nkisim import costs as K  # noqa: E402
 from nkisim import core, isa, language, mx, ops, runtime  # noqa: E402
 from nkisim.timing import GPSIMD, SCALAR, TENSOR, VECTOR  # noqa: E402
 
@@ -52,7 +53,8 @@ def _pass_costs(target):
     saved = runtime.CUR
     runtime.CUR = types.SimpleNamespace(
         target=target, ns_vector=1e9 / target.vector_hz, ns_scalar=1e9 / target.scalar_hz,
-        ns_gpsimd=1e9 / target.gpsimd_hz, ns_tensor=1e9 / target.tensor_hz)
+        ns_gpsimd=1e9 / target.gpsimd_hz, ns_tensor=1e9 / target.tensor_hz,
+        costs=K.table(target))
     try:
         return {ENGINE_NAMES[e]: core.engine_cost(e, COMPARE_ELEMENTS, 4, 2)
                 for e in (VECTOR, SCALAR, GPSIMD)}
@@ -79,8 +81,8 @@ def target_facts(target):
         "dma_gbps_per_engine": _round(target.dma_bytes_per_ns / C.DMA_ENGINES),
         "dma_gbps_per_core": _round(target.dma_bytes_per_ns),
         "effective_gbps_per_core": _round(effective),
-        "dma_fixed_us": _round(C.DMA_FIXED_NS / 1000.0),
-        "dma_transpose_efficiency": _round(target.dma_transpose_efficiency),
+        "dma_fixed_us": _round(K.table(target).dma_fixed_ns / 1000.0),
+        "dma_transpose_efficiency": _round(K.table(target).dma_transpose_efficiency),
         "sbuf_kib_per_partition": _round(target.sbuf_bytes_per_partition / 1024.0),
         "vector_perf_mode": bool(target.vector_perf_mode),
         "vector_gpsimd_shared_port": bool(target.vector_gpsimd_shared_port),
@@ -88,6 +90,9 @@ def target_facts(target):
         "pass_us": {name: _round(ns / 1000.0) for name, ns in sorted(costs.items())},
         "pass_cost_vs_vector": {name: _round(ns / costs["VectorE"], 3)
                                 for name, ns in sorted(costs.items())},
+        # the simulator's cost table for this target (nkisim/cost_tables.json)
+        "cost_table": {k: (_round(v) if isinstance(v, float) else v)
+                       for k, v in K.table(target).as_dict().items() if k != "sources"},
     }
 
 

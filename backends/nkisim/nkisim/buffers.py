@@ -15,7 +15,7 @@ from . import constants as C
 from . import dtypes as D
 from . import runtime
 from .errors import compile_error, current_kernel_line, runtime_error
-from .timing import DepState, timing_seq, timing_seq_end
+from .timing import BlockLive, DepState, timing_seq, timing_seq_end
 
 
 def capacity_message(kind, need, cap, target):
@@ -140,7 +140,14 @@ class Storage:
                 if i != pdim:
                     pp *= n
             if sim is not None and charge:
-                if kind == "sbuf":
+                if kind == "sbuf" and pdim > 0 and math.prod(shape[:pdim]) > 1:
+                    # SBUF tensors with block dimensions are allocated block by block for
+                    # each block's live range (simulator._check_capacity); one block must fit
+                    pb = pp // math.prod(shape[:pdim])
+                    cap = sim.sbuf_cap
+                    if sim.liveness:
+                        self.dep.blk = BlockLive(shape[:pdim])
+                elif kind == "sbuf":
                     pb = pp
                     cap = sim.sbuf_cap
                 elif pdim > 0:

@@ -10,7 +10,12 @@ KIB = 1024
 
 
 class Target:
-    """One parameter set. Times are in nanoseconds, clocks in Hz, bandwidths in bytes/ns."""
+    """One parameter set. Times are in nanoseconds, clocks in Hz, bandwidths in bytes/ns.
+
+    The fitted cost parameters (per-instruction and per-element engine costs, DMA efficiency,
+    descriptor overhead, transpose efficiency, GpSimd element rates) are not here: each
+    target's cost table (cost_tables.json, read through costs.py) holds them. The comments
+    below still explain where their original values came from."""
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -80,6 +85,19 @@ SCHED_WINDOW = 32
 # semaphores between in-order streams the compiler schedules) [doc]; the size, four
 # transfers per queue, is a [model] choice like SCHED_WINDOW.
 DMA_SCHED_WINDOW = 4 * DMA_ENGINES
+# Grouping of narrow instructions (core.compute, timing.Scheduler.join). The conv1d ladder
+# (calibration/anchors.json, trn1): with its output-column loop split into blocks of 64
+# (step 6) the compiler issued the per-column [128, 3] multiply and reduce as wide
+# instructions (512 each instead of 65,536); with the 2048-long loop (steps 0-5) it did not.
+# So a narrow VectorE instruction (every operand <= GROUP_NARROW_ELEMS elements) inside an
+# affine_range of at most GROUP_MAX_TRIP iterations is grouped with its copies of the other
+# iterations of that loop [public measurement; the limits between 64 and 2048 iterations and
+# the narrowness limit are not published: model]. The profile at step 5 shows 16,384
+# tensor_reduce for 65,536 output columns whose results go to PSUM: grouped 4:1
+# (GROUP_PSUM_REDUCE) [public measurement].
+GROUP_MAX_TRIP = 64
+GROUP_NARROW_ELEMS = 8
+GROUP_PSUM_REDUCE = 4
 # Dynamic-address (indirect) copies cost ~600 cycles minimum. nki.md §4.2 [doc].
 DYNAMIC_COPY_MIN_CYCLES = 600
 
@@ -99,8 +117,6 @@ TRN1 = Target(
     # each input tile and the output are separate streams through a core's load/store path
     # (core.gpsimd_cost). One stream = the documented 150 + N of iota / affine_select
     # [derived from nki.md §4.1 (core layout) and §4.2 (150 + N)].
-    gpsimd_elems_per_cycle_32=1.0,
-    gpsimd_elems_per_cycle_16=2.0,
     # NeuronCore base clock used for cycle counts: 1.4 GHz. nki.md §4.1 / §3.3 [doc].
     base_hz=1.4e9,
     # SBUF 24 MiB = 128 x 192 KiB. nki.md §4.1 [doc].
@@ -122,15 +138,12 @@ TRN1 = Target(
     # [doc: published measurements, 2 parameters fitted to 4 points]. The perf guide's
     # "close to 70%" DMA utilisation caption (nki.md §4.3) names neither kernel nor peak and
     # is not used. Every HBM<->SBUF and on-chip transfer and spill pays it.
-    dma_efficiency=0.42,
-    dma_descriptor_bytes=128,
     # Peak BF16 = 128*128*2*2.8e9 = 91.75 TFLOPS. nki.md §4.1 [derived].
     peak_flops_bf16=128 * 128 * 2 * 2.8e9,
     # VectorE perf mode exists only on trn2. nki.md §4.2 [doc].
     vector_perf_mode=False,
     # DMA transpose on trn1 (`load_transpose2d`) is "much slower" than a copy; modelled at 25%
     # of copy throughput. nki.md §4.3 [doc, factor is a model choice].
-    dma_transpose_efficiency=0.25,
     # VectorE and GpSimdE share SBUF access on trn1 (nki.md §4.1 "engine port conflicts"
     # [doc: arch guides]): the streaming parts of their instructions never overlap [model].
     vector_gpsimd_shared_port=True,
@@ -147,8 +160,6 @@ TRN2 = Target(
     # GpSimdE 1.2 GHz. nki.md §4.1 [doc].
     gpsimd_hz=1.2e9,
     # Same GpSimd core layout as trn1 (nki.md §4.1 [doc]); see TRN1.
-    gpsimd_elems_per_cycle_32=1.0,
-    gpsimd_elems_per_cycle_16=2.0,
     # Base clock 1.2 GHz. nki.md §3.3 (`neuroncore_cycle_count`) [doc].
     base_hz=1.2e9,
     # SBUF 128 x 224 KiB raw; nki-library uses 224 KiB - 16 KiB as usable. nki.md §1.9 / §4.1
@@ -160,8 +171,6 @@ TRN2 = Target(
     hbm_bytes_per_ns=362.0,
     # No sustained-utilisation figure is documented for trn2 (the DMA bandwidth guide says
     # >= 4 KiB per row saturates); only the descriptor overhead applies. nki.md §4.3 [doc].
-    dma_efficiency=1.0,
-    dma_descriptor_bytes=DMA_DESCRIPTOR_OVERHEAD_BYTES,
     # Peak BF16 = 128*128*2*2.4e9 = 78.6 TFLOPS. nki.md §4.1 [derived].
     peak_flops_bf16=128 * 128 * 2 * 2.4e9,
     # trn2 VectorE perf mode: tensor_copy/tensor_scalar 4x SBUF->SBUF 16-bit contiguous,
@@ -171,7 +180,6 @@ TRN2 = Target(
     # trn2 lifts the VectorE/GpSimdE port sharing. nki.md §4.1 [doc: arch guides].
     vector_gpsimd_shared_port=False,
     # trn2 transposing DMA HBM->SBUF reaches up to ~90% of copy throughput. nki.md §4.3 [doc].
-    dma_transpose_efficiency=0.9,
 )
 
 # ---- trn3 (Trainium3, NeuronCore-v4) ---------------------------------------------------
@@ -220,8 +228,6 @@ TRN3 = Target(
     gpsimd_hz=1.2e9,
     # GpSimd core layout: not documented for NeuronCore-v4; carried over from trn2 (the
     # guide lists GpSimd among the engines without a layout change).
-    gpsimd_elems_per_cycle_32=1.0,
-    gpsimd_elems_per_cycle_16=2.0,
     # Base clock for cycle counts: not documented for trn3; the engines run at 1.2 GHz [T3],
     # like trn2's base clock, so trn2's 1.2 GHz is carried over.
     base_hz=1.2e9,
@@ -235,8 +241,6 @@ TRN3 = Target(
     hbm_bytes_per_ns=TRN3_DEVICE_HBM_BYTES_PER_NS / TRN3_CORES_PER_DEVICE,
     # No sustained-utilisation figure is documented for trn3; as trn2, only the descriptor
     # overhead applies (trn2's per-descriptor bytes carried over).
-    dma_efficiency=1.0,
-    dma_descriptor_bytes=DMA_DESCRIPTOR_OVERHEAD_BYTES,
     # Peak BF16 = 128*128*2*2.4e9 = 78.6 TFLOPS per core; the guide gives 79. [T3] [derived]
     # (FP32 at 1/4 of it, 20 TFLOPS [T3], matches MATMUL_FP32_FACTOR.)
     peak_flops_bf16=128 * 128 * 2 * 2.4e9,
@@ -247,7 +251,6 @@ TRN3 = Target(
     # VectorE/GpSimdE port sharing: lifted since trn2, no change documented; carried over.
     vector_gpsimd_shared_port=False,
     # DMA transpose efficiency: not documented for trn3; trn2's ~90% carried over.
-    dma_transpose_efficiency=0.9,
     # MX matmul (nisa.nc_matmul_mx) and QuantizeMX (nisa.quantize_mx) exist only here:
     # "Available only on NeuronCore-v4 and newer". [QMX], [MMX]
     mx=True,

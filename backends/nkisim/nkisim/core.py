@@ -5,11 +5,12 @@ import weakref
 import numpy as np
 
 from . import constants as C
+from . import costs as K
 from . import dtypes as D
 from . import ops as O
 from . import runtime
 from .buffers import Storage, Tensor, psum, sbuf, shared_hbm
-from .errors import compile_error
+from .errors import compile_error, current_kernel_line
 from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, ready_time, record
 
 _TMP = "__tmp__"
@@ -120,18 +121,21 @@ def check_onchip(t, opname, what="operand"):
 
 
 # ---- engine costs (ns) ------------------------------------------------------------------
-def vector_cost(n, factor=1.0, perf=1.0):
+def vector_cost(n, factor=None, perf=1.0):
+    """VectorE instruction over n elements per partition at `factor` cycles per element (the
+    cost table's default per-element cost when None), sped up `perf` times (perf mode)."""
     s = runtime.CUR
-    c = n * factor / perf
-    if c < C.MIN_II_CYCLES:
-        c = C.MIN_II_CYCLES
-    return (C.ACCESS_OVERHEAD_CYCLES + c) * s.ns_vector
+    k = s.costs
+    if factor is None:
+        factor = k.vector_cycles_per_elem
+    work = n * factor / perf
+    s.last_work = work
+    return k.vector_cycles(work) * s.ns_vector
 
 
 def scalar_cost(n):
     s = runtime.CUR
-    c = n if n > C.MIN_II_CYCLES else C.MIN_II_CYCLES
-    return (C.ACCESS_OVERHEAD_CYCLES + c) * s.ns_scalar
+    return s.costs.scalar_cycles(n) * s.ns_scalar
 
 
 def gpsimd_cost(n, itemsize=4, streams=1):
@@ -139,9 +143,7 @@ def gpsimd_cost(n, itemsize=4, streams=1):
     a core's 512-bit load/store path: one element per partition per cycle for 32-bit types,
     two for 16-bit). streams=1 is the documented 150 + N of iota / affine_select."""
     s = runtime.CUR
-    epc = s.target.gpsimd_elems_per_cycle_16 if itemsize <= 2 else \
-        s.target.gpsimd_elems_per_cycle_32
-    return (C.GPSIMD_STARTUP_CYCLES + streams * n / epc) * s.ns_gpsimd
+    return s.costs.gpsimd_cycles(n, itemsize, streams) * s.ns_gpsimd
 
 
 def engine_cost(eng, n, itemsize=4, streams=2):
@@ -153,7 +155,8 @@ def engine_cost(eng, n, itemsize=4, streams=2):
         return scalar_cost(n)
     if eng == GPSIMD:
         return gpsimd_cost(n, itemsize, streams)
-    return (C.MATMUL_INIT_CYCLES + max(n, 64)) * runtime.CUR.ns_tensor
+    s = runtime.CUR
+    return (s.costs.matmul_init_cycles + max(n, 64)) * s.ns_tensor
 
 
 _FAST_TT_OPS = ("add", "subtract", "multiply")
@@ -180,7 +183,7 @@ def pe_broadcast_cost(src, out):
         cyc += chunk if chunk > 64 else 64
         n -= chunk
     if src.st.dt.itemsize == 4:
-        cyc *= C.MATMUL_FP32_FACTOR
+        cyc *= runtime.CUR.costs.matmul_fp32_factor
     _PE_BROADCAST.add(out.st)
     return cyc * runtime.CUR.ns_tensor
 
@@ -195,11 +198,12 @@ def tensor_tensor_cost(op, a, b, out):
     (nki.md §4.2); trn2 perf mode 2x for all-16-bit SBUF inputs otherwise."""
     n = free_size(out)
     if _psum_side(a) != _psum_side(b):
-        return vector_cost(n, 1.0)
+        return vector_cost(n)
     if (op in _FAST_TT_OPS and a.st.kind == "sbuf" and b.st.kind == "sbuf"
             and a.st.dt is D.BFLOAT16 and b.st.dt is D.BFLOAT16 and out.st.dt is D.BFLOAT16):
-        return vector_cost(n, 1.0)
-    return vector_cost(n, 2.0, perf_factor("tensor_tensor", [a, b], [out]))
+        return vector_cost(n)
+    return vector_cost(n, runtime.CUR.costs.vector_tt_cycles_per_elem,
+                       perf_factor("tensor_tensor", [a, b], [out]))
 
 
 def perf_factor(kind, ins, outs):
@@ -207,6 +211,7 @@ def perf_factor(kind, ins, outs):
     s = runtime.CUR
     if not s.target.vector_perf_mode:
         return 1.0
+    k = s.costs
     ts = [t for t in ins if isinstance(t, Tensor)] + list(outs)
     for t in ts:
         if t.st.dt.itemsize != 2:
@@ -219,13 +224,13 @@ def perf_factor(kind, ins, outs):
         for t in ins:
             if isinstance(t, Tensor) and t.st.kind != "sbuf":
                 return 1.0
-        return 2.0
+        return k.perf_mode_tensor_tensor_16bit
     if any_psum:
-        return 2.0
+        return k.perf_mode_psum_16bit
     for t in ts:
         if not _contiguous_inner(t):
-            return 2.0
-    return 4.0
+            return k.perf_mode_psum_16bit
+    return k.perf_mode_sbuf_16bit
 
 
 def _contiguous_inner(t):
@@ -325,10 +330,70 @@ def compute(eng, cost, ins, outs, run, opname, mask=None, in_mask=None):
                 cost += gpsimd_cost(free_size(t), t.st.dt.itemsize)
     _account_reads(s, ins)
     _account_writes(s, outs)
-    s.sched.issue(eng, cost, [(t.st.dep, t.box) for t in ins],
-                  [(t.st.dep, t.box) for t in outs])
+    if outs:
+        s.elems[eng] += outs[0].size
+    reads = [(t.st.dep, t.box) for t in ins]
+    writes = [(t.st.dep, t.box) for t in outs]
+    work = s.last_work
+    s.last_work = None
+    if not (eng == VECTOR and work is not None and outs and
+            _group(s, opname, work, ins, outs[0], reads, writes)):
+        s.sched.issue(eng, cost, reads, writes)
     s.last_st = outs[0].st if outs else None
     s.last_eng = eng
+
+
+# ops ScalarE computes as an activation's affine part (func(data * scale + bias), identity)
+_AFFINE_OPS = ("add", "subtract", "multiply")
+
+
+def place_scalar_form(opname, ops, n, vector_ns):
+    """Engine of an element-wise op with scalar or per-partition operands whose engine the
+    compiler chooses (`nl.*` arithmetic, `nisa.tensor_scalar` without an engine): ScalarE
+    when every op is affine (add, subtract, multiply: an identity activation with scale and
+    bias) and ScalarE, by its busy time so far, would finish it before VectorE; else VectorE.
+    NKIBench adamw on trn1 showed VectorE 90% and ScalarE 62% active for a kernel whose
+    element-wise work is all `nl.*` / engine-less instructions. Returns (engine, cost ns)."""
+    s = runtime.CUR
+    if not s.timing or any(o is not None and o not in _AFFINE_OPS for o in ops):
+        return VECTOR, vector_ns
+    sc = scalar_cost(n)
+    act = s.sched.active
+    line = current_kernel_line()
+    rec = s.sched.placements.setdefault((line, opname), [0, 0])
+    rec[1] += 1
+    if act[SCALAR] + sc < act[VECTOR] + vector_ns:
+        rec[0] += 1
+        return SCALAR, sc
+    return VECTOR, vector_ns
+
+
+def _group(s, opname, work, ins, out, reads, writes):
+    """Join a narrow VectorE instruction (every operand at most GROUP_NARROW_ELEMS elements
+    per partition) to the group the compiler makes of it (constants.py GROUP_*): its copies
+    in the other iterations of the small affine loop it is in, or, for a reduce into PSUM,
+    the next GROUP_PSUM_REDUCE - 1 reduces of its line. True if joined."""
+    if free_size(out) > C.GROUP_NARROW_ELEMS:
+        return False
+    for t in ins:
+        if free_size(t) > C.GROUP_NARROW_ELEMS:
+            return False
+    line = current_kernel_line()
+    sched = s.sched
+    if sched.loops and sched.loops[-1] is not None and sched.join(
+            (line, opname, out.st.kind), VECTOR, work, reads, writes, 0,
+            "narrow VectorE %s in an affine loop of at most %d iterations"
+            % (opname, C.GROUP_MAX_TRIP)):
+        return True
+    if "reduce" in opname:
+        # a reduce whose result goes to PSUM: written there directly, or (the result tile
+        # assigned into a PSUM tile, fuse_or_copy) as this line's earlier results were
+        s.narrow_reduce = (out.st, line)
+        if out.st.kind == "psum" or line in s.psum_reduce_lines:
+            return sched.join((line, opname, "psum-reduce"), VECTOR, work, reads, writes,
+                              C.GROUP_PSUM_REDUCE,
+                              "%s into PSUM, %d:1" % (opname, C.GROUP_PSUM_REDUCE))
+    return False
 
 
 def fuse_or_copy(dst, src, mask=None):
@@ -351,8 +416,12 @@ def fuse_or_copy(dst, src, mask=None):
                 dst.write(src.read(), mask if mask is not None else pred)
         r = [(src.st.dep, src.box)]
         w = [(dst.st.dep, dst.box)]
-        t = ready_time(src.st.dep.wr_max, r, w)
-        record(r, w, t)
+        nr = s.narrow_reduce
+        if nr is not None and nr[0] is src.st and dst.st.kind == "psum":
+            s.psum_reduce_lines.add(nr[1])
+        if not (s.sched.groups and s.sched.add_writes(src.st.dep, w)):
+            t = ready_time(src.st.dep.wr_max, r, w)
+            record(r, w, t)
         _account_writes(s, [dst])
         return
     copy_op(dst, src, mask=pred if mask is None else mask)
@@ -364,7 +433,7 @@ def copy_op(dst, src, engine=None, mask=None, opname="tensor_copy"):
     eng = VECTOR if engine is None else engine
     n = free_size(dst)
     if eng == VECTOR:
-        cost = vector_cost(n, 1.0, perf_factor("tensor_copy", [src], [dst]))
+        cost = vector_cost(n, None, perf_factor("tensor_copy", [src], [dst]))
     else:
         cost = engine_cost(eng, n, dst.st.dt.itemsize)
     compute(eng, cost, [src], [dst], (lambda: src.read()), opname, mask=mask)
@@ -383,13 +452,14 @@ def memset_tile(t, value, engine=None, mask=None):
         nbytes = t.size * t.st.dt.itemsize
         s.hbm_write += nbytes
         s.dma_bytes += nbytes
-        s.sched.dma((nbytes + s.target.dma_descriptor_bytes) / s.dma_bw, C.DMA_FIXED_NS, [],
+        s.sched.dma(s.costs.dma_data_ns(nbytes, 1, K.hbm_dma_peak(s.target)),
+                    s.costs.dma_fixed_ns, [],
                     [(t.st.dep, t.box)])
         return
     n = free_size(t)
     eng = VECTOR if engine is None else engine
     if eng == VECTOR:
-        f = 0.5 if (value == 0 and t.st.dt is D.BFLOAT16) else 1.0
+        f = 0.5 if (value == 0 and t.st.dt is D.BFLOAT16) else None
         cost = vector_cost(n, f)
     else:
         cost = engine_cost(eng, n, t.st.dt.itemsize, streams=1)
@@ -402,7 +472,7 @@ def _runs(t):
     sk = t.sk
     if sk is None:
         last = t.shape[-1] if t.shape else 1
-        return max(1, t.size // max(1, last))
+        return max(1, t.size // _adv_run(t, last))
     st = t.st
     shape = st.shape
     stop = st.pdim + 1 if st.kind != "hbm" else 0
@@ -421,6 +491,29 @@ def _runs(t):
     if run <= 0:
         return 1
     return max(1, t.size // run)
+
+
+def _adv_run(t, last):
+    """Contiguous run (elements) of an index-array view (`ap()` patterns, gathers): the
+    stretch of unit steps in memory at the start of its first innermost row, at most `last`
+    (a transposing pattern whose innermost axis strides through memory has runs of one
+    element, each its own descriptor)."""
+    adv = t.adv
+    if adv is None or last <= 1:
+        return max(1, last)
+    try:
+        full = np.broadcast_arrays(*adv)
+        lead = (0,) * (full[0].ndim - 1)
+        first = tuple(a[lead] for a in full)
+        if first[0].shape != (last,):
+            return max(1, last)
+        flat = np.ravel_multi_index(first, t.st.shape)
+    except ValueError:
+        return max(1, last)
+    steps = np.diff(flat) != 1
+    if not steps.any():
+        return last
+    return int(np.argmax(steps)) + 1
 
 
 def _partition_rows(t):
@@ -478,19 +571,20 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
     else:
         s.sbuf_write += db
     s.dma_bytes += nbytes
-    bw = s.dma_bw if hbm_side else s.dma_bw_onchip
-    eff_bytes = nbytes + chunks * s.target.dma_descriptor_bytes
-    data_ns = eff_bytes / bw
+    peak = K.hbm_dma_peak(s.target) if hbm_side else s.target.dma_bytes_per_ns
+    if hbm_side:
+        s.dma_runs += chunks
+    data_ns = s.costs.dma_data_ns(nbytes, chunks, peak, hbm_side)
     # a transfer is spread over the DMA engines by partition rows (8 rows per engine)
     rows = _partition_rows(dst) if dst.st.kind != "hbm" else _partition_rows(src)
     engines = -(-rows // C.DMA_ROWS_PER_ENGINE) if rows else C.DMA_ENGINES
     if engines > C.DMA_ENGINES:
         engines = C.DMA_ENGINES
-    min_ns = eff_bytes / (bw * engines / C.DMA_ENGINES)
+    min_ns = data_ns * C.DMA_ENGINES / engines
     if transpose:
-        data_ns /= s.target.dma_transpose_efficiency
-        min_ns /= s.target.dma_transpose_efficiency
-    s.sched.dma(data_ns, C.DMA_FIXED_NS, [(src.st.dep, src.box)], [(dst.st.dep, dst.box)],
+        data_ns /= s.costs.dma_transpose_efficiency
+        min_ns /= s.costs.dma_transpose_efficiency
+    s.sched.dma(data_ns, s.costs.dma_fixed_ns, [(src.st.dep, src.box)], [(dst.st.dep, dst.box)],
                 min_ns)
     s.last_st = dst.st
 
@@ -606,13 +700,13 @@ def matmul_core(dst, stationary, moving, accumulate, opname, transpose_flops=Fal
     if fm > cyc:
         cyc = fm
     if a32:
-        cyc *= C.MATMUL_FP32_FACTOR
+        cyc *= s.costs.matmul_fp32_factor
     cost = cyc * s.ns_tensor
     flops = 2.0 * k * fs * fm
     s.flops += flops
     if transpose_flops:
         s.transpose_flops += flops
-    s.flops_peak_ns += flops / (s.target.peak_flops_bf16 / (C.MATMUL_FP32_FACTOR if a32 else 1)
+    s.flops_peak_ns += flops / (s.target.peak_flops_bf16 / (s.costs.matmul_fp32_factor if a32 else 1)
                                 ) * 1e9
     s.matmul_count += 1
     nb_a = stationary.size * stationary.st.dt.itemsize
@@ -620,7 +714,7 @@ def matmul_core(dst, stationary, moving, accumulate, opname, transpose_flops=Fal
     s.sbuf_read += nb_a + nb_b
     s.psum_write += dst.size * 4
     s.sched.issue(TENSOR, cost, [(stationary.st.dep, stationary.box), (moving.st.dep, moving.box)],
-                  [(dst.st.dep, dst.box)], C.MATMUL_INIT_CYCLES * s.ns_tensor)
+                  [(dst.st.dep, dst.box)], s.costs.matmul_init_cycles * s.ns_tensor)
     s.last_st = dst.st
     s.last_eng = TENSOR
     return dst
@@ -671,7 +765,7 @@ def transpose_core(x, dst=None, to_sbuf=False, engine=None):
     if p > cyc:
         cyc = p
     if x.st.dt.itemsize == 4 and not s.target.vector_perf_mode:
-        cyc *= C.MATMUL_FP32_FACTOR
+        cyc *= s.costs.matmul_fp32_factor
     cost = cyc * s.ns_tensor
     flops = 2.0 * p * f * p
     s.flops += flops
@@ -683,7 +777,7 @@ def transpose_core(x, dst=None, to_sbuf=False, engine=None):
     else:
         s.sbuf_write += dst.size * dst.st.dt.itemsize
     s.sched.issue(TENSOR, cost, [(x.st.dep, x.box)], [(dst.st.dep, dst.box)],
-                  C.MATMUL_INIT_CYCLES * s.ns_tensor)
+                  s.costs.matmul_init_cycles * s.ns_tensor)
     s.last_st = dst.st
     s.last_eng = TENSOR
     return dst

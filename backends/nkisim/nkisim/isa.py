@@ -257,7 +257,7 @@ def _double_row_matmul(dst, st, mv, accumulate):
     s.sbuf_read += st.size * st.st.dt.itemsize + mv.size * mv.st.dt.itemsize
     s.psum_write += out.size * 4
     s.sched.issue(TENSOR, cyc * s.ns_tensor, [(st.st.dep, st.box), (mv.st.dep, mv.box)],
-                  [(out.st.dep, out.box)], C.MATMUL_INIT_CYCLES * s.ns_tensor)
+                  [(out.st.dep, out.box)], s.costs.matmul_init_cycles * s.ns_tensor)
     s.last_st = out.st
     s.last_eng = TENSOR
     return None if dst is not None else out
@@ -384,7 +384,7 @@ def _activation(fname, args, kw, force_reduce=False):
     n = free_size(data)
     cost = scalar_cost(n)
     if rres is not None or force_reduce:
-        cost += C.MIN_II_CYCLES * runtime.CUR.ns_scalar
+        cost += runtime.CUR.costs.scalar_min_ii_cycles * runtime.CUR.ns_scalar
     compute(SCALAR, cost, ins, [dst], run, "nisa." + fname, mask=mask)
     if rres is not None:
         if reduce_op not in O.REDUCE:
@@ -504,6 +504,7 @@ def tensor_scalar(*args, **kw):
             ins.append(o)
     dst, _ = _out(p, data.shape, data.st.dt)
     _check_same_shape("tensor_scalar", dst, data.shape)
+    chosen = p.get("engine") is not None and _engine(p.get("engine"), None) is not None
     eng = _engine(p.get("engine"), VECTOR)
     n = free_size(dst)
     if eng == SCALAR:
@@ -511,7 +512,9 @@ def tensor_scalar(*args, **kw):
     elif eng == GPSIMD:
         cost = gpsimd_cost(n, dst.st.dt.itemsize, streams=2)
     else:
-        cost = vector_cost(n, 1.0, perf_factor("tensor_scalar", [data], [dst]))
+        cost = vector_cost(n, None, perf_factor("tensor_scalar", [data], [dst]))
+        if not chosen and dst.st.dt.is_float:
+            eng, cost = core.place_scalar_form("nisa.tensor_scalar", (op0, op1), n, cost)
     r0 = bool(p.get("reverse0", False))
     r1 = bool(p.get("reverse1", False))
 
@@ -653,7 +656,7 @@ def reciprocal(*args, **kw):
     elif eng == GPSIMD:
         cost = gpsimd_cost(n, dst.st.dt.itemsize, streams=2)
     elif eng == VECTOR:
-        cost = vector_cost(n, C.VECTOR_RECIPROCAL_FACTOR)
+        cost = vector_cost(n, runtime.CUR.costs.vector_reciprocal_factor)
     else:
         raise compile_error("nisa.reciprocal cannot run on TensorE")
     compute(eng, cost, [data], [dst], lambda: O.reciprocal(_f32(data.read())),
@@ -747,7 +750,7 @@ def bn_aggr(*args, **kw):
         gm2 = (m2 + cnt * (mean - gm[:, None]) ** 2).sum(axis=1)
         out = np.stack([gm, gm2 / tot], axis=1).astype(np.float32)
         return out.reshape(dst.shape)
-    compute(VECTOR, vector_cost(free_size(data), C.BN_AGGR_FACTOR), [data], [dst], run,
+    compute(VECTOR, vector_cost(free_size(data), runtime.CUR.costs.bn_aggr_factor), [data], [dst], run,
             "nisa.bn_aggr")
     return None if p.get("dst") is not None else dst
 
@@ -782,8 +785,9 @@ def tensor_scalar_reduce(*args, **kw):
     _reject("tensor_scalar_reduce", p, "mask")
     data = p["data"]
     dst = p.get("dst")
+    # the reduce runs on VectorE: the element-wise part stays there too
     kw2 = dict(data=data, op0=p["op0"], operand0=p["operand0"],
-               reverse0=p.get("reverse0", False), dtype=p.get("dtype"))
+               reverse0=p.get("reverse0", False), dtype=p.get("dtype"), engine=engine.vector)
     if dst is not None:
         kw2["dst"] = dst
         tensor_scalar(**kw2)
@@ -796,7 +800,7 @@ def tensor_scalar_reduce(*args, **kw):
     if s.numerics:
         r = O.REDUCE[rop](_f32(out.read()), axis=tuple(range(1, len(out.shape))), keepdims=True)
         rres.write(r.reshape(rres.shape))
-    s.sched.issue(VECTOR, C.MIN_II_CYCLES * s.ns_vector, [(out.st.dep, out.box)],
+    s.sched.issue(VECTOR, s.costs.vector_min_ii_cycles * s.ns_vector, [(out.st.dep, out.box)],
                   [(rres.st.dep, rres.box)])
     return None if dst is not None else out
 

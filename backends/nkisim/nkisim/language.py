@@ -103,7 +103,44 @@ def _unmodelled(fname, kw):
 
 # ---- loops --------------------------------------------------------------------------------
 def affine_range(*args, **kw):
-    return range(*args)
+    """A loop of independent iterations. Loops of 2 or more iterations tell the scheduler
+    where they begin and end: the compiler groups the narrow per-element instructions of a
+    small one (at most GROUP_MAX_TRIP iterations) into wide ones (timing.Scheduler.join,
+    core.compute)."""
+    r = range(*args)
+    s = runtime.CUR
+    if s is None or len(r) < 2:
+        return r
+    return _AffineLoop(r)
+
+
+class _AffineLoop:
+    """A small affine_range: iterates like its range and marks the loop for the scheduler."""
+    __slots__ = ("r",)
+
+    def __init__(self, r):
+        self.r = r
+
+    def __len__(self):
+        return len(self.r)
+
+    def __getitem__(self, i):
+        return self.r[i]
+
+    def __iter__(self):
+        s = runtime.CUR
+        if s is None:
+            return iter(self.r)
+        return _affine_loop(self.r, s)
+
+
+def _affine_loop(r, s):
+    s.sched.begin_affine(len(r))
+    try:
+        for i in r:
+            yield i
+    finally:
+        s.sched.end_affine()
 
 
 def sequential_range(*args, **kw):
@@ -261,7 +298,26 @@ def _filled(shape, dtype, buffer, value, name=""):
 def zeros(shape, dtype, buffer=None, name="", lazy_initialization=False, **kw):
     if kw:
         _unmodelled("nl.zeros", kw)
+    if lazy_initialization and as_buffer(buffer).kind == "psum":
+        return _lazy_psum_zeros(shape, dtype, buffer, name)
     return _filled(shape, dtype, buffer, 0, name)
+
+
+def _lazy_psum_zeros(shape, dtype, buffer, name):
+    """A PSUM tile zeroed with `lazy_initialization=True`: the compiler chooses when the
+    fill runs, and a matmul that starts an accumulation group in PSUM overwrites instead of
+    adding, so no fill instruction is issued (the values are zero as for any nl.zeros).
+    Named in compiler_effects."""
+    t = ndarray(shape, dtype, buffer, name)
+    s = runtime.CUR
+    if s.numerics:
+        t.write(np.zeros(t.shape, dtype=np.float32), None)
+    s.sched.issue_zero(VECTOR, [], [(t.st.dep, t.box)])
+    line = core.current_kernel_line()
+    why = "PSUM zero fill with lazy_initialization left to the first matmul"
+    rec = s.sched.effects.setdefault((line, why), [0, 0])
+    rec[0] += 1
+    return t
 
 
 def ones(shape, dtype, buffer=None, name="", lazy_initialization=False, **kw):
@@ -733,14 +789,17 @@ def binary(name, a, b, dtype=None, mask=None):
         # tensor_tensor: 2N unless one side is a per-partition/scalar broadcast (tensor_scalar)
         small = free_size(a) == 1 or free_size(b) == 1
         if small:
-            cost = core.vector_cost(n, 1.0, core.perf_factor("tensor_scalar", [a, b], [out]))
+            cost = core.vector_cost(n, None, core.perf_factor("tensor_scalar", [a, b], [out]))
         else:
             cost = core.tensor_tensor_cost(name, a, b, out)
         ins = [a, b]
     else:
-        cost = core.vector_cost(n, 1.0, core.perf_factor("tensor_scalar", [a if ta else b],
+        cost = core.vector_cost(n, None, core.perf_factor("tensor_scalar", [a if ta else b],
                                                          [out]))
         ins = [a if ta else b]
+    eng = VECTOR
+    if fdt_ok(dt) and (not (ta and tb) or small):
+        eng, cost = core.place_scalar_form("nl." + name, (name,), n, cost)
     fdt = dt.is_float
 
     nd = len(shape)
@@ -754,8 +813,13 @@ def binary(name, a, b, dtype=None, mask=None):
             if tb and vb.dtype != np.float32:
                 vb = vb.astype(np.float32)
         return f(va, vb)
-    compute(VECTOR, cost, ins, [out], run, name, mask=mask)
+    compute(eng, cost, ins, [out], run, name, mask=mask)
     return M.masked_result(out, mask)
+
+
+def fdt_ok(dt):
+    """Float tiles only go to ScalarE's affine path (integer arithmetic stays on VectorE)."""
+    return dt.is_float
 
 
 # `nki` namespace: binary ops the hardware rejects (hwrules); the value is the alternative
@@ -974,7 +1038,8 @@ def var(x, axis=None, dtype=None, keepdims=False, mask=None, **kw):
 
     def run():
         return np.var(value_of(x).astype(np.float32), axis=axes, keepdims=keepdims)
-    compute(VECTOR, core.vector_cost(n, 1.0) + core.vector_cost(1, C.BN_AGGR_FACTOR), [x], [out],
+    cost = core.vector_cost(n) + core.vector_cost(1, runtime.CUR.costs.bn_aggr_factor)
+    compute(VECTOR, cost, [x], [out],
             run, "bn_stats", mask=mask)
     return out
 
@@ -1025,7 +1090,7 @@ def dropout(x, rate, dtype=None, mask=None, **kw):
         rng = np.random.default_rng(0)
         keep = rng.random(x.shape) >= r
         return np.where(keep, value_of(x), 0)
-    compute(VECTOR, core.vector_cost(free_size(x), 1.0), [x], [out], run, "dropout", mask=mask)
+    compute(VECTOR, core.vector_cost(free_size(x)), [x], [out], run, "dropout", mask=mask)
     return out
 
 

@@ -199,7 +199,7 @@ def quantize_mx(dst, src, dst_scale):
         return bits
 
     # four input elements per partition per cycle ([T3]); the scales come out with the data
-    cost = core.vector_cost(f4, 1.0, C.QUANTIZE_MX_ELEMS_PER_CYCLE)
+    cost = core.vector_cost(f4, None, C.QUANTIZE_MX_ELEMS_PER_CYCLE)
     core.compute(VECTOR, cost, [src], [dst] + quads, run, "nisa.quantize_mx")
     return None
 
@@ -257,7 +257,7 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, accumu
     s.sbuf_read += sum(t.size * t.st.dt.itemsize for t in ins)
     s.psum_write += out.size * 4
     s.sched.issue(TENSOR, cyc * s.ns_tensor, [(t.st.dep, t.box) for t in ins],
-                  [(out.st.dep, out.box)], C.MATMUL_INIT_CYCLES * s.ns_tensor)
+                  [(out.st.dep, out.box)], s.costs.matmul_init_cycles * s.ns_tensor)
     s.last_st = out.st
     s.last_eng = TENSOR
     return None

@@ -10,6 +10,7 @@ trusted side replays (`replay.py`). Rules for what may cross: `boundary.py`.
 Events (JSON lists):
   ["pid", [i, j, ...]]                          start of one SPMD program
   ["ordered", 1 | -1]                           entering / leaving a sequential_range loop
+  ["affine", trip | -1]                         entering / leaving a small affine_range loop
   ["c", line, callee, [args], {kwargs}, result]  call
   ["g", line, object, name, result]              attribute read
   ["o", line, operator, [args], result]          operator (boundary.OPERATORS)
@@ -531,3 +532,15 @@ def _record_ordering(sim, rec):
 
     sim.sched.begin_ordered = begin_ordered
     sim.sched.end_ordered = end_ordered
+    abegin, aend = sim.sched.begin_affine, sim.sched.end_affine
+
+    def begin_affine(trip):
+        rec.events.append(["affine", int(trip)])
+        abegin(trip)
+
+    def end_affine():
+        rec.events.append(["affine", -1])
+        aend()
+
+    sim.sched.begin_affine = begin_affine
+    sim.sched.end_affine = end_affine

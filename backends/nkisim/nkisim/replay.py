@@ -576,6 +576,15 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
                     else:
                         sim.sched.end_ordered()
                     continue
+                elif type(ev) is list and ev and ev[0] == "affine":
+                    if len(ev) != 2 or type(ev[1]) is not int or not (
+                            ev[1] == -1 or ev[1] >= 2):
+                        raise B.Divergence("malformed affine-loop event")
+                    if ev[1] == -1:
+                        sim.sched.end_affine()
+                    else:
+                        sim.sched.begin_affine(ev[1])
+                    continue
                 else:
                     rp.event(ev)
                 dropped = drops.get(i)

@@ -4,16 +4,15 @@
 to find the scheduler, the target constants, the numerics switch and the statistics.
 """
 from . import constants as C
+from . import costs as K
 from .timing import NullScheduler, Scheduler, ValueScheduler
 
 CUR = None
 
 
 def hbm_dma_bandwidth(target):
-    """Bytes/ns a core's DMA queues sustain between HBM and on-chip memory: the lower of the DMA
-    and HBM rates, times the target's measured DMA efficiency (constants.py)."""
-    eff = getattr(target, "dma_efficiency", 1.0)
-    return min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns) * eff
+    """Bytes/ns a core's DMA queues sustain between HBM and on-chip memory (costs.py)."""
+    return K.hbm_dma_bandwidth(target)
 
 
 class Sim:
@@ -57,6 +56,11 @@ class Sim:
         self.flops_peak_ns = 0.0  # sum over matmuls of flops / dtype-specific peak (ns)
         self.last_st = None
         self.last_eng = 0
+        self.last_work = None  # streaming cycles of the last VectorE cost priced (core)
+        self.elems = [0, 0, 0, 0]  # output elements (all partitions) per engine (core)
+        self.dma_runs = 0          # contiguous runs (descriptors) of HBM-side transfers (core)
+        self.narrow_reduce = None  # (result storage, line) of the last narrow reduce (core)
+        self.psum_reduce_lines = set()  # lines whose narrow reduces go to PSUM (core)
         self.matmul_count = 0
         self.program_id = (0,)
         self.grid = (1,)
@@ -68,5 +72,6 @@ class Sim:
         self.ns_vector = 1e9 / target.vector_hz
         self.ns_scalar = 1e9 / target.scalar_hz
         self.ns_gpsimd = 1e9 / target.gpsimd_hz
-        self.dma_bw = hbm_dma_bandwidth(target)
-        self.dma_bw_onchip = target.dma_bytes_per_ns * getattr(target, "dma_efficiency", 1.0)
+        self.costs = K.table(target)
+        self.dma_bw = K.hbm_dma_bandwidth(target)
+        self.dma_bw_onchip = K.onchip_dma_bandwidth(target)

@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from . import constants as C
+from . import costs as K
 from . import dtypes as D
 from . import errors as E
 from . import runtime
@@ -25,7 +26,14 @@ class SimResult:
     waits: (with hotspots) where an engine sat idle waiting for another engine's or a DMA's
     result, each {engine, waiting_on, idle_pct, line}, largest first, top 5; line is the
     kernel line of the instruction waited for;
-    busiest_engine: name of the compute engine with the most active time.
+    busiest_engine: name of the compute engine with the most active time;
+    bottleneck_engine: the busiest resource by name ('TensorE-bound', 'VectorE-bound',
+    'ScalarE-bound', 'GpSimdE-bound', 'DMA-bound' or 'underutilized'); the roofline also
+    holds per-engine element-rate ceilings, the DMA rate this kernel can reach beside the
+    nominal peak, and the floor each resource puts under the latency (floor_*_us);
+    compiler_effects: what the simulator assumed the compiler does to the kernel as
+    written, one sentence each (e.g. "line 42: 65,536 instructions grouped into 1,024
+    (...)"), so a figure that depends on it says so.
     All values in metrics and roofline are numbers."""
 
     def __init__(self, outputs, returned_tuple, latency_us, metrics, roofline, bottleneck,
@@ -40,6 +48,8 @@ class SimResult:
         self.instructions = instructions
         self.hotspots = []
         self.waits = []
+        self.compiler_effects = []
+        self.bottleneck_engine = None
         self.busiest_engine = None
 
     def __repr__(self):
@@ -263,6 +273,7 @@ def finish(sim, ret, originals, numerics):
     """The result of a kernel run (direct or replayed) that returned `ret`: capacity check,
     outputs, inputs the kernel wrote copied back to the caller's arrays (`originals`: storage
     id -> (array, tensor)), metrics, hotspots and waits."""
+    sim.sched.flush_groups()
     _check_capacity(sim)
     outputs, returned_tuple, out_dts = _collect(ret, numerics)
     for a, t in originals.values():
@@ -276,6 +287,7 @@ def finish(sim, ret, originals, numerics):
     res.output_dtypes = out_dts
     res.hotspots = sim.sched.hotspots()
     res.waits = sim.sched.waits()
+    res.compiler_effects = sim.sched.compiler_effects()
     return res
 
 
@@ -283,16 +295,32 @@ def _check_capacity(sim):
     """Peak SBUF/PSUM use with last-use liveness (an allocation is live from its creation to
     the last instruction that touches it, as the compiler's allocator sees it).
 
+    An SBUF tensor with block dimensions is allocated block by block: each block is live
+    from the first instruction that touches it to the last (a block never touched takes no
+    space), as the compiler's allocator places them.
+
     PSUM over capacity, or SBUF tiles allocated together (no instruction in between) that
     alone exceed capacity, raise the out-of-memory compile error at the allocation that
     first exceeds it. Otherwise live SBUF data beyond capacity is spilled, as the compiler
     does: every byte per partition over capacity is saved to HBM and reloaded once, and the
-    transfers take the DMA time the kernel's own transfers leave idle (see _charge_spills)."""
+    transfers take the DMA time the kernel's own transfers leave idle (see _charge_spills).
+    Blocks of block-dimension tensors are always spillable (never the refused group)."""
     from .buffers import capacity_message
+    blocks = []  # (start, end time of the first access) of each block event
     for kind, cap in (("sbuf", sim.sbuf_cap), ("psum", sim.psum_cap)):
         events = []
         for i, (seq, pb, dep, k, line, _) in enumerate(sim.allocs):
             if k != kind:
+                continue
+            blk = dep.blk
+            if blk is not None:
+                for b, first in enumerate(blk.first):
+                    if first < 0:
+                        continue
+                    j = -1 - len(blocks)
+                    blocks.append((first - 0.5, blk.first_end[b], line))
+                    events.append((first - 0.5, 1, pb, j))
+                    events.append((blk.last[b] + 0.25, 0, pb, j))
                 continue
             start = seq + 0.5
             end = dep.last + 0.25 if dep.last > seq else start + 0.01
@@ -301,13 +329,22 @@ def _check_capacity(sim):
         events.sort()
         cur = 0
         peak = 0
-        over = 0
+        over = 0     # high-water mark over capacity in this stretch over capacity
         spilled = 0
         spill_from = None  # when SBUF first overflows
         group_seq = None
         group = 0
         for pos, is_start, pb, i in events:
-            if is_start:
+            if is_start and i < 0:  # a block of a block-dimension tensor
+                cur += pb
+                if cur > peak:
+                    peak = cur
+                if cur - cap > over:
+                    spilled += cur - cap - over
+                    over = cur - cap
+                    if spill_from is None:
+                        spill_from = blocks[-1 - i][1]
+            elif is_start:
                 cur += pb
                 seq = sim.allocs[i][0]
                 if seq != group_seq:
@@ -326,8 +363,12 @@ def _check_capacity(sim):
                     if spill_from is None:
                         spill_from = sim.allocs[i][5]
             else:
+                # within one stretch over capacity, spilled bytes are its high-water mark
+                # over capacity (tiles that come and go while long-lived data sits in HBM
+                # reuse each other's space); the stretch ends when live data fits again
                 cur -= pb
-                over = cur - cap if cur > cap else 0
+                if cur <= cap:
+                    over = 0
         if kind == "sbuf":
             sim.sbuf_peak = peak
             if spilled:
@@ -358,7 +399,7 @@ def _charge_spills(sim, nbytes, not_before):
     if not sim.timing:
         return
     sched = sim.sched
-    pass_ns = (nbytes + C.PMAX * sim.target.dma_descriptor_bytes) / sim.dma_bw
+    pass_ns = sim.costs.dma_effective_bytes(nbytes, C.PMAX) / sim.dma_bw
     end = sched.makespan
     left = 2 * pass_ns
     for a, b in sched.bw.idle_windows(not_before or 0.0, end):
@@ -370,7 +411,7 @@ def _charge_spills(sim, nbytes, not_before):
             break
     if left > 0:  # the rest runs after the kernel's own work, behind one fixed latency
         sched.dma_starts.append(end)
-        end += C.DMA_FIXED_NS + left
+        end += sim.costs.dma_fixed_ns + left
         sched.dma_ends.append(end)
     sched.dma_count += 2
     sched.bw.busy += 2 * pass_ns
@@ -479,9 +520,56 @@ def _result(sim, outputs, returned_tuple):
     else:
         bottleneck = "memory-bound"
     roof["busiest_engine_pct"] = engine_pct
+    named = _engine_roofline(sim, roof, m, T)
     res = SimResult(outputs, returned_tuple, T / 1000.0, m, roof, bottleneck, instructions)
+    res.bottleneck_engine = named
     res.busiest_engine = ENGINE_NAMES[busiest]
     return res
+
+
+_ENGINE_LABELS = ("TensorE", "VectorE", "ScalarE", "GpSimdE")
+
+
+def _engine_roofline(sim, roof, m, T):
+    """Per-engine ceilings beside TensorE's: element-wise throughput achieved and peak per
+    engine (128 lanes x 1 element per cycle; GpSimdE by its documented element rate), the
+    DMA bandwidth the cost table lets this kernel reach (at its average contiguous run)
+    beside the nominal peak, the floor each resource alone puts under the latency (us),
+    (`floor_<engine>_us`, `floor_dma_us`); returns the bottleneck by name: the busiest
+    resource ("VectorE-bound", "DMA-bound", ...; "underutilized" below the threshold).
+    `bottleneck` keeps its three values."""
+    tgt = sim.target
+    k = sim.costs
+    hz = (tgt.tensor_hz, tgt.vector_hz, tgt.scalar_hz, tgt.gpsimd_hz)
+    ts = T * 1e-9
+    floors = {}
+    for i, name in enumerate(ENGINE_NAMES):
+        if i == 0:
+            continue
+        rate = C.PMAX * hz[i] * (k.gpsimd_elems_per_cycle_32 if i == 3 else 1.0)
+        roof["%s_gelems_per_sec" % name] = sim.elems[i] / ts / 1e9 if ts > 0 else 0.0
+        roof["%s_peak_gelems_per_sec" % name] = rate / 1e9
+        floors[name] = sim.elems[i] / rate * 1e6
+    floors["tensor"] = sim.flops_peak_ns / 1000.0
+    hbm_bytes = sim.hbm_read + sim.hbm_write
+    peak = K.hbm_dma_peak(tgt)
+    run = hbm_bytes / sim.dma_runs if sim.dma_runs else 0.0
+    achievable = k.dma_rate(run, peak) if run > 0 else peak * k.dma_efficiency
+    roof["dma_nominal_gbps"] = peak
+    roof["dma_achievable_gbps"] = achievable
+    roof["dma_average_run_bytes"] = run
+    floors["dma"] = hbm_bytes / achievable / 1000.0 if achievable > 0 else 0.0
+    for name, v in floors.items():
+        roof["floor_%s_us" % name] = v
+    busy = {ENGINE_NAMES[i]: m["%s_engine_active_time_percent" % ENGINE_NAMES[i]]
+            for i in range(4)}
+    busy["dma"] = m["dma_bandwidth_busy_percent"]
+    top = max(busy, key=lambda n: busy[n])
+    if busy[top] < BOTTLENECK_THRESHOLD_PCT:
+        return "underutilized"
+    if top == "dma":
+        return "DMA-bound"
+    return "%s-bound" % _ENGINE_LABELS[ENGINE_NAMES.index(top)]
 
 
 # A resource counts as the bottleneck once it is busy this share of the time (the perf

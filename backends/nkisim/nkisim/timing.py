@@ -16,6 +16,7 @@ from bisect import bisect_right
 from itertools import chain
 
 from . import constants as C
+from . import costs
 
 TENSOR, VECTOR, SCALAR, GPSIMD = 0, 1, 2, 3
 ENGINE_NAMES = ("tensor", "vector", "scalar", "gpsimd")
@@ -73,8 +74,9 @@ def _collapse(recs):
 
 class DepState:
     """Access history of one storage: dicts box -> latest end time of reads / writes, and
-    `last`, the sequence number of the last instruction that accessed it."""
-    __slots__ = ("wr", "rd", "wr_max", "rd_max", "last")
+    `last`, the sequence number of the last instruction that accessed it; `blk`, for an SBUF
+    tensor with block dimensions, the liveness of each block (BlockLive), else None."""
+    __slots__ = ("wr", "rd", "wr_max", "rd_max", "last", "blk")
 
     def __init__(self):
         self.wr = {}
@@ -82,6 +84,43 @@ class DepState:
         self.wr_max = 0.0
         self.rd_max = 0.0
         self.last = -1
+        self.blk = None
+
+
+class BlockLive:
+    """First and last instruction (sequence numbers) that touch each block of a tensor with
+    block dimensions (the leading `len(dims)` storage dimensions), and the end time of the
+    first: the compiler allocates such a tensor block by block, each for its live range."""
+    __slots__ = ("dims", "first", "last", "first_end")
+
+    def __init__(self, dims):
+        self.dims = tuple(dims)
+        n = 1
+        for d in self.dims:
+            n *= d
+        self.first = [-1] * n
+        self.last = [-1] * n
+        self.first_end = [0.0] * n
+
+    def note(self, box, seq, end):
+        """Instruction `seq` (ending at `end`) touches the blocks box covers (None: all)."""
+        first, last = self.first, self.last
+        if box is None:
+            idx = range(len(first))
+        else:
+            idx = [0]
+            for i, d in enumerate(self.dims):
+                lo, hi = box[2 * i], box[2 * i + 1]
+                if lo < 0:
+                    lo = 0
+                if hi > d:
+                    hi = d
+                idx = [j * d + k for j in idx for k in range(lo, hi)]
+        for j in idx:
+            if first[j] < 0:
+                first[j] = seq
+                self.first_end[j] = end
+            last[j] = seq
 
 
 _SEQ = [0]
@@ -126,6 +165,8 @@ def record(reads, writes, end):
     _SEQ_END[0] = end
     for ds, box in reads:
         ds.last = seq
+        if ds.blk is not None:
+            ds.blk.note(box, seq, end)
         rd = ds.rd
         e = rd.get(box)
         if e is None or end > e:
@@ -136,6 +177,8 @@ def record(reads, writes, end):
             _collapse(rd)
     for ds, box in writes:
         ds.last = seq
+        if ds.blk is not None:
+            ds.blk.note(box, seq, end)
         wr = ds.wr
         rd = ds.rd
         if box is None:
@@ -168,10 +211,10 @@ def touch(reads, writes):
     timing it (NullScheduler), and mark what it writes (mark_written)."""
     seq = _SEQ[0] + 1
     _SEQ[0] = seq
-    for ds, _ in reads:
+    for ds, box in chain(reads, writes):
         ds.last = seq
-    for ds, _ in writes:
-        ds.last = seq
+        if ds.blk is not None:
+            ds.blk.note(box, seq, 0.0)
     mark_written(writes)
 
 
@@ -278,6 +321,25 @@ class Timeline:
         return out
 
 
+class _Group:
+    """Narrow instructions the compiler issues as one wide instruction (Scheduler.join)."""
+    __slots__ = ("key", "engine", "work", "count", "cap", "reads", "writes", "ids", "after",
+                 "line", "why")
+
+    def __init__(self, key, engine, cap, line, why):
+        self.key = key
+        self.engine = engine
+        self.work = 0.0
+        self.count = 0
+        self.cap = cap
+        self.reads = []
+        self.writes = []
+        self.ids = {}       # id(DepState) -> True for every storage the group touches
+        self.after = []     # pending groups that must be issued before this one
+        self.line = line
+        self.why = why
+
+
 class Scheduler:
     """Engine queues, DMA queues and the resulting statistics (all times in ns)."""
 
@@ -293,10 +355,11 @@ class Scheduler:
         # trn1: VectorE and GpSimdE stream through one shared SBUF port
         self.shared_port = bool(getattr(target, "vector_gpsimd_shared_port", False))
         self.port = Timeline()
+        k = costs.table(target)
         self.overhead = [0.0,
-                         C.ACCESS_OVERHEAD_CYCLES * 1e9 / target.vector_hz,
+                         k.vector_fixed_cycles * 1e9 / target.vector_hz,
                          0.0,
-                         C.GPSIMD_STARTUP_CYCLES * 1e9 / target.gpsimd_hz]
+                         k.gpsimd_startup_cycles * 1e9 / target.gpsimd_hz]
         self.active = [0.0, 0.0, 0.0, 0.0]
         self.count = [0, 0, 0, 0]
         self.nq = C.DMA_ENGINES
@@ -314,6 +377,14 @@ class Scheduler:
         self.line_of = None
         self.producer = None     # end time -> (engine, line) when attribution is on
         self.wait = None         # (engine, waiting_on, line) -> idle ns
+        # instruction grouping (the compiler's widening of narrow instructions): pending
+        # groups in creation order, the stack of open small affine loops (each a dict
+        # key -> group), and the effects applied: (line, why) -> [narrow, issued]
+        self.groups = []
+        self.loops = []
+        self.effects = {}
+        self.placements = {}     # (line, op) -> [placed on ScalarE, all] (core)
+        self.costs = costs.table(target)
 
     def start_attribution(self, line_of):
         """Record hotspots and engine waits; `line_of()` names the current kernel line."""
@@ -354,6 +425,174 @@ class Scheduler:
         rows.sort(key=lambda r: (-r["idle_pct"], r["engine"], r["waiting_on"], r["line"] or 0))
         return rows[:top]
 
+    # -- instruction grouping ----------------------------------------------------------------
+    def begin_affine(self, trip):
+        """Enter an affine_range loop of `trip` iterations: in a small one (at most
+        GROUP_MAX_TRIP) narrow instructions of its iterations may be grouped (join) until
+        it ends. A frame is a dict key -> group, or None for a loop too long to group."""
+        self.loops.append({} if trip <= C.GROUP_MAX_TRIP else None)
+
+    def end_affine(self):
+        """Leave the innermost affine loop: issue the groups it collected."""
+        if self.loops:
+            frame = self.loops.pop()
+            if frame:
+                for g in list(frame.values()):
+                    self._flush(g)
+
+    def join(self, key, engine, work, reads, writes, cap, why):
+        """Add a narrow instruction of `work` streaming cycles to group `key` (capacity
+        `cap` members, 0 = until its loop ends): the group is issued as one instruction of
+        the summed work, after every pending group it depends on. Returns False (nothing
+        done) when the instruction cannot be grouped: no open loop for an uncapped group."""
+        frame = self.loops[-1] if self.loops else None
+        if cap == 0 and frame is None:
+            return False
+        if cap:
+            frame = None
+        g = frame.get(key) if frame is not None else None
+        if g is None:
+            for h in self.groups:
+                if h.key == key and h.cap:
+                    g = h
+                    break
+        deps = self._conflicts(reads, writes, g)
+        if g is not None and any(g in self._closure(h) for h in deps):
+            self._flush(g)  # a dependency cycle through another group: start again
+            g = None
+            deps = self._conflicts(reads, writes, None)
+        if g is None:
+            line = self.line_of() if self.line_of is not None else None
+            g = _Group(key, engine, cap, line, why)
+            self.groups.append(g)
+            if cap == 0:
+                frame[key] = g
+        for h in deps:
+            if h is not g and h not in g.after:
+                g.after.append(h)
+        g.work += work
+        g.count += 1
+        g.reads.extend(reads)
+        g.writes.extend(writes)
+        for ds, _ in chain(reads, writes):
+            g.ids[id(ds)] = True
+        if g.cap and g.count >= g.cap:
+            self._flush(g)
+        return True
+
+    def _closure(self, g):
+        out = []
+        todo = [g]
+        while todo:
+            h = todo.pop()
+            if h in out:
+                continue
+            out.append(h)
+            todo.extend(h.after)
+        return out
+
+    def _conflicts(self, reads, writes, own):
+        """Pending groups (other than `own`) the accesses depend on or that depend on them."""
+        if not self.groups:
+            return []
+        out = []
+        for g in self.groups:
+            if g is own:
+                continue
+            ids = g.ids
+            hit = False
+            for ds, box in chain(reads, writes):
+                if id(ds) in ids:
+                    for gds, gbox in g.writes:
+                        if gds is ds and (box is None or gbox is None or overlap(box, gbox)):
+                            hit = True
+                            break
+                    if not hit:
+                        for wds, wbox in writes:
+                            if wds is not ds:
+                                continue
+                            for gds, gbox in g.reads:
+                                if gds is ds and (wbox is None or gbox is None or
+                                                  overlap(wbox, gbox)):
+                                    hit = True
+                                    break
+                            if hit:
+                                break
+                if hit:
+                    break
+            if hit:
+                out.append(g)
+        return out
+
+    def _flush(self, g):
+        """Issue pending group g (after the groups it depends on) as one instruction."""
+        if g not in self.groups:
+            return
+        self.groups.remove(g)
+        for h in list(g.after):
+            self._flush(h)
+        for frame in self.loops:
+            if frame is not None and frame.get(g.key) is g:
+                del frame[g.key]
+        k = self.costs
+        hz = (self.target.vector_hz, self.target.scalar_hz)[g.engine - 1]
+        cyc = k.vector_cycles(g.work) if g.engine == VECTOR else k.scalar_cycles(g.work)
+        line_of = self.line_of
+        if line_of is not None:
+            self.line_of = lambda: g.line
+        try:
+            self.issue(g.engine, cyc * 1e9 / hz, g.reads, g.writes)
+        finally:
+            self.line_of = line_of
+        if g.count > 1:
+            rec = self.effects.setdefault((g.line, g.why), [0, 0])
+            rec[0] += g.count
+            rec[1] += 1
+
+    def add_writes(self, ds, writes):
+        """The result a pending group wrote to storage `ds` is written in place into
+        `writes` (an assignment the compiler fuses): the group writes those too. True if a
+        pending group wrote `ds`."""
+        for g in self.groups:
+            if id(ds) in g.ids and any(gds is ds for gds, _ in g.writes):
+                g.writes.extend(writes)
+                for wds, _ in writes:
+                    g.ids[id(wds)] = True
+                return True
+        return False
+
+    def flush_groups(self, reads=None, writes=None):
+        """Issue the pending groups an instruction outside them touches (all with None)."""
+        if not self.groups:
+            return
+        if reads is None:
+            while self.groups:
+                self._flush(self.groups[0])
+            return
+        for g in self._conflicts(reads, writes, None):
+            self._flush(g)
+
+    def compiler_effects(self):
+        """The grouping effects applied, one sentence each (largest first)."""
+        rows = sorted(self.effects.items(), key=lambda kv: (-kv[1][0], kv[0][0] or 0))
+        out = []
+        for (line, why), (narrow, issued) in rows:
+            where = "line %d: " % line if line else ""
+            if issued == 0:  # an instruction the compiler does not issue
+                out.append("%s%s fill instruction(s) not issued (%s)"
+                           % (where, format(narrow, ","), why))
+                continue
+            out.append("%s%s instructions grouped into %s (%s)"
+                       % (where, format(narrow, ","), format(issued, ","), why))
+        rows = sorted(self.placements.items(), key=lambda kv: (-kv[1][0], kv[0][0] or 0))
+        for (line, op), (moved, total) in rows:
+            if moved:
+                out.append("%s%s of %s %s placed on ScalarE (element-wise work the compiler "
+                           "spreads over engines)" % ("line %d: " % line if line else "",
+                                                      format(moved, ","), format(total, ","),
+                                                      op))
+        return out
+
     # -- sequential_range ------------------------------------------------------------------
     def begin_ordered(self):
         """Enter a sequential_range loop: engines run in program order until end_ordered."""
@@ -379,6 +618,8 @@ class Scheduler:
         of independent iterations does), within the reordering window. `startup` is added
         when the engine is idle at the ready time (a pipeline that has to fill again, e.g.
         TensorE's MM_INIT_LATENCY), not for back-to-back instructions."""
+        if self.groups:
+            self.flush_groups(reads, writes)
         lo = self.free[engine] if self.ordered else self.floor[engine]
         t = ready_time(lo, reads, writes)
         tl = self.lines[engine]
@@ -437,6 +678,8 @@ class Scheduler:
 
     def issue_zero(self, engine, reads, writes):
         """A bookkeeping step with no cost and no instruction (e.g. a fused accumulate)."""
+        if self.groups:
+            self.flush_groups(reads, writes)
         lo = self.free[engine] if self.ordered else self.floor[engine]
         t = ready_time(lo, reads, writes)
         record(reads, writes, t)
@@ -450,6 +693,8 @@ class Scheduler:
         # so one waiting for compute does not block later independent transfers (the
         # compiler reorders DMA triggers of independent iterations like other
         # instructions), within a window of DMA_SCHED_WINDOW transfers.
+        if self.groups:
+            self.flush_groups(reads, writes)
         t = ready_time(self.dma_floor, reads, writes)
         est = fixed_ns + (data_ns if data_ns > min_data_ns else min_data_ns)
         q, t, gap = self._queue_slot(t, est)
@@ -551,6 +796,9 @@ class NullScheduler(Scheduler):
 
     def start_attribution(self, line_of):
         pass
+
+    def join(self, key, engine, work, reads, writes, cap, why):
+        return False
 
     def begin_ordered(self):
         pass

@@ -68,8 +68,10 @@ class DmaReorderTest(unittest.TestCase):
 
 
 class Trn1DmaRateTest(unittest.TestCase):
-    """The matmul tutorial's trn1.32xlarge latencies (51.80, 42.96, 22.07, 6.97 ms) moving
-    5.43, 4.43, 2.28 and 0.74 GB in rows of 256 B to 4 KiB all come to 103-106 GB/s."""
+    """trn1 DMA rates measured in public: the matmul tutorial's DMA-bound steps (rows of
+    256 B and 1 KiB) come to 103-105 GB/s; longer rows stream faster (the Mamba tutorial's
+    v1 at least 115 GB/s with 2 KiB rows, NKIBench silu about 176 GB/s with 4 KiB rows,
+    adamw about 224 with 8 KiB, bmm about 250 with 16 KiB)."""
 
     def rate(self, tiles, cols, target="trn1"):
         # [128, cols] bf16 tiles, 2 * cols bytes per partition row, loaded and stored
@@ -82,12 +84,14 @@ class Trn1DmaRateTest(unittest.TestCase):
         self.assertGreater(self.rate(256, 512), 90.0)
         self.assertLess(self.rate(256, 512), 115.0)
 
-    def test_row_size_barely_matters_on_trn1(self):
-        # step 1 (a fifth of its bytes in 256 B rows) runs at the per-byte rate of
-        # steps 2-3 (1 KiB rows) and of step 4 (4 KiB rows)
-        r256, r4k = self.rate(256, 128), self.rate(64, 2048)
-        self.assertGreater(r256, 0.6 * r4k)
-        self.assertLess(r4k, 125.0)
+    def test_long_rows_stream_at_the_published_long_row_rates(self):
+        r256, r4k, r16k = self.rate(256, 128), self.rate(64, 2048), self.rate(16, 8192)
+        self.assertGreater(r256, 65.0)
+        self.assertLess(r256, 110.0)
+        self.assertGreater(r4k, 0.8 * 176.0)
+        self.assertLess(r4k, 1.2 * 176.0)
+        self.assertGreater(r16k, 0.8 * 250.0)
+        self.assertLess(r16k, 1.2 * 250.0)
         # trn2's bandwidth guide curve (rows under 2 KiB overhead-bound) is kept
         self.assertLess(self.rate(256, 128, "trn2"), 0.45 * self.rate(64, 2048, "trn2"))
 
@@ -103,8 +107,9 @@ class LadderLastStepTest(unittest.TestCase):
         s4 = nkisim.simulate(ladder.step4_blocked_all, specs, target="trn1", numerics=False)
         self.assertLess(abs(s3.latency_us / 22070.0 - 1.0), 0.15)
         self.assertLess(abs(s4.latency_us / 6970.0 - 1.0), 0.15)
-        self.assertGreater(s3.latency_us, 2.9 * s4.latency_us)
-        self.assertLess(s3.latency_us, 3.6 * s4.latency_us)
+        # published 3.17x; within a fifth of it
+        self.assertGreater(s3.latency_us, 2.6 * s4.latency_us)
+        self.assertLess(s3.latency_us, 3.8 * s4.latency_us)
 
 
 def _mamba_like(reload_per_state):

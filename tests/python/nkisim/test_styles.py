@@ -227,7 +227,9 @@ class StylesTest(unittest.TestCase):
         e = np.exp(s - s.max(axis=1, keepdims=True))
         np.testing.assert_allclose(res.outputs[0], e / e.sum(axis=1, keepdims=True),
                                    rtol=1e-4, atol=1e-6)
-        self.assertEqual(res.metrics["scalar_engine_instruction_count"], 2)
+        # the copy pinned to ScalarE, the exp, and the engine-less scale by the reciprocal,
+        # which the compiler places on ScalarE while VectorE is the busier engine
+        self.assertEqual(res.metrics["scalar_engine_instruction_count"], 3)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,166 @@
+"""Cost tables: the free parameters of the timing model, one table per target, as data.
+
+The hardware facts that are not fitted (clocks, partition count, capacities, peak rates) live
+in constants.py. What an instruction or a transfer costs is priced from a `CostTable` read
+from cost_tables.json beside this module; the simulator (core.py, isa.py, language.py,
+simulator.py, timing.py) and export_facts.py read the same table, and calibrate.py fits it to
+the public hardware anchors and writes it back.
+"""
+import json
+import os
+
+from . import constants as C
+
+TABLE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cost_tables.json")
+
+# Every field a table holds, with its meaning (units in the name or the text).
+FIELDS = {
+    "vector_fixed_cycles": "VectorE static access overhead per instruction (cycles)",
+    "vector_min_ii_cycles": "VectorE minimum initiation interval (cycles)",
+    "vector_fixed_overlaps_min_ii": "true: an instruction takes max(min_ii, fixed + N x c); "
+                                    "false: fixed + max(min_ii, N x c)",
+    "vector_tt_cycles_per_elem": "VectorE tensor_tensor cycles per output element, both "
+                                 "inputs in SBUF (fp32 or mixed dtypes)",
+    "vector_cycles_per_elem": "VectorE cycles per element of other instructions",
+    "vector_reciprocal_factor": "VectorE reciprocal cycles per element",
+    "bn_aggr_factor": "VectorE bn_aggr cycles per element",
+    "scalar_fixed_cycles": "ScalarE static access overhead per instruction (cycles)",
+    "scalar_min_ii_cycles": "ScalarE minimum initiation interval (cycles)",
+    "gpsimd_startup_cycles": "GpSimdE start-up per instruction (cycles)",
+    "gpsimd_elems_per_cycle_32": "GpSimdE elements per cycle per partition per stream, 32-bit",
+    "gpsimd_elems_per_cycle_16": "GpSimdE elements per cycle per partition per stream, 16-bit",
+    "matmul_init_cycles": "TensorE pipeline fill when idle (cycles)",
+    "matmul_fp32_factor": "TensorE slow-down for fp32 operands",
+    "perf_mode_sbuf_16bit": "VectorE perf-mode speed-up, 16-bit SBUF->SBUF contiguous",
+    "perf_mode_psum_16bit": "VectorE perf-mode speed-up, 16-bit with PSUM or strided",
+    "perf_mode_tensor_tensor_16bit": "VectorE perf-mode speed-up of tensor_tensor, 16-bit SBUF",
+    "dma_fixed_ns": "fixed latency of one DMA transfer (ns)",
+    "dma_efficiency": "share of the nominal DMA rate sustained",
+    "dma_descriptor_bytes": "per-descriptor (contiguous run) overhead in byte-equivalents",
+    "dma_transpose_efficiency": "share of copy throughput of a transposing DMA",
+    "dma_min_run_bytes": "a contiguous run shorter than this costs as much as one this long",
+    "dma_stream_bytes_per_ns": "rate (bytes/ns) HBM<->on-chip transfers of long rows reach "
+                               "(second regime; 0 = none)",
+    "dma_stream_descriptor_bytes": "per-run overhead in byte-equivalents of the long-row "
+                                   "regime",
+}
+
+
+class CostTable:
+    """One target's cost parameters (attributes named as in FIELDS)."""
+
+    def __init__(self, name, values):
+        missing = [k for k in FIELDS if k not in values]
+        if missing:
+            raise ValueError("cost table %s lacks %s" % (name, ", ".join(missing)))
+        unknown = [k for k in values if k not in FIELDS and k != "sources"]
+        if unknown:
+            raise ValueError("cost table %s has unknown fields %s" % (name, ", ".join(unknown)))
+        self.name = name
+        self.sources = dict(values.get("sources", {}))
+        for k in FIELDS:
+            setattr(self, k, values[k])
+
+    def as_dict(self):
+        d = {k: getattr(self, k) for k in FIELDS}
+        d["sources"] = dict(self.sources)
+        return d
+
+    def replace(self, **kw):
+        d = self.as_dict()
+        d.update(kw)
+        return CostTable(self.name, d)
+
+    # ---- engine costs in cycles ------------------------------------------------------------
+    def vector_cycles(self, work):
+        """Cycles of a VectorE instruction whose streaming part takes `work` cycles."""
+        ii = self.vector_min_ii_cycles
+        if self.vector_fixed_overlaps_min_ii:
+            c = self.vector_fixed_cycles + work
+            return c if c > ii else ii
+        return self.vector_fixed_cycles + (work if work > ii else ii)
+
+    def scalar_cycles(self, n):
+        ii = self.scalar_min_ii_cycles
+        return self.scalar_fixed_cycles + (n if n > ii else ii)
+
+    def gpsimd_cycles(self, n, itemsize, streams):
+        epc = self.gpsimd_elems_per_cycle_16 if itemsize <= 2 else self.gpsimd_elems_per_cycle_32
+        return self.gpsimd_startup_cycles + streams * n / epc
+
+    # ---- DMA --------------------------------------------------------------------------------
+    def dma_effective_bytes(self, nbytes, runs):
+        """Bytes of bandwidth a transfer of `nbytes` in `runs` contiguous runs occupies."""
+        eff = nbytes + runs * self.dma_descriptor_bytes
+        if self.dma_min_run_bytes and runs:
+            short = runs * self.dma_min_run_bytes
+            if short > nbytes:
+                eff += short - nbytes
+        return eff
+
+    def dma_data_ns(self, nbytes, runs, peak, hbm_side=True):
+        """ns of DMA bandwidth a transfer of `nbytes` in `runs` contiguous runs takes at a
+        nominal rate of `peak` bytes/ns: the faster of two regimes, short rows (per-run
+        overhead `dma_descriptor_bytes` at `dma_efficiency` of the nominal rate) and, for
+        transfers between HBM and on-chip memory, long-row streams (per-run overhead
+        `dma_stream_descriptor_bytes` at `dma_stream_bytes_per_ns`)."""
+        ns = self.dma_effective_bytes(nbytes, runs) / (peak * self.dma_efficiency)
+        if self.dma_stream_bytes_per_ns and hbm_side:
+            eff = nbytes + runs * self.dma_stream_descriptor_bytes
+            if self.dma_min_run_bytes and runs and runs * self.dma_min_run_bytes > nbytes:
+                eff += runs * self.dma_min_run_bytes - nbytes
+            s = eff / self.dma_stream_bytes_per_ns
+            if s < ns:
+                ns = s
+        return ns
+
+    def dma_rate(self, row_bytes, peak):
+        """Bytes/ns an HBM-side stream of `row_bytes`-long runs sustains (nominal `peak`)."""
+        return row_bytes / self.dma_data_ns(row_bytes, 1, peak)
+
+
+_TABLES = {}
+
+
+def load(path=TABLE_FILE):
+    """All tables in a cost-table file, by target name."""
+    with open(path) as f:
+        raw = json.load(f)
+    return {name: CostTable(name, vals) for name, vals in raw.items() if not name.startswith("_")}
+
+
+def table(target):
+    """The shipped cost table of `target` (a constants.Target or a target name)."""
+    name = target if isinstance(target, str) else target.name
+    name = C.get_target(name).name
+    if not _TABLES:
+        _TABLES.update(load())
+    return _TABLES[name]
+
+
+def set_table(t):
+    """Use table `t` for its target in this process (calibration tries candidate tables)."""
+    if not _TABLES:
+        _TABLES.update(load())
+    _TABLES[t.name] = t
+
+
+def reset():
+    """Forget tables set with set_table (the shipped file is read again on next use)."""
+    _TABLES.clear()
+
+
+def hbm_dma_peak(target):
+    """Nominal bytes/ns of a core's DMA queues between HBM and on-chip memory: the lower of
+    the DMA and HBM rates."""
+    return min(target.dma_bytes_per_ns, target.hbm_bytes_per_ns)
+
+
+def hbm_dma_bandwidth(target):
+    """Bytes/ns a core's DMA queues sustain between HBM and on-chip memory in the short-row
+    regime (the rate spill traffic and collectives are priced at)."""
+    return hbm_dma_peak(target) * table(target).dma_efficiency
+
+
+def onchip_dma_bandwidth(target):
+    return target.dma_bytes_per_ns * table(target).dma_efficiency
