@@ -75,7 +75,9 @@ core::Result<HarnessBundle> load_harness_bundle(const fs::path& root) {
     }
     for (fs::recursive_directory_iterator it(root / part, ec), end; !ec && it != end;
          it.increment(ec)) {
-      if (it->is_regular_file(ec) && it->path().extension() == ".py") {
+      // Python sources and their data (the simulator's cost tables are JSON).
+      const auto extension = it->path().extension();
+      if (it->is_regular_file(ec) && (extension == ".py" || extension == ".json")) {
         bundle.files.push_back(it->path().lexically_relative(root).generic_string());
       }
     }

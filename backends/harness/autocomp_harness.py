@@ -33,13 +33,15 @@ DEVICES = ("sim", "neuron", "fake")
 
 
 def source_digest(*paths):
-    """First 8 hex digits of a SHA-256 over .py files (names + bytes) of files or folders."""
+    """First 8 hex digits of a SHA-256 over the .py and .json files (names + bytes) of files or
+    folders (the simulator's cost tables are data: a changed table is a changed simulator)."""
     h = hashlib.sha256()
     for top in paths:
         files = [top] if os.path.isfile(top) else []
         for root, dirs, names in os.walk(top):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            files += [os.path.join(root, n) for n in sorted(names) if n.endswith(".py")]
+            files += [os.path.join(root, n) for n in sorted(names)
+                      if n.endswith((".py", ".json"))]
         for path in files:
             h.update(os.path.basename(path).encode() + b"\0")
             with open(path, "rb") as f:

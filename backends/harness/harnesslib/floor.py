@@ -10,10 +10,12 @@ model cannot beat its own peaks) and 0.5 on hardware (a logical NeuronCore may s
 physical cores, LNC=2). A target the constants do not describe has no floor.
 """
 import importlib.util
+import json
 import os
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONSTANTS_PATH = os.path.join(os.path.dirname(HARNESS_DIR), "nkisim", "nkisim", "constants.py")
+COST_TABLES_PATH = os.path.join(os.path.dirname(CONSTANTS_PATH), "cost_tables.json")
 SLACK = {"sim": 1.0}
 HARDWARE_SLACK = 0.5
 # Bytes per element of NKI dtype names numpy does not know.
@@ -33,6 +35,15 @@ def _load_constants():
     return _constants
 
 
+def _cost_table(name):
+    """The simulator's shipped cost table of target `name` (cost_tables.json), {} if absent."""
+    try:
+        with open(COST_TABLES_PATH) as f:
+            return json.load(f).get(name) or {}
+    except (OSError, ValueError):
+        return {}
+
+
 def peaks(target):
     """{"peak_hbm_gbps", "peak_tflops", "source"} of a target, or None when unknown."""
     try:
@@ -43,9 +54,12 @@ def peaks(target):
     if t is None:
         return None
     flops = [v for k, v in vars(t).items() if k.startswith("peak_flops")]
-    # The simulator's best sustained DMA rate (large rows): the DMA peak times its efficiency,
-    # capped by HBM. The modelled floor divides the bytes by it.
-    dma = min(float(t.dma_bytes_per_ns) * float(getattr(t, "dma_efficiency", 1.0)),
+    # The simulator's best sustained DMA rate (long rows): the faster of the cost table's
+    # short-row regime (DMA peak times its efficiency) and its long-row stream rate, capped by
+    # HBM. The modelled floor divides the bytes by it.
+    costs = _cost_table(t.name)
+    dma = float(t.dma_bytes_per_ns) * float(costs.get("dma_efficiency", 1.0))
+    dma = min(max(dma, float(costs.get("dma_stream_bytes_per_ns") or 0.0)),
               float(t.hbm_bytes_per_ns))
     return {"peak_hbm_gbps": float(t.hbm_bytes_per_ns), "dma_gbps": dma,
             "peak_tflops": max(flops) / 1e12 if flops else None,
