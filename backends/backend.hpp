@@ -119,6 +119,10 @@ struct EvalResult {
   std::map<std::string, double> metrics;   // neuron-profile summary names
   std::map<std::string, double> roofline;  // PROTOCOL.md roofline names
   std::string bottleneck;                  // compute-bound | memory-bound | underutilized | ""
+  std::string bottleneck_engine;           // the limiting engine, e.g. "VectorE-bound" (sim)
+  // What the simulator modelled of the compiler for this kernel, one sentence each (e.g. "line
+  // 88: 65,536 instructions grouped into 1,024 ..."), so a reader knows what a figure relies on.
+  std::vector<std::string> compiler_effects;
   std::string device;                      // sim | neuron | fake
   std::string target;
   std::string backend_identity;  // e.g. "sim" or "ssh://user@host:22?device=neuron"

@@ -124,6 +124,12 @@ json full_result_json(const backends::EvalResult& result) {
     out["percent_of_peak"] = std::move(peak);
   }
   out["bottleneck"] = result.bottleneck;
+  if (!result.bottleneck_engine.empty()) {
+    out["bottleneck_engine"] = result.bottleneck_engine;
+  }
+  if (!result.compiler_effects.empty()) {
+    out["compiler_effects"] = result.compiler_effects;
+  }
   out["measured"] = receipt_line(result);
   if (!result.input_signature.empty()) {
     out["input_signature"] = result.input_signature;

@@ -33,8 +33,12 @@ constexpr const char* k_brief_metrics[] = {
     "total_instruction_count",
 };
 
-constexpr const char* k_brief_roofline[] = {"compute_pct", "hbm_pct", "arithmetic_intensity",
-                                            "ridge_point", "busiest_engine_pct"};
+constexpr const char* k_brief_roofline[] = {"compute_pct",        "hbm_pct",
+                                            "arithmetic_intensity", "ridge_point",
+                                            "busiest_engine_pct", "dma_achievable_gbps"};
+// Compiler effects shown in the brief answer (all of them: detail "full").
+constexpr std::size_t k_effects_shown = 3;
+constexpr std::size_t k_effect_chars = 160;
 
 // "VectorE 69%, ScalarE 12%, DMA 40%": the engines that did anything, by activity.
 std::string engine_activity(const std::map<std::string, double>& metrics) {
@@ -101,6 +105,24 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
       out["percent_of_peak"] = peak;
     }
     out["bottleneck"] = result.bottleneck;
+    if (!result.bottleneck_engine.empty()) {
+      out["bottleneck_engine"] = result.bottleneck_engine;
+    }
+    json effects = json::array();
+    for (std::size_t i = 0; i < result.compiler_effects.size() && i < k_effects_shown; ++i) {
+      std::string effect = result.compiler_effects[i];
+      if (effect.size() > k_effect_chars) {
+        std::size_t cut = k_effect_chars - 3;
+        while (cut > 0 && (static_cast<unsigned char>(effect[cut]) & 0xC0U) == 0x80U) {
+          --cut;  // never split a UTF-8 sequence
+        }
+        effect = effect.substr(0, cut) + "...";
+      }
+      effects.push_back(std::move(effect));
+    }
+    if (!effects.empty()) {
+      out["compiler_effects"] = effects;
+    }
     if (result.latency) {
       out["latency_us"] = round_sig(result.latency->median_us);
     }
@@ -125,6 +147,9 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
     }
     first +=
         " " + (result.bottleneck.empty() ? std::string("no bottleneck class") : result.bottleneck);
+    if (!result.bottleneck_engine.empty()) {
+      first += " (" + result.bottleneck_engine + ")";
+    }
     lines.push_back(first);
     lines.push_back("engines active: " + engine_activity(result.metrics));
     std::string roof;
@@ -134,6 +159,10 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
         roof += (roof.empty() ? "" : ", ") + std::string(label) + format_number(found->second) +
                 "% of peak";
       }
+    }
+    if (auto found = result.roofline.find("dma_achievable_gbps");
+        found != result.roofline.end() && !roof.empty()) {
+      roof += " (DMA reaches at most " + format_number(found->second) + " GB/s here)";
     }
     if (!roof.empty()) {
       lines.push_back("roofline: " + roof);
@@ -167,6 +196,14 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
     }
     for (const auto& wait : waits) {
       lines.push_back("wait: " + describe_wait(wait));
+    }
+    for (const auto& effect : effects) {
+      lines.push_back("compiler (modelled): " + effect.get<std::string>());
+    }
+    if (result.compiler_effects.size() > effects.size()) {
+      lines.push_back("compiler (modelled): " +
+                      std::to_string(result.compiler_effects.size() - effects.size()) +
+                      " more effects (detail: \"full\")");
     }
     if (floors) {
       for (auto& line : floors_lines(*floors)) {

@@ -243,11 +243,14 @@ StoredEvaluation read_evaluation(const Stmt& row) {
   result.host = row.text(31);
   result.steps = steps_from_json(row.text(32));
   result.raw_json = row.text(33);
-  // Hot lines and engine waits are kept only in the harness's line: read them back from it.
+  // Hot lines, engine waits and compiler effects are kept only in the harness's line: read
+  // them back from it.
   if (!result.raw_json.empty()) {
     auto reread = backends::parse_harness_output(result.raw_json, "");
     result.hotspots = std::move(reread.hotspots);
     result.waits = std::move(reread.waits);
+    result.bottleneck_engine = std::move(reread.bottleneck_engine);
+    result.compiler_effects = std::move(reread.compiler_effects);
   }
   out.created_at_ms = row.int64(34);
   key.input_signature = row.text(35);

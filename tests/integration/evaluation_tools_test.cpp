@@ -289,6 +289,43 @@ TEST_F(EvaluationToolsTest, LessonsCanBeListedAndClearedPerTarget) {
 namespace autocomp::tools {
 namespace {
 
+// One column per instruction in short affine loops: the compiler groups such narrow
+// instructions into wide ones, and the profile names that effect, fresh and from the store.
+constexpr const char* k_column_add_kernel = R"(import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    y = nl.load(b)
+    res = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    ip = nl.arange(128)[:, None]
+    for block in nl.affine_range(8):
+        for i in nl.affine_range(64):
+            j = block * 64 + i
+            res[ip, j] = nl.add(x[ip, j], y[ip, j])
+    nl.store(out, value=res)
+    return out
+)";
+
+TEST_F(EvaluationToolsTest, AProfileNamesTheCompilerEffectsItsFiguresRelyOn) {
+  write("columns.py", k_column_add_kernel);
+  auto fresh = call("profile_kernel", kernel_args("columns.py"));
+  ASSERT_FALSE(fresh.is_error) << fresh.structured.dump();
+  ASSERT_TRUE(fresh.structured.contains("compiler_effects")) << fresh.structured.dump();
+  const std::string effect = fresh.structured.at("compiler_effects").at(0).get<std::string>();
+  EXPECT_NE(effect.find("grouped into"), std::string::npos) << effect;
+  EXPECT_NE(fresh.text.find("compiler (modelled): "), std::string::npos) << fresh.text;
+  EXPECT_FALSE(fresh.structured.value("bottleneck_engine", "").empty()) << fresh.structured.dump();
+
+  auto stored = call("profile_kernel", kernel_args("columns.py"));
+  ASSERT_FALSE(stored.is_error) << stored.structured.dump();
+  EXPECT_TRUE(stored.structured.at("cached").get<bool>());
+  EXPECT_EQ(stored.structured.at("compiler_effects"), fresh.structured.at("compiler_effects"));
+  EXPECT_EQ(stored.structured.at("bottleneck_engine"), fresh.structured.at("bottleneck_engine"));
+}
+
 TEST_F(EvaluationToolsTest, AProfileAnsweredFromTheStoreKeepsHotLinesWaitsAndFloors) {
   write("add.py", testing::k_add_fast_kernel);
   auto fresh = call("profile_kernel", json{{"kernel", "add.py"}, {"problem", "problem.py"}});

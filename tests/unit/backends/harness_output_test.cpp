@@ -33,6 +33,18 @@ TEST(HarnessOutput, ReadsEverySectionOfTheLastLine) {
   EXPECT_EQ(result.raw_json, k_full_result);
 }
 
+TEST(HarnessOutput, ReadsTheLimitingEngineAndTheModelledCompilerEffects) {
+  auto result = parse_harness_output(
+      R"({"schema":"autocomp-harness/1","status":"ok","profile":{"bottleneck":"compute-bound",)"
+      R"("bottleneck_engine":"VectorE-bound","compiler_effects":["line 12: 4,096 instructions )"
+      R"(grouped into 64 (narrow)",7,"line 20: 9 fill instruction(s) not issued (lazy)"]}})",
+      "");
+  ASSERT_TRUE(result.ok()) << result.failure->describe();
+  EXPECT_EQ(result.bottleneck_engine, "VectorE-bound");
+  ASSERT_EQ(result.compiler_effects.size(), 2u);  // the number is not an effect
+  EXPECT_EQ(result.compiler_effects[0], "line 12: 4,096 instructions grouped into 64 (narrow)");
+}
+
 TEST(HarnessOutput, MissingSectionsAndMetricsAreNormal) {
   auto result = parse_harness_output(
       R"({"schema":"autocomp-harness/1","status":"ok","benchmark":{"latency_us":{"median":5}}})",
