@@ -35,9 +35,9 @@ TEST(HarnessOutput, ReadsEverySectionOfTheLastLine) {
 
 TEST(HarnessOutput, ReadsTheLimitingEngineAndTheModelledCompilerEffects) {
   auto result = parse_harness_output(
-      R"({"schema":"autocomp-harness/1","status":"ok","profile":{"bottleneck":"compute-bound",)"
-      R"("bottleneck_engine":"VectorE-bound","compiler_effects":["line 12: 4,096 instructions )"
-      R"(grouped into 64 (narrow)",7,"line 20: 9 fill instruction(s) not issued (lazy)"]}})",
+      R"j({"schema":"autocomp-harness/1","status":"ok","profile":{"bottleneck":"compute-bound",)j"
+      R"j("bottleneck_engine":"VectorE-bound","compiler_effects":["line 12: 4,096 instructions )j"
+      R"j(grouped into 64 (narrow)",7,"line 20: 9 fill instruction(s) not issued (lazy)"]}})j",
       "");
   ASSERT_TRUE(result.ok()) << result.failure->describe();
   EXPECT_EQ(result.bottleneck_engine, "VectorE-bound");
