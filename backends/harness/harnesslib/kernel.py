@@ -137,6 +137,50 @@ def load_in_process(path, input_names, explicit=None, problem_name=None, error_t
     return KernelHandle(name, path, fn)
 
 
+def _relative_imports(path):
+    """Whether the kernel file imports relative to its package (`from .utils import f`)."""
+    import ast  # noqa: PLC0415
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return False  # the import reports it
+    return any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(tree))
+
+
+def _load_in_package(path):
+    """Import the kernel file as a module of a package standing for its folder, so that its
+    package-relative imports find the modules beside it. The folder's own __init__.py is not
+    run; imports above the folder (`from ..x`) fail as beyond the top-level package."""
+    import hashlib  # noqa: PLC0415
+    import importlib.util  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import types  # noqa: PLC0415
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    package_name = "autocomp_package_%s" % hashlib.sha1(folder.encode()).hexdigest()[:10]
+    package = sys.modules.get(package_name)
+    if package is None:
+        package = types.ModuleType(package_name)
+        package.__path__ = [folder]
+        package.__package__ = package_name
+        sys.modules[package_name] = package
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    name = package_name + ".autocomp_kernel"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError("cannot import %s" % path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
 def load_kernel_module(path, error_types=()):
     """Import the kernel file; import-time failures become compile_error with the line.
 
@@ -145,6 +189,8 @@ def load_kernel_module(path, error_types=()):
     if not os.path.isfile(path):
         raise HarnessFailure("harness_error", "kernel file not found: %s" % path)
     try:
+        if _relative_imports(path):
+            return _load_in_package(path)
         return load_module(path, "autocomp_kernel")
     except SyntaxError as e:
         line = e.lineno if same_file(e.filename or path, path) else None
@@ -153,8 +199,12 @@ def load_kernel_module(path, error_types=()):
         raise HarnessFailure("compile_error", getattr(e, "message", str(e)),
                              line=getattr(e, "line", None) or line_in_file(e.__traceback__, path))
     except ImportError as e:
-        raise HarnessFailure("compile_error", "import failed in the kernel file: %s" % e,
-                             line=line_in_file(e.__traceback__, path))
+        message = "import failed in the kernel file: %s" % e
+        if type(e) is ModuleNotFoundError and e.name and "." not in e.name \
+                and not os.path.exists(os.path.join(os.path.dirname(path), e.name + ".py")):
+            from harnesslib.hostlibs import missing_module_message  # noqa: PLC0415
+            message = missing_module_message(e.name)
+        raise HarnessFailure("compile_error", message, line=line_in_file(e.__traceback__, path))
     except Exception as e:
         raise HarnessFailure("compile_error", "importing the kernel file raised %s"
                              % describe_exception(e), line=line_in_file(e.__traceback__, path))
