@@ -164,13 +164,17 @@ def _root_name(node):
 
 
 def _names_outside_shape(node):
-    """Names used in an expression, except under `.shape`/`.dtype`/... (shape math)."""
+    """Names used in an expression, except under `.shape`/`.dtype`/... and in indices into a
+    shape (shape math)."""
     out = []
     stack = [node]
     while stack:
         n = stack.pop()
         if isinstance(n, ast.Attribute) and n.attr in SHAPE_ATTRS:
             continue
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) \
+                and n.value.attr in SHAPE_ATTRS:
+            continue  # `a.shape[:dim]`: the index picks dimensions, it is no tensor data
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len":
             continue
         if isinstance(n, ast.Name):

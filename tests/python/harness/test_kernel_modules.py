@@ -214,6 +214,25 @@ class StandInsAndReach(unittest.TestCase):
         with self.assertRaises(hostlibs.HostLibraryMissing):
             bool(value.float32)
 
+    def test_shape_indices_in_a_helper_are_shape_math(self):
+        with TempDir() as d:
+            write(d, "shapes.py", """
+                import numpy as np
+                import neuronxcc.nki.language as nl
+
+
+                def flat_shape(ref, dim):
+                    return [int(np.prod(ref.shape[:dim])), int(np.prod(ref.shape[dim + 1:]))]
+
+
+                def transposed(src, dim):
+                    shape = flat_shape(src, dim)
+                    return nl.ndarray(shape=(shape[1], shape[0]), dtype=src.dtype, buffer=nl.hbm)
+                """)
+            kernel = write(d, "kernel.py", SIBLING_KERNEL.format(module="shapes").replace(
+                "scale_and_shift", "transposed"))
+            self.assertEqual(scan.scan_file(kernel, ("x",), None, ["x"]), [])
+
     def test_scan_follows_relative_imports_into_helpers(self):
         with TempDir() as d:
             write(d, "ops_util.py", "import subprocess\n\ndef scale_and_shift(t):\n"
