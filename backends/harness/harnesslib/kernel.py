@@ -138,36 +138,45 @@ def load_in_process(path, input_names, explicit=None, problem_name=None, error_t
 
 
 def _relative_imports(path):
-    """Whether the kernel file imports relative to its package (`from .utils import f`)."""
+    """The deepest package-relative import of the kernel file (`from ..util import f`: 2)."""
     import ast  # noqa: PLC0415
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             tree = ast.parse(f.read(), path)
     except (OSError, SyntaxError, ValueError):
-        return False  # the import reports it
-    return any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(tree))
+        return 0  # the import reports it
+    return max([n.level for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + [0])
 
 
-def _load_in_package(path):
-    """Import the kernel file as a module of a package standing for its folder, so that its
-    package-relative imports find the modules beside it. The folder's own __init__.py is not
-    run; imports above the folder (`from ..x`) fail as beyond the top-level package."""
+def _load_in_package(path, levels):
+    """Import the kernel file as a module of packages standing for its folder and, for
+    `from ..x` imports, the folders above it (`levels` in all, at most 3), so that its
+    package-relative imports find the modules there. No folder's __init__.py is run."""
     import hashlib  # noqa: PLC0415
     import importlib.util  # noqa: PLC0415
     import sys  # noqa: PLC0415
     import types  # noqa: PLC0415
     path = os.path.abspath(path)
-    folder = os.path.dirname(path)
-    package_name = "autocomp_package_%s" % hashlib.sha1(folder.encode()).hexdigest()[:10]
-    package = sys.modules.get(package_name)
-    if package is None:
-        package = types.ModuleType(package_name)
-        package.__path__ = [folder]
-        package.__package__ = package_name
-        sys.modules[package_name] = package
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    name = package_name + ".autocomp_kernel"
+    folders = [os.path.dirname(path)]
+    for _ in range(min(levels, 3) - 1):
+        folders.append(os.path.dirname(folders[-1]))
+    name = "autocomp_package_%s" % hashlib.sha1(path.encode()).hexdigest()[:10]
+    parent = None
+    for depth, folder in enumerate(reversed(folders)):
+        if depth:
+            name += ".level%d" % depth
+        package = sys.modules.get(name)
+        if package is None:
+            package = types.ModuleType(name)
+            package.__path__ = [folder]
+            package.__package__ = name
+            sys.modules[name] = package
+            if parent is not None:
+                setattr(parent, name.rsplit(".", 1)[1], package)
+        parent = package
+    if folders[0] not in sys.path:
+        sys.path.insert(0, folders[0])
+    name += ".autocomp_kernel"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError("cannot import %s" % path)
@@ -189,8 +198,9 @@ def load_kernel_module(path, error_types=()):
     if not os.path.isfile(path):
         raise HarnessFailure("harness_error", "kernel file not found: %s" % path)
     try:
-        if _relative_imports(path):
-            return _load_in_package(path)
+        levels = _relative_imports(path)
+        if levels:
+            return _load_in_package(path, levels)
         return load_module(path, "autocomp_kernel")
     except SyntaxError as e:
         line = e.lineno if same_file(e.filename or path, path) else None

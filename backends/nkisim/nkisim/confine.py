@@ -222,15 +222,41 @@ def _module_file(folder, part):
     return None, None
 
 
+MAX_PACKAGE_LEVELS = 3
+
+
+def relative_levels(path):
+    """The deepest package-relative import in a file (`from ..util import f`: 2), 0 if none."""
+    import ast  # noqa: PLC0415
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return 0
+    return max([n.level for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + [0])
+
+
+def package_root(kernel_path):
+    """The folder the kernel's modules may come from: its own folder, or the ancestor its
+    deepest package-relative import reaches (`from ..util import f`: the parent), at most
+    MAX_PACKAGE_LEVELS - 1 up."""
+    root = os.path.dirname(os.path.realpath(kernel_path))
+    for _ in range(min(relative_levels(kernel_path), MAX_PACKAGE_LEVELS) - 1):
+        root = os.path.dirname(root)
+    return root
+
+
 def local_modules(kernel_path, exclude=()):
-    """The `.py` files beside `kernel_path` (in its folder or below) that the kernel imports,
-    transitively (`import m`, `from m import x`, `from .m import x`, `from . import m`,
-    packages' __init__.py): what the sandbox shows it besides the kernel file. Never a path in
-    `exclude` (the problem file) nor a file outside the kernel's folder; at most
-    MAX_LOCAL_MODULES. Sorted absolute real paths."""
+    """The `.py` files of the kernel's package (`package_root`: its folder, or the ancestor its
+    package-relative imports reach) that the kernel imports, transitively (`import m`,
+    `from m import x`, `from .m import x`, `from ..util import x`, `from . import m`, packages'
+    __init__.py): what the sandbox shows it besides the kernel file. Never a path in `exclude`
+    (the problem file) nor a file outside that folder; at most MAX_LOCAL_MODULES. Sorted
+    absolute real paths."""
     import ast  # noqa: PLC0415
     kernel = os.path.realpath(kernel_path)
-    root = os.path.dirname(kernel)
+    home = os.path.dirname(kernel)
+    root = package_root(kernel)
     skip = {os.path.realpath(p) for p in exclude if p} | {kernel}
     found = []
     todo = [kernel]
@@ -269,7 +295,7 @@ def local_modules(kernel_path, exclude=()):
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    walk(root, alias.name)
+                    walk(home, alias.name)
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = here
@@ -278,7 +304,7 @@ def local_modules(kernel_path, exclude=()):
                     if base != root and not base.startswith(root + os.sep):
                         continue
                 else:
-                    base = root
+                    base = home  # absolute imports: the kernel's folder is on sys.path
                 at = walk(base, node.module or "") if node.module else base
                 if at is not None:
                     for alias in node.names:

@@ -161,6 +161,17 @@ class KernelModulesVerify(unittest.TestCase):
             kernel = write(d, "kernel.py", RELATIVE_KERNEL)
             self.assert_correct(verify(kernel, write(d, "problem.py", PROBLEM)))
 
+    def test_imports_from_the_package_above_the_kernel_verify(self):
+        with TempDir() as d:
+            os.makedirs(os.path.join(d, "util"))
+            os.makedirs(os.path.join(d, "kern"))
+            write(d, "__init__.py", "")
+            write(os.path.join(d, "util"), "ops_util.py", HELPER)
+            write(os.path.join(d, "kern"), "consts.py", "ZERO = 0.0\n")
+            kernel = write(os.path.join(d, "kern"), "kernel.py", RELATIVE_KERNEL.replace(
+                "from .ops_util", "from ..util.ops_util"))
+            self.assert_correct(verify(kernel, write(d, "problem.py", PROBLEM)))
+
     def test_relative_import_of_nothing_beside_the_kernel_is_refused(self):
         with TempDir() as d:
             kernel = write(d, "kernel.py", RELATIVE_KERNEL)
