@@ -237,11 +237,11 @@ def prepare(path, name, binding, folder, inline=False, stub_hosts=False):
         dirnames[:] = [d for d in dirnames if not d.startswith((".", "__"))]
         if dirpath != src_dir and root == src_dir:
             continue  # beside the kernel only, unless a package above it is imported
-        target = os.path.normpath(os.path.join(folder, rel))
-        os.makedirs(target, exist_ok=True)
+        dest = os.path.normpath(os.path.join(folder, rel))
+        os.makedirs(dest, exist_ok=True)
         for f in files:
             if f.endswith(".py"):
-                shutil.copy(os.path.join(dirpath, f), target)
+                shutil.copy(os.path.join(dirpath, f), dest)
     kfile = os.path.join(folder, os.path.relpath(os.path.abspath(path), root))
     with open(path) as f:
         text = f.read()

@@ -5,10 +5,12 @@ their own tests or for kernels other than the one evaluated. Where such a librar
 installed, the import alone would refuse every kernel of the file. `install(...)` adds an
 import finder that runs after every real one: a missing module whose names no code the
 selected kernel reaches reads (the static scan's reachability: import-time code, the
-selected kernel and what it names; `if __name__ == "__main__":` never runs) gets an inert
-stand-in. Touching a stand-in (calling it, reading a value from it, iterating, comparing,
-arithmetic) raises `HostLibraryMissing` naming the module. A missing module that reached code
-does use is left alone: the import fails as usual (`missing_module_message`).
+selected kernel and what it names; `if __name__ == "__main__":` never runs; annotations, read
+only as attributes, do not count) gets an inert stand-in. Touching a stand-in (calling it,
+reading a value from it, iterating, ordering, arithmetic) raises `HostLibraryMissing` naming
+the module; it equals only itself (typing's checks of annotations compare). A missing module
+that reached code does use is left alone: the import fails as usual
+(`missing_module_message`).
 """
 import ast
 import importlib.abc
@@ -63,12 +65,11 @@ def _raiser(method):
 
 
 for _m in ("__call__", "__iter__", "__len__", "__bool__", "__getitem__", "__setitem__",
-           "__contains__", "__int__", "__float__", "__index__", "__eq__", "__ne__", "__lt__",
+           "__contains__", "__int__", "__float__", "__index__", "__lt__",
            "__le__", "__gt__", "__ge__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
            "__rmul__", "__truediv__", "__rtruediv__", "__floordiv__", "__mod__", "__pow__",
            "__neg__", "__matmul__", "__rmatmul__", "__enter__", "__setattr__"):
     setattr(_Absent, _m, _raiser(_m))
-_Absent.__hash__ = lambda self: hash(object.__getattribute__(self, "_absent_name"))
 
 
 class _AbsentModule(types.ModuleType):
@@ -110,11 +111,29 @@ def _main_guard_lines(tree):
             if isinstance(n, ast.If) and scan._is_main_guard(n)]
 
 
+def _annotations(tree):
+    """Nodes of annotations (`x: torch.Tensor`, `-> torch.Tensor`): evaluated at import, but
+    only as attribute reads, which a stand-in answers."""
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = n.args
+            out += [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]
+                    if x is not None and x.annotation is not None]
+            if n.returns is not None:
+                out.append(n.returns)
+        elif isinstance(n, ast.AnnAssign):
+            out.append(n.annotation)
+    return {id(m) for a in out for m in ast.walk(a)}
+
+
 def _reads(tree, skip):
     def reached(line):
         return not any(a <= line <= b for a, b in skip)
+    annotations = _annotations(tree)
     return {n.id for n in ast.walk(tree)
-            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store) and reached(n.lineno)}
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)
+            and id(n) not in annotations and reached(n.lineno)}
 
 
 def _file_imports(path, entries):
