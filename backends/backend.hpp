@@ -26,6 +26,14 @@ std::string_view to_string(EvalCommand command);
 enum class Lane { interactive, background };
 std::string_view to_string(Lane lane);
 
+// A local Python module a kernel file imports (`import common`, `from .utils import f`): `path` is
+// relative to the kernel file's folder, '/'-separated, ends in ".py" (a package's
+// "pkg/__init__.py" included). Backends write it beside the kernel; the sandbox shows it read-only.
+struct KernelModule {
+  std::string path;
+  std::string source;
+};
+
 // One evaluation to run. Sources travel by value so that a remote backend can upload them and so
 // that the request fully determines the result (the store keys evaluations by it).
 struct EvalRequest {
@@ -33,6 +41,10 @@ struct EvalRequest {
   std::string kernel_source;
   std::string kernel_filename =
       "kernel.py";  // base name used on the target (error messages cite it)
+  std::vector<KernelModule> kernel_modules;  // the kernel's local imports, never the problem
+  // The kernel's folder relative to its modules' root when package-relative imports reach above
+  // it (`from ..util import f` in "rmsnorm/kernel.py": "rmsnorm"); "" = the root itself.
+  std::string kernel_folder;
   std::string problem_source;
   std::string problem_filename = "problem.py";
   std::string kernel_name;  // optional: function to evaluate when the kernel file has several

@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "backends/harness_output.hpp"
+#include "backends/kernel_modules.hpp"
 #include "core/hash.hpp"
 #include "core/process.hpp"
 
@@ -185,7 +186,23 @@ WorkFileNames work_file_names(const EvalRequest& request) {
   if (names.problem == names.kernel) {
     names.problem = names.kernel == "problem.py" ? "problem_file.py" : "problem.py";
   }
+  if (safe_kernel_folder(request.kernel_folder)) {
+    names.kernel = request.kernel_folder + "/" + names.kernel;
+  }
   return names;
+}
+
+core::Status check_kernel_modules(const EvalRequest& request, const WorkFileNames& files) {
+  for (const auto& module : request.kernel_modules) {
+    if (!safe_module_path(module.path) || module.path == files.kernel ||
+        module.path == files.problem) {
+      return core::make_failure(core::FailureKind::invalid_argument, "kernel_modules",
+                                "cannot place the kernel's module '" + module.path +
+                                    "' beside it (a relative path of plain names ending in .py, "
+                                    "other than the kernel and problem files)");
+    }
+  }
+  return core::ok_status();
 }
 
 std::vector<std::string> evaluation_arguments(const EvalRequest& request, const std::string& dir,

@@ -69,7 +69,12 @@ struct WorkFileNames {
   std::string kernel;
   std::string problem;
 };
+// The kernel goes below request.kernel_folder when that is a safe_kernel_folder.
 WorkFileNames work_file_names(const EvalRequest& request);
+
+// invalid_argument unless every module of `request` has a safe_module_path (kernel_modules.hpp)
+// other than the kernel's and the problem's names in `files`: backends check before writing.
+core::Status check_kernel_modules(const EvalRequest& request, const WorkFileNames& files);
 
 // What every backend passes to the harness for `request` run in the folder `dir` that holds
 // `files`, on `device` (`fake_ms` for the fake device): harness_arguments() with the request's

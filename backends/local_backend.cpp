@@ -143,9 +143,20 @@ class LocalBackend final : public Backend {
     }
     fs::path work(folder_template);
     const WorkFileNames files = work_file_names(request);
+    std::error_code folder_error;
+    fs::create_directories((work / files.kernel).parent_path(), folder_error);
     auto written = write_file(work / files.kernel, request.kernel_source);
     if (written.ok()) {
       written = write_file(work / files.problem, request.problem_source);
+    }
+    if (written.ok()) {
+      written = check_kernel_modules(request, files);
+    }
+    for (std::size_t i = 0; written.ok() && i < request.kernel_modules.size(); ++i) {
+      const auto& module = request.kernel_modules[i];
+      std::error_code ec;
+      fs::create_directories((work / module.path).parent_path(), ec);
+      written = write_file(work / module.path, module.source);
     }
     steps.push_back({"write", ms_since(step_start)});
 

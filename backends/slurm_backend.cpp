@@ -365,11 +365,27 @@ class SlurmBackend final : public Backend {
       task.dir = work + "/" + std::to_string(t);
       const WorkFileNames files = work_file_names(request);
       core::Status status = m_head->make_dirs(task.dir);
+      if (status.ok() && files.kernel.find('/') != std::string::npos) {
+        status =
+            m_head->make_dirs(task.dir + "/" + files.kernel.substr(0, files.kernel.rfind('/')));
+      }
       if (status.ok()) {
         status = m_head->write_file(task.dir + "/" + files.kernel, request.kernel_source);
       }
       if (status.ok()) {
         status = m_head->write_file(task.dir + "/" + files.problem, request.problem_source);
+      }
+      if (status.ok()) {
+        status = check_kernel_modules(request, files);
+      }
+      for (std::size_t i = 0; status.ok() && i < request.kernel_modules.size(); ++i) {
+        const auto& module = request.kernel_modules[i];
+        if (const auto slash = module.path.rfind('/'); slash != std::string::npos) {
+          status = m_head->make_dirs(task.dir + "/" + module.path.substr(0, slash));
+        }
+        if (status.ok()) {
+          status = m_head->write_file(task.dir + "/" + module.path, module.source);
+        }
       }
       if (status.ok()) {
         status = m_head->write_file(task.dir + "/run.sh",

@@ -646,11 +646,26 @@ class SshPool final : public Backend {
       if (!status.ok() && status.failure().kind == core::FailureKind::io_error) {
         status = connection.make_dirs(work);  // first use: the parents are missing
       }
+      if (status.ok() && files.kernel.find('/') != std::string::npos) {
+        status = connection.make_dirs(work + "/" + files.kernel.substr(0, files.kernel.rfind('/')));
+      }
       if (status.ok()) {
         status = connection.write_file(work + "/" + files.kernel, request.kernel_source);
       }
       if (status.ok()) {
         status = connection.write_file(work + "/" + files.problem, request.problem_source);
+      }
+      if (status.ok()) {
+        status = check_kernel_modules(request, files);
+      }
+      for (std::size_t i = 0; status.ok() && i < request.kernel_modules.size(); ++i) {
+        const auto& module = request.kernel_modules[i];
+        if (const auto slash = module.path.rfind('/'); slash != std::string::npos) {
+          status = connection.make_dirs(work + "/" + module.path.substr(0, slash));
+        }
+        if (status.ok()) {
+          status = connection.write_file(work + "/" + module.path, module.source);
+        }
       }
       steps.push_back({"upload", ms_since(start)});
       if (!status.ok()) {

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "backends/kernel_modules.hpp"
 #include "core/hash.hpp"
 #include "core/targets.hpp"
 #include "search/engine/evaluation_service.hpp"
@@ -173,6 +174,14 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
   request.command = backends::EvalCommand::evaluate;
   request.kernel_source = outcome.kernel.text;
   request.kernel_filename = std::filesystem::path(outcome.kernel.path).filename().string();
+  auto modules = backends::collect_kernel_modules(outcome.kernel.path, outcome.kernel.text,
+                                                  outcome.problem.path);
+  if (!modules.ok()) {
+    return core::make_failure(core::FailureKind::invalid_argument, "evaluate",
+                              outcome.kernel.path + ": " + modules.failure().message);
+  }
+  request.kernel_modules = std::move(modules.value().modules);
+  request.kernel_folder = modules.value().kernel_folder;
   request.problem_source = outcome.problem.text;
   request.problem_filename = std::filesystem::path(outcome.problem.path).filename().string();
   request.kernel_name = args.kernel_name;

@@ -245,9 +245,11 @@ def _make_device(args, target, workdir):
             raise HarnessFailure("unavailable", "device 'sim' models trn1, trn2 and trn3 only; target "
                                  "%r needs device 'neuron'" % target)
         from harnesslib.simdev import SimDevice  # noqa: PLC0415
-        return SimDevice(target, os.path.abspath(args.kernel))
+        return SimDevice(target, os.path.abspath(args.kernel),
+                         problem_path=os.path.abspath(args.problem))
     from harnesslib.neuron_sandbox import SandboxedNeuronDevice  # noqa: PLC0415
-    return SandboxedNeuronDevice(target, os.path.abspath(args.kernel), workdir, args.command)
+    return SandboxedNeuronDevice(target, os.path.abspath(args.kernel), workdir, args.command,
+                                 problem_path=os.path.abspath(args.problem))
 
 
 def draw_seeds(seeds, secret_hex):

@@ -8,7 +8,8 @@ For each kernel `coverage_samples.py` finds and binds (its `BINDINGS`), in a fre
 1. the kernel runs straight through the simulator (`nkisim.simulate`, in this process) on the
    binding's inputs; a kernel that fails here is not supported by the simulator (listed apart,
    with its error: a gap of the simulator, not of the judge);
-2. the kernel's folder is copied (helper modules next to it stay importable) and a problem
+2. the kernel's folder is copied (helper modules next to it stay importable; with
+   `from ..util import f`, the package folder above it, with its layout) and a problem
    file written: `inputs` gives the same arrays and Python scalars, `reference` the outputs of
    step 1, `KERNEL`, `GRID`, `TARGET`, `INPUT_DTYPES`, `OUTPUTS` (output parameters) and
    `OUTPUT_DTYPES` as the binding needs. Arguments a problem cannot carry (tuples, dtypes,
@@ -18,10 +19,10 @@ For each kernel `coverage_samples.py` finds and binds (its `BINDINGS`), in a fre
    "__main__":`) is dropped from the copy, as `coverage_samples` does;
 3. `autocomp-mcp call verify_kernel` judges the copy (one seed, fresh).
 Rank-group kernels (simulated with `simulate_ranks`) have no single-process problem form
-and are listed as such. The product evaluates the kernel file alone: a sample that imports a
-module beside it (its own helpers) or a host library this machine lacks (torch, scipy: the
-direct run stubs those) fails with `No module named ...` and is listed as `one-file` (its
-own modules, or a package-relative import) or `host-lib`.
+and are listed as such. The product sends the kernel's local modules with it and gives host
+libraries this machine lacks (torch, scipy) inert stand-ins when the kernel never uses them;
+a sample that still fails with `No module named ...` is listed as `one-file` (its own
+modules, or a package-relative import) or `host-lib` (the kernel uses the library).
 With `--stub-host-libraries`, imports of missing host libraries become inert stand-ins
 defined in the copy (as the direct run stubs them), and the row says so.
 With `--inline-helpers`, such modules (`from common import div_ceil`) are pasted into the copy
@@ -224,10 +225,24 @@ def prepare(path, name, binding, folder, inline=False, stub_hosts=False):
         ref_dtypes = list(res.output_dtypes)
 
     src_dir = os.path.dirname(os.path.abspath(path))
-    for f in os.listdir(src_dir):
-        if f.endswith(".py"):
-            shutil.copy(os.path.join(src_dir, f), folder)
-    kfile = os.path.join(folder, os.path.basename(path))
+    # The package the kernel's relative imports reach (`from ..util import f`: the parent) is
+    # copied with its layout, so the copy imports as the checkout does.
+    root = src_dir
+    for _ in range(_relative_depth(path) - 1):
+        root = os.path.dirname(root)
+    for dirpath, dirnames, files in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        if rel.count(os.sep) >= 2:
+            dirnames[:] = []
+        dirnames[:] = [d for d in dirnames if not d.startswith((".", "__"))]
+        if dirpath != src_dir and root == src_dir:
+            continue  # beside the kernel only, unless a package above it is imported
+        dest = os.path.normpath(os.path.join(folder, rel))
+        os.makedirs(dest, exist_ok=True)
+        for f in files:
+            if f.endswith(".py"):
+                shutil.copy(os.path.join(dirpath, f), dest)
+    kfile = os.path.join(folder, os.path.relpath(os.path.abspath(path), root))
     with open(path) as f:
         text = f.read()
     tree = ast.parse(text, path)
@@ -279,6 +294,13 @@ def prepare(path, name, binding, folder, inline=False, stub_hosts=False):
         if stubbed else "")
 
 
+def _relative_depth(path):
+    """The deepest package-relative import of a file (`from ..util import f`: 2), at least 1."""
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    return max([n.level for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + [1])
+
+
 def _has_driver(body):
     kernels = {n.name for n in body if isinstance(n, ast.FunctionDef)}
     return any(not isinstance(s, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom))
@@ -307,7 +329,8 @@ def _entry(name, params, exprs, legacy):
 def _one_file(reason):
     """'host-lib' / 'one-file' when a failure comes from the product evaluating the kernel
     file alone, else None."""
-    m = re.search(r"No module named '([\w.]+)'", reason)
+    m = re.search(r"No module named '([\w.]+)'", reason) or re.search(
+        r"imports '([\w.]+)', which is not installed", reason)
     if m:
         return "host-lib" if m.group(1).split(".")[0] in cs.HOST_LIBRARIES else "one-file"
     if "relative import of" in reason:

@@ -28,6 +28,8 @@ Evaluator::Evaluator(std::shared_ptr<backends::Backend> backend,
     : m_service(std::move(backend), std::move(cache)), m_stop(stop) {
   m_template.command = backends::EvalCommand::evaluate;
   m_template.kernel_filename = config.kernel_filename;
+  m_template.kernel_modules = config.kernel_modules;
+  m_template.kernel_folder = config.kernel_folder;
   m_template.problem_source = config.problem_source;
   m_template.problem_filename = config.problem_filename;
   m_template.kernel_name = config.kernel_name;

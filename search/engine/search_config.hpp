@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.hpp"
 #include "core/result.hpp"
 #include "search/store/types.hpp"
 
@@ -24,6 +25,10 @@ struct SearchConfig {
   // The workload.
   std::string kernel_source;
   std::string kernel_filename = "kernel.py";
+  // The workload's local modules (EvalRequest::kernel_modules): every candidate, a rewrite of
+  // the kernel file, runs beside them.
+  std::vector<backends::KernelModule> kernel_modules;
+  std::string kernel_folder;  // EvalRequest::kernel_folder
   std::string problem_source;
   std::string problem_filename = "problem.py";
   std::string kernel_name;  // function to optimize when the kernel file has several

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "backends/kernel_modules.hpp"
 #include "core/targets.hpp"
 #include "search/launch/proposers.hpp"
 #include "search/store/store.hpp"
@@ -98,6 +99,15 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
     config = request.shape;
     config.kernel_source = request.kernel_source;
     config.kernel_filename = filename_of(request.kernel_path, config.kernel_filename);
+    if (!request.kernel_path.empty()) {
+      auto modules = backends::collect_kernel_modules(request.kernel_path, request.kernel_source,
+                                                      request.problem_path);
+      if (!modules.ok()) {
+        return usage(request.kernel_path + ": " + modules.failure().message);
+      }
+      config.kernel_modules = std::move(modules.value().modules);
+      config.kernel_folder = modules.value().kernel_folder;
+    }
     config.problem_source = request.problem_source;
     config.problem_filename = filename_of(request.problem_path, config.problem_filename);
     config.target = resolve_target(request.target, request.problem_source, request.default_target);

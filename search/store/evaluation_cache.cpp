@@ -4,6 +4,7 @@
 
 #include "backends/cacheable.hpp"
 #include "backends/harness_output.hpp"
+#include "backends/kernel_modules.hpp"
 #include "core/hash.hpp"
 #include "search/store/sql_parts.hpp"
 
@@ -436,6 +437,13 @@ EvalKey make_eval_key(const backends::EvalRequest& request, const EvalSite& site
   key.backend_identity = site.backend_identity;
   key.device = site.device;
   key.harness_version = site.harness_version;
+  // The code that runs besides the kernel file: a kernel's local modules are part of what is
+  // measured, so an edited helper module never matches an evaluation of the old one.
+  if (const auto modules =
+          backends::kernel_modules_digest(request.kernel_modules, request.kernel_folder);
+      !modules.empty()) {
+    key.harness_version += "+modules." + modules.substr(0, 16);
+  }
   key.input_signature = site.input_signature;
   key.command = request.command;
   key.kernel_name = request.kernel_name;

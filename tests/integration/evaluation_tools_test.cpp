@@ -133,6 +133,40 @@ TEST_F(EvaluationToolsTest, VerifyThenBenchmarkAndProfileComeFromOneEvaluation) 
   EXPECT_NE(fresh.structured.at("evaluation_id"), verified.structured.at("evaluation_id"));
 }
 
+// A kernel that imports modules beside it: they travel with the request, and an edited helper
+// is evaluated anew, never served the stored result of the old one.
+TEST_F(EvaluationToolsTest, KernelsImportingLocalModulesAreEvaluatedWithThem) {
+  write("add_ops.py", R"(import neuronxcc.nki.language as nl
+
+def combine(x, y):
+    return nl.add(x, y)
+)");
+  write("add_local.py", R"(import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+from add_ops import combine
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=combine(nl.load(a), nl.load(b)))
+    return out
+)");
+  auto verified = call("verify_kernel", kernel_args("add_local.py"));
+  ASSERT_FALSE(verified.is_error) << verified.structured.dump();
+  EXPECT_TRUE(verified.structured.at("correct").get<bool>()) << verified.structured.dump();
+  EXPECT_FALSE(verified.structured.at("cached").get<bool>());
+
+  write("add_ops.py", R"(import neuronxcc.nki.language as nl
+
+def combine(x, y):
+    return nl.subtract(x, y)
+)");
+  auto edited = call("verify_kernel", kernel_args("add_local.py"));
+  ASSERT_FALSE(edited.is_error) << edited.structured.dump();
+  EXPECT_FALSE(edited.structured.at("cached").get<bool>()) << "the helper changed";
+  EXPECT_FALSE(edited.structured.at("correct").get<bool>()) << edited.structured.dump();
+}
+
 TEST_F(EvaluationToolsTest, WrongAndBrokenKernelsAreReportedWithKindAndLine) {
   write("wrong.py", k_wrong_kernel);
   auto wrong = call("verify_kernel", kernel_args("wrong.py"));

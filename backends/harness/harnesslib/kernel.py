@@ -137,6 +137,59 @@ def load_in_process(path, input_names, explicit=None, problem_name=None, error_t
     return KernelHandle(name, path, fn)
 
 
+def _relative_imports(path):
+    """The deepest package-relative import of the kernel file (`from ..util import f`: 2)."""
+    import ast  # noqa: PLC0415
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return 0  # the import reports it
+    return max([n.level for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + [0])
+
+
+def _load_in_package(path, levels):
+    """Import the kernel file as a module of packages standing for its folder and, for
+    `from ..x` imports, the folders above it (`levels` in all, at most 3), so that its
+    package-relative imports find the modules there. No folder's __init__.py is run."""
+    import hashlib  # noqa: PLC0415
+    import importlib.util  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import types  # noqa: PLC0415
+    path = os.path.abspath(path)
+    folders = [os.path.dirname(path)]
+    for _ in range(min(levels, 3) - 1):
+        folders.append(os.path.dirname(folders[-1]))
+    name = "autocomp_package_%s" % hashlib.sha1(path.encode()).hexdigest()[:10]
+    parent = None
+    for depth, folder in enumerate(reversed(folders)):
+        if depth:
+            name += ".level%d" % depth
+        package = sys.modules.get(name)
+        if package is None:
+            package = types.ModuleType(name)
+            package.__path__ = [folder]
+            package.__package__ = name
+            sys.modules[name] = package
+            if parent is not None:
+                setattr(parent, name.rsplit(".", 1)[1], package)
+        parent = package
+    if folders[0] not in sys.path:
+        sys.path.insert(0, folders[0])
+    name += ".autocomp_kernel"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError("cannot import %s" % path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
 def load_kernel_module(path, error_types=()):
     """Import the kernel file; import-time failures become compile_error with the line.
 
@@ -145,6 +198,9 @@ def load_kernel_module(path, error_types=()):
     if not os.path.isfile(path):
         raise HarnessFailure("harness_error", "kernel file not found: %s" % path)
     try:
+        levels = _relative_imports(path)
+        if levels:
+            return _load_in_package(path, levels)
         return load_module(path, "autocomp_kernel")
     except SyntaxError as e:
         line = e.lineno if same_file(e.filename or path, path) else None
@@ -153,8 +209,12 @@ def load_kernel_module(path, error_types=()):
         raise HarnessFailure("compile_error", getattr(e, "message", str(e)),
                              line=getattr(e, "line", None) or line_in_file(e.__traceback__, path))
     except ImportError as e:
-        raise HarnessFailure("compile_error", "import failed in the kernel file: %s" % e,
-                             line=line_in_file(e.__traceback__, path))
+        message = "import failed in the kernel file: %s" % e
+        if type(e) is ModuleNotFoundError and e.name and "." not in e.name \
+                and not os.path.exists(os.path.join(os.path.dirname(path), e.name + ".py")):
+            from harnesslib.hostlibs import missing_module_message  # noqa: PLC0415
+            message = missing_module_message(e.name)
+        raise HarnessFailure("compile_error", message, line=line_in_file(e.__traceback__, path))
     except Exception as e:
         raise HarnessFailure("compile_error", "importing the kernel file raised %s"
                              % describe_exception(e), line=line_in_file(e.__traceback__, path))

@@ -57,7 +57,10 @@ def main():
 def perform(req):
     import numpy as np  # noqa: PLC0415
     from harnesslib.neuron import NeuronDevice  # noqa: PLC0415
+    from harnesslib import hostlibs  # noqa: PLC0415
     device = NeuronDevice(req["target"], req["kernel_path"], req["box"], req["command"])
+    hostlibs.install(req["kernel_path"], req.get("kernel_name") or req.get("problem_kernel"),
+                     list(req["input_names"]))
     handle = device.load_kernel(req["kernel_path"], req["input_names"], req.get("kernel_name"),
                                 req.get("problem_kernel"))
     if req["op"] == "load":

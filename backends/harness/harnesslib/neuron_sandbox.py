@@ -75,7 +75,7 @@ class SandboxedNeuronDevice:
 
     name = "neuron"
 
-    def __init__(self, target, kernel_path, workdir, command, run_cmd=None):
+    def __init__(self, target, kernel_path, workdir, command, run_cmd=None, problem_path=None):
         from harnesslib.neuron import NeuronDevice  # noqa: PLC0415
         self.box = os.path.join(os.path.abspath(workdir), "sandbox")
         os.makedirs(self.box, exist_ok=True)
@@ -85,6 +85,7 @@ class SandboxedNeuronDevice:
         self.target = target
         self.command = command
         self.kernel_path = os.path.abspath(kernel_path)
+        self.problem_path = problem_path  # never shown to the kernel, even beside it
         self.calls = 0
         self.confine = load_confine()
 
@@ -96,6 +97,7 @@ class SandboxedNeuronDevice:
                        kernel_path=self.kernel_path, sdk_paths=_sdk_paths(self.namespace))
         visible = [os.path.join(HARNESS_DIR, "harnesslib"), os.path.join(NKISIM_DIR, "nkisim"),
                    self.kernel_path] + request["sdk_paths"]
+        visible += confine.local_modules(self.kernel_path, exclude=[self.problem_path])
         visible += [p for p in ("/opt/aws/neuron", "/sys") if os.path.isdir(p)]
         ans_r, ans_w = os.pipe()
         env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOCOMP_")}

@@ -13,8 +13,9 @@ transitively. The rules (ids as they appear in failure messages):
                 mmap, io, pathlib, shutil, tempfile, pickle, marshal, dis, code,
                 runpy, atexit, faulthandler, resource, trace, unittest.mock, nkisim and the
                 harness itself, when code that runs uses the name the import binds;
-                relative imports. Helper modules next to the kernel file are scanned with
-                the same rules
+                relative imports that name no module in the kernel's folder. Helper modules
+                in that folder (`import common`, `from .utils import f`) are scanned with the
+                same rules
   os / sys      importable, but only os.environ, os.getenv, os.path, os.sep, os.getcwd,
                 os.cpu_count and sys.argv, sys.version(_info), sys.platform, sys.maxsize,
                 sys.float_info, sys.byteorder, sys.exit, sys.stdout, sys.stderr, sys.path may
@@ -163,13 +164,17 @@ def _root_name(node):
 
 
 def _names_outside_shape(node):
-    """Names used in an expression, except under `.shape`/`.dtype`/... (shape math)."""
+    """Names used in an expression, except under `.shape`/`.dtype`/... and in indices into a
+    shape (shape math)."""
     out = []
     stack = [node]
     while stack:
         n = stack.pop()
         if isinstance(n, ast.Attribute) and n.attr in SHAPE_ATTRS:
             continue
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) \
+                and n.value.attr in SHAPE_ATTRS:
+            continue  # `a.shape[:dim]`: the index picks dimensions, it is no tensor data
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len":
             continue
         if isinstance(n, ast.Name):
@@ -206,6 +211,7 @@ class _Scanner(ast.NodeVisitor):
         self.receivers = [frozenset()]  # `self`/`cls` of the file's own methods in scope
         self.in_class = False        # visiting a class body (its functions are methods)
         self.imported = []           # (module name, node) of accepted imports (local modules)
+        self.relative = []           # (ImportFrom node, module) of relative imports
         self.restricted = {}         # name bound to os/sys -> module name
         self.numpy_param_funcs = {}  # non-kernel function name -> the parameter numpy touches
         self.calls_to_check = []     # (call node, tensor names in scope) inside kernel functions
@@ -225,8 +231,13 @@ class _Scanner(ast.NodeVisitor):
         """bound: the names the import binds; a denied module is refused only when one of
         them is read by code that runs (an import alone reaches nothing)."""
         if node is not None and getattr(node, "level", 0):
-            self.add("import", node, "relative import of %r" % ("." * node.level + (name or "")))
-            return False
+            # judged in _scan_tree: a module beside the kernel file is scanned like any helper
+            if any(part.startswith("_") and part not in ALLOWED_DUNDERS
+                   for part in (name or "").split(".") if part):
+                self.add("private", node, "import of private module %r" % name)
+                return False
+            self.relative.append((node, name or ""))
+            return True
         if _top(name) in DENIED_IMPORTS or name in DENIED_IMPORTS \
                 or any(name.startswith(p) and name != p.rstrip(".") for p in DENIED_IMPORT_PREFIXES):
             self.deferred.append((frozenset(bound), Finding(
@@ -653,6 +664,22 @@ def _local_module(name, folder):
     return None
 
 
+def _relative_modules(node, name, here, folder):
+    """Paths of the modules a relative import (`from .m import x`, `from ..util import f`,
+    `from . import m`) in a file of folder `here` names; [] when it names nothing there or
+    climbs more than 3 levels (what the harness can import)."""
+    if not here or not folder or node.level > 3:
+        return []
+    base = here
+    for _ in range(node.level - 1):
+        base = os.path.dirname(base)
+    if name:
+        path = _local_module(name, base)
+        return [path] if path else []
+    found = [_local_module(a.name, base) for a in node.names if a.name != "*"]
+    return [p for p in found if p]
+
+
 def _scan_tree(source, filename, folder, seen, depth, tensor_names=(), kernel_name=None,
                params=None):
     try:
@@ -688,11 +715,19 @@ def _scan_tree(source, filename, folder, seen, depth, tensor_names=(), kernel_na
                             "applies numpy to its parameter %r"
                             % (hit[0], call.func.id, param or touched[0]))
                 break
+    here = os.path.dirname(filename) if filename and os.path.isfile(filename) else folder
+    local = [(_local_module(name, folder), node) for name, node in scanner.imported
+             if not getattr(node, "level", 0)]
+    for node, name in scanner.relative:
+        paths = _relative_modules(node, name, here, folder)
+        if not paths:
+            scanner.add("import", node, "relative import of %r names no module beside the "
+                        "kernel file" % ("." * node.level + name))
+        local += [(p, node) for p in paths]
     findings = sorted((f for f in scanner.findings if reached(f.line)),
                       key=lambda f: (f.line or 0))
     if depth < 4:
-        for name, node in scanner.imported:
-            path = _local_module(name, folder)
+        for path, node in local:
             if path is None or path in seen:
                 continue
             seen.add(path)

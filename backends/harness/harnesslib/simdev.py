@@ -78,15 +78,16 @@ class SimDevice:
 
     name = "sim"
 
-    def __init__(self, target, kernel_path=None):
+    def __init__(self, target, kernel_path=None, problem_path=None):
         self.nkisim = import_nkisim()
+        self._hidden = (os.path.abspath(problem_path),) if problem_path else ()
         self.target = target
         self._spare = None
         self._spare_path = os.path.abspath(kernel_path) if kernel_path else None
         try:  # the kernel's process starts now, while the caller makes inputs
             from nkisim import sandbox  # noqa: PLC0415
             self._spare = sandbox.KernelProcess(kernel_path=self._spare_path,
-                                                harness_dir=HARNESS_DIR)
+                                                harness_dir=HARNESS_DIR, hidden=self._hidden)
         except Exception:  # noqa: BLE001 - load_kernel starts one (and reports why not)
             self._spare = None
 
@@ -114,7 +115,8 @@ class SimDevice:
             proc.close()  # started for another file: the sandbox does not show this one
             proc = None
         if proc is None:
-            proc = sandbox.KernelProcess(kernel_path=path, harness_dir=HARNESS_DIR)
+            proc = sandbox.KernelProcess(kernel_path=path, harness_dir=HARNESS_DIR,
+                                         hidden=self._hidden)
         proc.start(config)
         ans = proc.loaded()
         if not ans.get("ok"):

@@ -205,6 +205,114 @@ def command(argv, visible=(), writable=(), devices=(), fds=(), seccomp_fd=None, 
     return cmd + list(argv)
 
 
+MAX_LOCAL_MODULES = 64
+
+
+def _module_file(folder, part):
+    """(path of module `part` in `folder` or None, folder below it or None)."""
+    if not part or not os.path.isdir(folder):
+        return None, None
+    path = os.path.join(folder, part + ".py")
+    if os.path.isfile(path):
+        return path, None
+    package = os.path.join(folder, part)
+    if os.path.isdir(package):
+        init = os.path.join(package, "__init__.py")
+        return (init if os.path.isfile(init) else None), package
+    return None, None
+
+
+MAX_PACKAGE_LEVELS = 3
+
+
+def relative_levels(path):
+    """The deepest package-relative import in a file (`from ..util import f`: 2), 0 if none."""
+    import ast  # noqa: PLC0415
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return 0
+    return max([n.level for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + [0])
+
+
+def package_root(kernel_path):
+    """The folder the kernel's modules may come from: its own folder, or the ancestor its
+    deepest package-relative import reaches (`from ..util import f`: the parent), at most
+    MAX_PACKAGE_LEVELS - 1 up."""
+    root = os.path.dirname(os.path.realpath(kernel_path))
+    for _ in range(min(relative_levels(kernel_path), MAX_PACKAGE_LEVELS) - 1):
+        root = os.path.dirname(root)
+    return root
+
+
+def local_modules(kernel_path, exclude=()):
+    """The `.py` files of the kernel's package (`package_root`: its folder, or the ancestor its
+    package-relative imports reach) that the kernel imports, transitively (`import m`,
+    `from m import x`, `from .m import x`, `from ..util import x`, `from . import m`, packages'
+    __init__.py): what the sandbox shows it besides the kernel file. Never a path in `exclude`
+    (the problem file) nor a file outside that folder; at most MAX_LOCAL_MODULES. Sorted
+    absolute real paths."""
+    import ast  # noqa: PLC0415
+    kernel = os.path.realpath(kernel_path)
+    home = os.path.dirname(kernel)
+    root = package_root(kernel)
+    skip = {os.path.realpath(p) for p in exclude if p} | {kernel}
+    found = []
+    todo = [kernel]
+
+    def add(path):
+        if path is None:
+            return
+        real = os.path.realpath(path)
+        if real in skip or not real.startswith(root + os.sep) or len(found) >= MAX_LOCAL_MODULES:
+            return
+        skip.add(real)
+        found.append(real)
+        todo.append(real)
+
+    def walk(base, dotted):
+        """Resolve `dotted` from folder `base`; the folder reached (a package) or None."""
+        at = base
+        for part in dotted.split(".") if dotted else ():
+            path, below = _module_file(at, part)
+            if path is None and below is None:
+                return None
+            add(path)
+            if below is None:
+                return None
+            at = below
+        return at
+
+    while todo:
+        path = todo.pop()
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                tree = ast.parse(f.read(), path)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        here = os.path.dirname(path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    walk(home, alias.name)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here
+                    for _ in range(node.level - 1):
+                        base = os.path.dirname(base)
+                    if base != root and not base.startswith(root + os.sep):
+                        continue
+                else:
+                    base = home  # absolute imports: the kernel's folder is on sys.path
+                at = walk(base, node.module or "") if node.module else base
+                if at is not None:
+                    for alias in node.names:
+                        sub_path, below = _module_file(at, alias.name)
+                        add(sub_path)
+    return sorted(found)
+
+
 def limits_env(cpu_seconds, memory_mb=None, file_mb=None, nproc=NPROC):
     """Environment entries `apply_limits` reads in the confined program (0: no limit)."""
     return {"AUTOCOMP_LIMIT_CPU": str(int(cpu_seconds)),

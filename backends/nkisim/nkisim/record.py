@@ -445,7 +445,10 @@ def load(config):
     sys.path.insert(0, config["harness_dir"])
     from harnesslib.failures import HarnessFailure
     from harnesslib.kernel import load_kernel_module, select_kernel
+    from harnesslib import hostlibs
     try:
+        hostlibs.install(path, config.get("kernel_name") or config.get("problem_kernel"),
+                         list(config["input_names"]))
         module = load_kernel_module(path, (E.NkiError,))
         kname, kernel = select_kernel(module, path, list(config["input_names"]),
                                       explicit=config.get("kernel_name"),

@@ -37,11 +37,14 @@ class KernelProcess:
     Messages are single JSON lines: child -> parent on the answer pipe (first the load
     answer, then the trace answer), parent -> child on the command pipe (the input specs)."""
 
-    def __init__(self, config=None, timeout=None, kernel_path=None, harness_dir=None):
+    def __init__(self, config=None, timeout=None, kernel_path=None, harness_dir=None,
+                 hidden=()):
         """Start the child; with config None it only imports the simulator and waits for
         `start(config)` (so its start overlaps the caller's own work). The sandbox shows the
         child the kernel file (config's kernel_path, else `kernel_path`) and the harness
-        library (`harness_dir`/harnesslib) read-only, nothing else of the caller's files."""
+        library (`harness_dir`/harnesslib) read-only, and the local modules the kernel
+        imports (confine.local_modules), never a path in `hidden` (the problem file), nothing
+        else of the caller's files."""
         import subprocess  # noqa: PLC0415 - parent side only
         import tempfile  # noqa: PLC0415
         from nkisim import confine  # noqa: PLC0415
@@ -59,6 +62,7 @@ class KernelProcess:
         visible = [NKISIM_DIR, os.path.join(harness_dir, "harnesslib")]
         if kernel_path:
             visible.append(os.path.abspath(kernel_path))
+            visible += confine.local_modules(kernel_path, exclude=hidden)
         try:
             seccomp_fd = confine.filter_fd()
         except confine.Unavailable as e:
