@@ -135,7 +135,7 @@ struct EvalResult {
   // What the simulator modelled of the compiler for this kernel, one sentence each (e.g. "line
   // 88: 65,536 instructions grouped into 1,024 ..."), so a reader knows what a figure relies on.
   std::vector<std::string> compiler_effects;
-  std::string device;                      // sim | neuron | fake
+  std::string device;  // sim | neuron | fake
   std::string target;
   std::string backend_identity;  // e.g. "sim" or "ssh://user@host:22?device=neuron"
   std::string host;              // where it ran ("localhost" for the local backend)

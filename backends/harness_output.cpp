@@ -271,7 +271,8 @@ EvalResult parse_harness_output(const std::string& stdout_text, const std::strin
     read_number_map(member(*profile, "roofline"), result.roofline);
     result.bottleneck = string_or(*profile, "bottleneck");
     result.bottleneck_engine = string_or(*profile, "bottleneck_engine");
-    if (const json* effects = member(*profile, "compiler_effects"); effects && effects->is_array()) {
+    if (const json* effects = member(*profile, "compiler_effects");
+        effects && effects->is_array()) {
       for (const auto& effect : *effects) {
         if (effect.is_string()) {
           result.compiler_effects.push_back(effect.get<std::string>());

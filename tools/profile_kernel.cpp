@@ -33,9 +33,9 @@ constexpr const char* k_brief_metrics[] = {
     "total_instruction_count",
 };
 
-constexpr const char* k_brief_roofline[] = {"compute_pct",        "hbm_pct",
+constexpr const char* k_brief_roofline[] = {"compute_pct",          "hbm_pct",
                                             "arithmetic_intensity", "ridge_point",
-                                            "busiest_engine_pct", "dma_achievable_gbps"};
+                                            "busiest_engine_pct",   "dma_achievable_gbps"};
 // Compiler effects shown in the brief answer (all of them: detail "full").
 constexpr std::size_t k_effects_shown = 3;
 constexpr std::size_t k_effect_chars = 160;

@@ -20,8 +20,9 @@ namespace autocomp::search::engine {
 // Thread-safe; concurrency is bounded by the providers themselves.
 class LlmGateway {
  public:
-  LlmGateway(std::vector<std::shared_ptr<llm::Provider>> providers, std::shared_ptr<store::LlmCallLog> log,
-             std::string run_id, Budgets budgets, StopControl& stop);
+  LlmGateway(std::vector<std::shared_ptr<llm::Provider>> providers,
+             std::shared_ptr<store::LlmCallLog> log, std::string run_id, Budgets budgets,
+             StopControl& stop);
 
   bool has_providers() const { return !m_providers.empty(); }
   // Total worker threads worth keeping busy: the sum of the providers' limits.

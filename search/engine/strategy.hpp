@@ -35,7 +35,8 @@ class SearchStrategy {
   // A resumed run: the generation stored after iteration `stored.iteration`, its members looked
   // up in `known` (the run's kernels by key). False, changing nothing, when a member is unknown or
   // not correct (then the run starts again from the input kernel).
-  virtual bool restore(const store::Beam& stored, const std::map<std::string, Candidate>& known) = 0;
+  virtual bool restore(const store::Beam& stored,
+                       const std::map<std::string, Candidate>& known) = 0;
 
   // The parents whose children iteration `iteration` explores; member i of a child's origin is
   // position i.

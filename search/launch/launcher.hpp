@@ -59,7 +59,7 @@ struct Launch {
   engine::SearchServices services;
   std::string resume_run_id;  // the stored run's full id; "" for a new run
   std::optional<engine::Budgets> budgets;
-  std::string backend_spec;   // the spec the backend was made from
+  std::string backend_spec;  // the spec the backend was made from
 };
 
 // Makes (or hands out a kept) backend for `spec`; `target` is the run's target (the default for

@@ -20,9 +20,9 @@ class EvaluationCache {
   virtual ~EvaluationCache() = default;
 
   // The cache-through pair. lookup returns the newest stored result that may answer `request` at
-  // `site` (cacheable, see backends/cacheable.hpp, and covering the request's command, see docs/store.md);
-  // record keeps every result it is given, cacheable or not (history), together with both
-  // sources, and returns the evaluation's id. Both key the request with make_eval_key.
+  // `site` (cacheable, see backends/cacheable.hpp, and covering the request's command, see
+  // docs/store.md); record keeps every result it is given, cacheable or not (history), together
+  // with both sources, and returns the evaluation's id. Both key the request with make_eval_key.
   virtual core::Result<std::optional<StoredEvaluation>> lookup(const backends::EvalRequest& request,
                                                                const EvalSite& site) = 0;
   virtual core::Result<std::int64_t> record(const backends::EvalRequest& request,

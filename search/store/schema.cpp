@@ -243,27 +243,27 @@ const std::string& v6() {
   static const std::string sql = [] {
     std::string settings =
         "json_object("
-        "'kernel_filename', " + legacy_text("kernel_filename") +
-        ", 'problem_filename', " + legacy_text("problem_filename") +
-        ", 'kernel_name', " + legacy_text("kernel_name") +
-        ", 'repair_tries', " + legacy_number("repair_tries", "INTEGER", "2") +
-        ", 'early_slack', " + legacy_number("early_slack", "REAL", "1.1") +
-        ", 'slack_iterations', " + legacy_number("slack_iterations", "INTEGER", "2") +
-        ", 'proposers', json(CASE WHEN " + legacy_text("proposers") +
-        " = '' THEN '[]' ELSE '[\"' || replace(" + legacy_text("proposers") +
-        ", ',', '\",\"') || '\"]' END)" +
-        ", 'recent_failures', " + legacy_number("recent_failures", "INTEGER", "4") +
-        ", 'memory', json(CASE WHEN " + legacy_value("memory") +
-        " = '1' THEN 'true' ELSE 'false' END)" +
-        ", 'lesson_limit', " + legacy_number("lesson_limit", "INTEGER", "16") +
-        ", 'reflexions', " + legacy_number("reflexions", "INTEGER", "0") +
-        ", 'divergence', " + legacy_number("divergence", "REAL", "0") +
-        ", 'eval_seeds', json('[' || coalesce(" + legacy_value("eval_seeds") + ", '') || ']')" +
-        ", 'warmup', " + legacy_number("warmup", "INTEGER", "2") +
-        ", 'iters', " + legacy_number("iters", "INTEGER", "10") +
-        ", 'eval_timeout_ms', " + legacy_number("eval_timeout_ms", "INTEGER", "300000") + ")";
+        "'kernel_filename', " +
+        legacy_text("kernel_filename") + ", 'problem_filename', " +
+        legacy_text("problem_filename") + ", 'kernel_name', " + legacy_text("kernel_name") +
+        ", 'repair_tries', " + legacy_number("repair_tries", "INTEGER", "2") + ", 'early_slack', " +
+        legacy_number("early_slack", "REAL", "1.1") + ", 'slack_iterations', " +
+        legacy_number("slack_iterations", "INTEGER", "2") + ", 'proposers', json(CASE WHEN " +
+        legacy_text("proposers") + " = '' THEN '[]' ELSE '[\"' || replace(" +
+        legacy_text("proposers") + ", ',', '\",\"') || '\"]' END)" + ", 'recent_failures', " +
+        legacy_number("recent_failures", "INTEGER", "4") + ", 'memory', json(CASE WHEN " +
+        legacy_value("memory") + " = '1' THEN 'true' ELSE 'false' END)" + ", 'lesson_limit', " +
+        legacy_number("lesson_limit", "INTEGER", "16") + ", 'reflexions', " +
+        legacy_number("reflexions", "INTEGER", "0") + ", 'divergence', " +
+        legacy_number("divergence", "REAL", "0") + ", 'eval_seeds', json('[' || coalesce(" +
+        legacy_value("eval_seeds") + ", '') || ']')" + ", 'warmup', " +
+        legacy_number("warmup", "INTEGER", "2") + ", 'iters', " +
+        legacy_number("iters", "INTEGER", "10") + ", 'eval_timeout_ms', " +
+        legacy_number("eval_timeout_ms", "INTEGER", "300000") + ")";
     return "ALTER TABLE runs ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';\n"
-           "UPDATE runs SET settings = " + settings + " WHERE engine_config != '';\n"
+           "UPDATE runs SET settings = " +
+           settings +
+           " WHERE engine_config != '';\n"
            "ALTER TABLE runs DROP COLUMN engine_config;\n";
   }();
   return sql;
@@ -272,8 +272,8 @@ const std::string& v6() {
 }  // namespace
 
 const std::vector<Migration>& migrations() {
-  static const std::vector<Migration> k_migrations{
-      {1, k_v1}, {2, k_v2}, {3, k_v3}, {4, k_v4}, {5, k_v5}, {6, v6()}};
+  static const std::vector<Migration> k_migrations{{1, k_v1}, {2, k_v2}, {3, k_v3},
+                                                   {4, k_v4}, {5, k_v5}, {6, v6()}};
   return k_migrations;
 }
 

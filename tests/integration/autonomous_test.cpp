@@ -385,7 +385,8 @@ TEST_F(Autonomous, AProblemsTargetIsTheHardwareTheKernelRunsOn) {
   ASSERT_TRUE(runs.ok());
   ASSERT_EQ(runs->size(), 1u);
   EXPECT_EQ(runs->front().config.target, "trn1");
-  auto evaluations = store->evaluations().evaluations_for_candidate(autocomp::core::source_key(naive));
+  auto evaluations =
+      store->evaluations().evaluations_for_candidate(autocomp::core::source_key(naive));
   ASSERT_TRUE(evaluations.ok());
   ASSERT_FALSE(evaluations->empty());
   for (const auto& stored : *evaluations) {

@@ -34,7 +34,8 @@ struct StoreRig {
     services.store = parts_of(db);
     services.facts = RunFacts{"k.py", "p.py", "fake", {}};
     services.providers = {provider};
-    services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
+    services.prompts = std::shared_ptr<const PromptFactory>(
+        make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
     return services;
   }
 };

@@ -62,8 +62,7 @@ TEST(EngineSearch, SlowerChildIsRejectedOnceTheSlackIsOver) {
   auto outcome = run_search(config, rig.services(), {});
   EXPECT_EQ(outcome.best.key, core::source_key(k_root));
   EXPECT_EQ(rig.backend->evaluations_of(child), 1);
-  EXPECT_EQ(beam_of(rig, outcome.run_id, 1),
-            std::vector<std::string>{core::source_key(k_root)});
+  EXPECT_EQ(beam_of(rig, outcome.run_id, 1), std::vector<std::string>{core::source_key(k_root)});
   bool rejected = false;
   for (const auto& candidate : load_candidates(rig.services().store, outcome.run_id)) {
     rejected |= candidate.key == core::source_key(child) && candidate.verdict == "rejected";
@@ -94,8 +93,7 @@ TEST(EngineSearch, TieKeepsTheOldMember) {
   rig.provider->set_responder(script.responder());
 
   auto outcome = run_search(small_config(k_root), rig.services(), {});
-  EXPECT_EQ(beam_of(rig, outcome.run_id, 1),
-            std::vector<std::string>{core::source_key(k_root)});
+  EXPECT_EQ(beam_of(rig, outcome.run_id, 1), std::vector<std::string>{core::source_key(k_root)});
 }
 
 TEST(EngineSearch, CompileErrorIsSentBackAndTheRepairIsKept) {

@@ -46,7 +46,8 @@ TEST(EngineStore, StoppedRunResumesFromTheStoreWithoutRepeatingWork) {
     services.store = parts_of(db);
     services.facts = RunFacts{"k.py", "p.py", "fake", {}};
     services.providers = {provider};
-    services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
+    services.prompts = std::shared_ptr<const PromptFactory>(
+        make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
     config.budgets.max_llm_calls = 4;  // iteration 1 (3 calls) and the plan of iteration 2
     auto stopped = run_search(config, services, {});
     ASSERT_EQ(stopped.status, "budget_exhausted");
@@ -65,7 +66,8 @@ TEST(EngineStore, StoppedRunResumesFromTheStoreWithoutRepeatingWork) {
   services.store = parts_of(db);
   services.facts = RunFacts{"k.py", "p.py", "fake", {}};
   services.providers = {provider};
-  services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
+  services.prompts = std::shared_ptr<const PromptFactory>(
+      make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
   auto resumed = resume_search(run_id, services, {}, {}, Budgets{});
   ASSERT_EQ(resumed.status, "completed") << resumed.stop_reason;
   EXPECT_EQ(provider->call_count(), 5u) << "iteration 2 minus its stored plan, and iteration 3";
@@ -188,15 +190,15 @@ TEST(EngineStore, ARunStoredBySchema5ResumesWithItsSettings) {
   ASSERT_EQ(sqlite3_open(path.string().c_str(), &raw), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_stmt* stmt = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(raw, "INSERT INTO workloads VALUES (?1, ?2, '/p.py', 1)", -1,
-                               &stmt, nullptr),
+  ASSERT_EQ(sqlite3_prepare_v2(raw, "INSERT INTO workloads VALUES (?1, ?2, '/p.py', 1)", -1, &stmt,
+                               nullptr),
             SQLITE_OK);
   sqlite3_bind_text(stmt, 1, problem_key.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(stmt, 2, problem_source.c_str(), -1, SQLITE_TRANSIENT);
   ASSERT_EQ(sqlite3_step(stmt), SQLITE_DONE);
   sqlite3_finalize(stmt);
-  ASSERT_EQ(sqlite3_prepare_v2(raw, "INSERT INTO candidates VALUES (?1, ?2, 'user', 1)", -1,
-                               &stmt, nullptr),
+  ASSERT_EQ(sqlite3_prepare_v2(raw, "INSERT INTO candidates VALUES (?1, ?2, 'user', 1)", -1, &stmt,
+                               nullptr),
             SQLITE_OK);
   sqlite3_bind_text(stmt, 1, kernel_key.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(stmt, 2, kernel_source.c_str(), -1, SQLITE_TRANSIENT);

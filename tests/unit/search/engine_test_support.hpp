@@ -16,8 +16,8 @@
 #include "search/engine/beam_search.hpp"
 #include "search/engine/prompts.hpp"
 #include "search/engine/run_store.hpp"
-#include "search/store/store.hpp"
 #include "search/llm/fake_provider.hpp"
+#include "search/store/store.hpp"
 
 namespace autocomp::search::engine::testing {
 
@@ -231,7 +231,8 @@ struct Rig {
     services.store = parts_of(db);
     services.facts = RunFacts{"kernel.py", "problem.py", "fake", {"fake"}};
     services.providers = {provider};
-    services.prompts = std::shared_ptr<const PromptFactory>(make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
+    services.prompts = std::shared_ptr<const PromptFactory>(
+        make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts"));
     return services;
   }
 
