@@ -241,7 +241,7 @@ class AnswersWithoutInputs(unittest.TestCase):
     def test_ignoring_an_input_the_problem_always_gives_one_value_passes(self):
         # the reference multiplies by b, but the problem only ever makes b all ones: values it
         # never produces are not tried, so relying on its guarantee is not refused
-        out, _, _, _ = run_harness(*self.stage("honest_ignores_b.py", "problem_mask.py"))
+        out, _, _, _ = run_harness(*self.stage("honest_fixed_mask.py", "problem_mask.py"))
         self.assertEqual(out["status"], "ok", out.get("failure"))
 
     def test_drawn_seeds_are_reproducible_from_the_receipt(self):
