@@ -59,7 +59,7 @@ json provenance_json(const backends::EvalResult& result, bool cached) {
           {"steps_ms", std::move(steps)}};
 }
 
-json percent_of_peak_json(const std::map<std::string, double>& roofline) {
+json percent_of_peak_json(const std::map<std::string, double>& roofline, bool define_rules) {
   struct Rule {
     const char* name;
     const char* description;
@@ -86,7 +86,10 @@ json percent_of_peak_json(const std::map<std::string, double>& roofline) {
     if (found == roofline.end()) {
       continue;
     }
-    json entry = {{"percent", round_sig(found->second)}, {"rule", rule.description}};
+    json entry = {{"percent", round_sig(found->second)}};
+    if (define_rules) {
+      entry["rule"] = rule.description;
+    }
     if (auto t = roofline.find(std::string("theoretical_us_") + rule.name); t != roofline.end()) {
       entry["theoretical_us"] = round_sig(t->second);
     }

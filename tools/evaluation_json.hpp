@@ -23,9 +23,11 @@ nlohmann::json provenance_json(const backends::EvalResult& result, bool cached);
 nlohmann::json full_result_json(const backends::EvalResult& result);
 
 // Percent of peak under each named rule the roofline carries (the harness's `pct_of_peak_<rule>`
-// and peak figures): {"rule": headline rule, "<rule>": {"percent", "theoretical_us", "peaks"}}.
+// and peak figures): {"rule": headline rule, "<rule>": {"percent", "theoretical_us", "peaks"}},
+// each rule also with its definition ("rule") when `define_rules` (brief answers leave it out).
 // Empty when the roofline has none.
-nlohmann::json percent_of_peak_json(const std::map<std::string, double>& roofline);
+nlohmann::json percent_of_peak_json(const std::map<std::string, double>& roofline,
+                                    bool define_rules = true);
 
 // One line for people: "correct on 5/5 seeds" or the failure, used in summaries.
 std::string verdict_text(const backends::EvalResult& result);

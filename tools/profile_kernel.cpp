@@ -37,8 +37,8 @@ constexpr const char* k_brief_roofline[] = {"compute_pct",          "hbm_pct",
                                             "arithmetic_intensity", "ridge_point",
                                             "busiest_engine_pct",   "dma_achievable_gbps"};
 // Compiler effects shown in the brief answer (all of them: detail "full").
-constexpr std::size_t k_effects_shown = 3;
-constexpr std::size_t k_effect_chars = 160;
+constexpr std::size_t k_effects_shown = 2;
+constexpr std::size_t k_effect_chars = 120;
 
 // "VectorE 69%, ScalarE 12%, DMA 40%": the engines that did anything, by activity.
 std::string engine_activity(const std::map<std::string, double>& metrics) {
@@ -100,12 +100,15 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
     }
     out["metrics"] = std::move(metrics);
     out["roofline"] = std::move(roofline);
-    const json peak = percent_of_peak_json(result.roofline);
+    const json peak = percent_of_peak_json(result.roofline, false);
     if (!peak.empty()) {
       out["percent_of_peak"] = peak;
     }
     out["bottleneck"] = result.bottleneck;
-    if (!result.bottleneck_engine.empty()) {
+    // the limiting engine, when it says more than the class ("VectorE-bound")
+    const bool engine_named =
+        !result.bottleneck_engine.empty() && result.bottleneck_engine != result.bottleneck;
+    if (engine_named) {
       out["bottleneck_engine"] = result.bottleneck_engine;
     }
     json effects = json::array();
@@ -147,7 +150,7 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
     }
     first +=
         " " + (result.bottleneck.empty() ? std::string("no bottleneck class") : result.bottleneck);
-    if (!result.bottleneck_engine.empty()) {
+    if (engine_named) {
       first += " (" + result.bottleneck_engine + ")";
     }
     lines.push_back(first);
@@ -175,13 +178,6 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
         }
         text += (text.empty() ? "" : ", ") + rule + " " +
                 format_number(entry["percent"].get<double>()) + "%";
-        if (entry.contains("peaks")) {
-          std::string peaks;
-          for (const auto& [label, value] : entry["peaks"].items()) {
-            peaks += (peaks.empty() ? "" : " ") + label + "=" + format_number(value.get<double>());
-          }
-          text += " (peaks " + peaks + ")";
-        }
       }
       lines.push_back("percent of peak (headline rule " + peak["rule"].get<std::string>() +
                       "): " + text);

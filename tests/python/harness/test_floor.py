@@ -1,4 +1,5 @@
 """Physical floor: latencies below the problem's HBM traffic or FLOPS at peak are implausible."""
+import json
 import unittest
 
 from tests.python.harness import util
@@ -29,10 +30,18 @@ class FloorFigures(unittest.TestCase):
         self.assertIn("TFLOPS", msg)
 
     def test_the_modelled_dma_floor_uses_the_sustained_dma_rate(self):
-        f = floor.compute("trn1", "sim", 114.24e6)
-        self.assertAlmostEqual(f["dma_gbps"], 0.42 * 272)
+        # trn1: the cost table's long-row stream rate (300 B/ns) beats its short-row regime
+        # (0.42 of the 272 B/ns DMA peak) and stays under HBM (410 B/ns)
+        with open(floor.COST_TABLES_PATH) as fh:
+            trn1 = json.load(fh)["trn1"]
+        rate = max(0.42 * 272, trn1["dma_stream_bytes_per_ns"])
+        self.assertEqual(trn1["dma_efficiency"], 0.42)
+        f = floor.compute("trn1", "sim", rate * 1e6)
+        self.assertAlmostEqual(f["dma_gbps"], rate)
         self.assertAlmostEqual(f["dma_floor_us"], 1000.0)
         self.assertLess(f["hbm_floor_us"], f["dma_floor_us"])
+        # trn2: the DMA rate is capped by HBM
+        self.assertAlmostEqual(floor.compute("trn2", "sim", 1e6)["dma_gbps"], 362.0)
 
     def test_hardware_gets_slack(self):
         f = floor.compute("trn2", "neuron", 362e6)
