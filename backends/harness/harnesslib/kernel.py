@@ -10,7 +10,7 @@ import inspect
 import os
 
 from harnesslib.failures import HarnessFailure, describe_exception, line_in_file, same_file
-from harnesslib.problem import load_module
+from harnesslib.problem import exec_file_as, load_module
 
 
 def underlying_function(obj):
@@ -153,7 +153,6 @@ def _load_in_package(path, levels):
     `from ..x` imports, the folders above it (`levels` in all, at most 3), so that its
     package-relative imports find the modules there. No folder's __init__.py is run."""
     import hashlib  # noqa: PLC0415
-    import importlib.util  # noqa: PLC0415
     import sys  # noqa: PLC0415
     import types  # noqa: PLC0415
     path = os.path.abspath(path)
@@ -176,18 +175,7 @@ def _load_in_package(path, levels):
         parent = package
     if folders[0] not in sys.path:
         sys.path.insert(0, folders[0])
-    name += ".autocomp_kernel"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError("cannot import %s" % path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
+    return exec_file_as(name + ".autocomp_kernel", path)
 
 
 def load_kernel_module(path, error_types=()):

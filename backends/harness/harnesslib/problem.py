@@ -66,6 +66,12 @@ def load_module(path, prefix):
     folder = os.path.dirname(path)
     if folder not in sys.path:
         sys.path.insert(0, folder)
+    return exec_file_as(name, path)
+
+
+def exec_file_as(name, path):
+    """Run the Python file `path` as module `name` (registered in sys.modules while it runs,
+    removed again when it fails) and return the module."""
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError("cannot import %s" % path)
