@@ -25,10 +25,12 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_OUT = os.path.join(ROOT, "prompts", "generated", "facts.json")
 sys.path.insert(0, HERE)
 
-from nkisim import constants as C  # noqa: E402
-from nkisim import costs as K  # noqa: E402
-from nkisim import core, isa, language, mx, ops, runtime  # noqa: E402
-from nkisim.timing import GPSIMD, SCALAR, TENSOR, VECTOR  # noqa: E402
+from nkisim.machine import constants as C  # noqa: E402
+from nkisim.machine import costs as K  # noqa: E402
+from nkisim.machine import core, runtime  # noqa: E402
+from nkisim.api import isa, language, mx  # noqa: E402
+from nkisim.data import ops  # noqa: E402
+from nkisim.machine.timing import GPSIMD, SCALAR, TENSOR, VECTOR  # noqa: E402
 
 ENGINE_NAMES = {VECTOR: "VectorE", SCALAR: "ScalarE", GPSIMD: "GpSimdE", TENSOR: "TensorE"}
 ENGINE_BY_SYMBOL = {"VECTOR": "VectorE", "SCALAR": "ScalarE", "GPSIMD": "GpSimdE",

@@ -23,7 +23,8 @@ NKISIM_DIR = os.path.join(REPO, "backends", "nkisim")
 HARNESS_DIR = os.path.join(REPO, "backends", "harness")
 sys.path.insert(0, NKISIM_DIR)
 
-from nkisim import confine, sandbox  # noqa: E402
+from nkisim.sandbox import confine  # noqa: E402
+from nkisim import sandbox  # noqa: E402
 
 KERNEL = """import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl

@@ -29,8 +29,8 @@ class ExportFactsTest(unittest.TestCase):
                          "/usr/bin/python3 backends/nkisim/export_facts.py")
 
     def test_numbers_are_the_simulators(self):
-        from nkisim import constants as C
-        from nkisim import runtime
+        from nkisim.machine import constants as C
+        from nkisim.machine import runtime
         for name in ("trn1", "trn2", "trn3"):
             target = C.get_target(name)
             facts = self.facts["targets"][name]
@@ -42,7 +42,7 @@ class ExportFactsTest(unittest.TestCase):
             self.assertEqual(facts["pass_cost_vs_vector"]["VectorE"], 1.0)
 
     def test_trn3_has_mx_and_the_older_targets_do_not(self):
-        from nkisim import constants as C
+        from nkisim.machine import constants as C
         targets = self.facts["targets"]
         self.assertTrue(targets["trn3"]["mx"])
         self.assertAlmostEqual(targets["trn3"]["peak_mx_tflops"],

@@ -3,7 +3,7 @@
 floor = max(unavoidable HBM bytes / peak HBM bandwidth, FLOPS / peak compute), where the HBM
 bytes are the problem's inputs read once plus its outputs written once (at their NKI dtype
 sizes) and FLOPS is the problem's optional `FLOPS` setting. The peaks come from one place, the
-simulator's `backends/nkisim/nkisim/constants.py` (`hbm_bytes_per_ns`, the largest
+simulator's `backends/nkisim/nkisim/machine/constants.py` (`hbm_bytes_per_ns`, the largest
 `peak_flops_*` of the target), loaded by path and read only, so the floor is the same on every
 device. A latency below `slack * floor` is `implausible`: slack is 1 on the simulator (its
 model cannot beat its own peaks) and 0.5 on hardware (a logical NeuronCore may span two
@@ -14,7 +14,7 @@ import json
 import os
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONSTANTS_PATH = os.path.join(os.path.dirname(HARNESS_DIR), "nkisim", "nkisim", "constants.py")
+CONSTANTS_PATH = os.path.join(os.path.dirname(HARNESS_DIR), "nkisim", "nkisim", "machine", "constants.py")
 COST_TABLES_PATH = os.path.join(os.path.dirname(CONSTANTS_PATH), "cost_tables.json")
 SLACK = {"sim": 1.0}
 HARDWARE_SLACK = 0.5
@@ -63,7 +63,7 @@ def peaks(target):
               float(t.hbm_bytes_per_ns))
     return {"peak_hbm_gbps": float(t.hbm_bytes_per_ns), "dma_gbps": dma,
             "peak_tflops": max(flops) / 1e12 if flops else None,
-            "source": "backends/nkisim/nkisim/constants.py"}
+            "source": "backends/nkisim/nkisim/machine/constants.py"}
 
 
 def dtype_bytes(name, numpy_itemsize=None):

@@ -24,10 +24,10 @@ def main():
 
     try:
         req = json.loads(sys.stdin.readline())
-        sys.path.insert(0, os.path.join(req["nkisim_dir"], "nkisim"))
+        sys.path.insert(0, os.path.join(req["nkisim_dir"], "nkisim", "sandbox"))
         import confine  # noqa: PLC0415 - the limits come before any kernel code
         confine.apply_limits()
-        sys.path.remove(os.path.join(req["nkisim_dir"], "nkisim"))
+        sys.path.remove(os.path.join(req["nkisim_dir"], "nkisim", "sandbox"))
         del sys.modules["confine"]
         for path in reversed(req.get("sdk_paths") or []):
             if path not in sys.path:

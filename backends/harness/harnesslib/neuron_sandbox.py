@@ -1,5 +1,5 @@
 """Device `neuron` with the kernel confined: the SDK imports, compiles and runs kernel code only
-in a child inside the OS sandbox (nkisim/confine.py), never in the harness process.
+in a child inside the OS sandbox (nkisim/sandbox/confine.py), never in the harness process.
 
 Parent (`SandboxedNeuronDevice`, the device the harness uses): saves the inputs as .npy files
 in `<workdir>/sandbox/in`, starts `python3 -I -B neuron_child.py` confined, sends one JSON
@@ -37,8 +37,8 @@ TIMEOUT_S = float(os.environ.get("AUTOCOMP_NEURON_CHILD_TIMEOUT", "3600"))
 
 
 def load_confine():
-    """nkisim/confine.py as a module, without importing the simulator package."""
-    path = os.path.join(NKISIM_DIR, "nkisim", "confine.py")
+    """nkisim/sandbox/confine.py as a module, without importing the simulator package."""
+    path = os.path.join(NKISIM_DIR, "nkisim", "sandbox", "confine.py")
     mod = sys.modules.get("autocomp_confine")
     if mod is None:
         spec = importlib.util.spec_from_file_location("autocomp_confine", path)

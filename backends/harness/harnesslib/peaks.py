@@ -121,7 +121,7 @@ def count_reference(reference_fn, inputs):
     return tally.vector, tally.matmul, outs
 
 
-# The Tensor engine's 16- and 8-bit rate is 4x its fp32 rate (nkisim/constants.py).
+# The Tensor engine's 16- and 8-bit rate is 4x its fp32 rate (nkisim/machine/constants.py).
 LOW_PRECISION_MATMUL_SPEEDUP = 4.0
 LOW_PRECISION = ("bfloat16", "float16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")
 

@@ -8,7 +8,7 @@ other files should be edited (or the cache disabled) when those change.
 
 Every entry carries an HMAC-SHA256 of its key and arrays under a key kept in the cache folder
 (`.key`, mode 0600, made on first use). Kernel code never sees that folder (it runs in the
-sandbox, nkisim/confine.py); an entry written or altered by anything without the key fails the
+sandbox, nkisim/sandbox/confine.py); an entry written or altered by anything without the key fails the
 check, is reported on stderr and recomputed.
 """
 import hashlib

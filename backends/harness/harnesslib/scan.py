@@ -87,7 +87,7 @@ NAMED_ATTR_BUILTINS = frozenset(("getattr", "hasattr"))
 NKI_SUBMODULES = frozenset(("nki", "language", "isa", "compiler", "typing", "collectives",
                             "nccl"))
 # Compiler modules with a leading underscore that kernels import from (their functions are
-# NKI operations under other names, or raise when called: nkisim/private.py)
+# NKI operations under other names, or raise when called: nkisim/api/private.py)
 NKI_PRIVATE_MODULES = frozenset(("_private", "_private_kernels"))
 # ... and underscore names of NKI modules that are NKI operations (`nisa._tiled_offloaded_fma`)
 NKI_PRIVATE_OPS = frozenset(("_tiled_offloaded_memcpy", "_tiled_offloaded_fma"))

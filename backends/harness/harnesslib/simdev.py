@@ -2,8 +2,8 @@
 
 The simulator is imported from the folder beside the harness folder (same layout locally and
 in the bundle uploaded to a remote host). Kernel files are imported only in a child process
-(nkisim/sandbox.py), where `import nki...` and `import neuronxcc.nki...` resolve to proxies of
-the simulator; this process replays the recorded trace (nkisim/replay.py).
+(nkisim/sandbox/process.py), where `import nki...` and `import neuronxcc.nki...` resolve to proxies of
+the simulator; this process replays the recorded trace (nkisim/sandbox/replay.py).
 """
 import gc
 import json
@@ -141,7 +141,8 @@ class SimDevice:
 
     def _trace(self, session, inputs, grid, input_dtypes):
         """(key, trace) of the kernel for these input specs, recorded once per key."""
-        from nkisim import boundary, sandbox  # noqa: PLC0415
+        from nkisim import sandbox  # noqa: PLC0415
+        from nkisim.sandbox import boundary  # noqa: PLC0415
         request = {"inputs": _input_specs(inputs, boundary),
                    "input_dtypes": dict(input_dtypes or {}), "grid": _grid_json(grid)}
         key = json.dumps([request, self.target], sort_keys=True)
@@ -177,7 +178,7 @@ class SimDevice:
         kernel must leave alone; a write into one is a `mismatch` at the writing line."""
         path = handle.path
         nk = self.nkisim
-        from nkisim import boundary, replay  # noqa: PLC0415
+        from nkisim.sandbox import boundary, replay  # noqa: PLC0415
         session = handle.ref
         key, trace = self._trace(session, inputs, grid, input_dtypes)
         try:

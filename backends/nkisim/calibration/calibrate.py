@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import nkisim  # noqa: E402
-from nkisim import costs  # noqa: E402
+from nkisim.machine import costs  # noqa: E402
 
 nkisim.activate()
 
@@ -82,7 +82,7 @@ def runner(anchor, dirs):
         np.random.seed(0)
         ins = refmod.transform_to_nki_inputs(refmod.get_inputs())
         kmod = _module(os.path.join(dirs["nkibench"], "kernels", kfile), "k_" + stem)
-        from nkisim.simulator import unwrap
+        from nkisim.machine.simulator import unwrap
         raw, _ = unwrap(kmod.kernel)
         names = list(inspect.signature(raw).parameters)
         args = {}

@@ -9,13 +9,14 @@ Untrusted kernels: `nkisim.sandbox.record_trace(config)` records a kernel's API 
 child process (no input data there) and `nkisim.replay.replay(trace, inputs, ...)` re-executes
 them here on the real inputs; see MODEL.md, "Provenance".
 """
-from .activate import activate, deactivate, is_active
+from .api.activate import activate, deactivate, is_active
 from .errors import NkiCompileError, NkiError, NkiRuntimeError
-from .boundary import NkiForbiddenAccess
-from .simulator import SimResult, TensorSpec, simulate
-from .collectives import simulate_ranks
-from .dtypes import to_bf16
-from . import buffers as _buffers, language as _language
+from .sandbox.boundary import NkiForbiddenAccess
+from .machine.simulator import SimResult, TensorSpec, simulate
+from .api.collectives import simulate_ranks
+from .data.dtypes import to_bf16
+from .data import buffers as _buffers
+from .api import language as _language
 
 # Tensors' Python operators call the language front end; buffers.py sits below it and does
 # not import it (the package's imports run storage -> instructions -> front end).

@@ -214,7 +214,7 @@ def kernel(a, b, size):
 @unittest.skipUnless(util.sim_available(), "nkisim not importable")
 class BoundaryCarriesTheApi(unittest.TestCase):
     def setUp(self):
-        from nkisim import boundary
+        from nkisim.sandbox import boundary
         self.B = boundary
 
     def test_numpy_scalars_cross_as_scalars(self):
@@ -224,7 +224,7 @@ class BoundaryCarriesTheApi(unittest.TestCase):
             self.assertEqual(back, v)
 
     def test_nki_dtypes_numpy_lacks_cross_as_themselves(self):
-        from nkisim import dtypes as D
+        from nkisim.data import dtypes as D
         for name in ("bfloat16", "float8_e5m2_x4", "float4_e2m1fn_x4", "float8_e8m0fnu"):
             with self.subTest(name):
                 tok = getattr(D, name)
@@ -267,7 +267,7 @@ class BoundaryCarriesTheApi(unittest.TestCase):
 
     @staticmethod
     def _refuse(v):
-        from nkisim.boundary import NkiForbiddenAccess
+        from nkisim.sandbox.boundary import NkiForbiddenAccess
         raise NkiForbiddenAccess("refused %r" % (v,))
 
 

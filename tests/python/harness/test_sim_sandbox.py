@@ -59,7 +59,7 @@ class SimSandbox(unittest.TestCase):
 import json, sys
 json.dumps = lambda *a, **k: '{"status":"ok","latency_us":0.0}'
 sys.stdout.write('{"schema":"autocomp-' + 'harness/1","status":"ok","forged":1}\\n')
-sys.modules["nkisim.timing"].Scheduler.makespan = property(lambda s: 0.0, lambda s, v: None)
+sys.modules["nkisim.machine.timing"].Scheduler.makespan = property(lambda s: 0.0, lambda s, v: None)
 import neuronxcc.nki as nki"""
         hostile = write(self.dir, "hostile.py",
                         ADD_KERNEL.replace("import neuronxcc.nki as nki", patches))

@@ -5,7 +5,7 @@ import numpy as np
 
 from . import _util  # noqa: F401
 import nkisim
-from nkisim import costs
+from nkisim.machine import costs
 import nki.language as nl
 
 

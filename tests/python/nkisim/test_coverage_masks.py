@@ -251,7 +251,7 @@ class CoverageMaskTest(unittest.TestCase):
         np.testing.assert_allclose(out, 1.0 / y, rtol=1e-6)
 
     def test_fp8_codes_round_trip(self):
-        from nkisim import reinterpret
+        from nkisim.data import reinterpret
         codes = np.arange(256, dtype=np.uint8)
         for name in ("float8_e4m3", "float8_e5m2", "float8_e4m3fn"):
             vals = reinterpret._fp8_decode(codes, name)
@@ -263,7 +263,7 @@ class CoverageMaskTest(unittest.TestCase):
                          448.0)
 
     def test_view_reinterprets_bytes(self):
-        from nkisim import reinterpret
+        from nkisim.data import reinterpret
         # bytes that are finite fp8 values (fp8 infinities and NaN payloads are not kept:
         # storage holds values, see reinterpret.py)
         rng = np.random.default_rng(5)

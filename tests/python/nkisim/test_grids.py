@@ -124,7 +124,8 @@ class GridSandboxTest(unittest.TestCase):
         import os
         import tempfile
         import textwrap
-        from nkisim import replay, sandbox
+        from nkisim.sandbox import replay
+        from nkisim import sandbox
         body = textwrap.dedent('''
             import nki
             import nki.isa as nisa

@@ -10,7 +10,9 @@ import numpy as np
 
 from . import _util  # noqa: F401  (activates the simulator)
 import nkisim
-from nkisim import hwrules, replay, sandbox
+from nkisim.api import hwrules
+from nkisim.sandbox import replay
+from nkisim import sandbox
 
 HEADERS = {
     "nki": "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n",

@@ -11,44 +11,90 @@ PACKAGE = "nkisim"
 PACKAGE_DIR = os.path.join(_util.SIM_DIR, PACKAGE)
 
 
-def module_names(folder=PACKAGE_DIR):
-    return sorted(n[:-3] for n in os.listdir(folder) if n.endswith(".py"))
+def module_names(folder=PACKAGE_DIR, prefix=""):
+    """Modules of the package by dotted name below it ("errors", "machine.core"); a
+    subpackage's __init__ is named by the subpackage ("sandbox"), the package's own is
+    "__init__"."""
+    names = []
+    for n in sorted(os.listdir(folder)):
+        path = os.path.join(folder, n)
+        if n.endswith(".py"):
+            if n == "__init__.py":
+                names.append(prefix[:-1] if prefix else "__init__")
+            else:
+                names.append(prefix + n[:-3])
+        elif os.path.isfile(os.path.join(path, "__init__.py")):
+            names += module_names(path, prefix + n + ".")
+    return names
 
 
-def package_imports(source, modules):
-    """Sibling modules (names in `modules`) that `source`, a module of the package, imports
-    anywhere in its body: `from . import x`, `from .x import y`, `import nkisim.x`,
-    `from nkisim import x`, `from nkisim.x import y`."""
+def module_file(name, folder=PACKAGE_DIR):
+    parts = name.split(".")
+    if name == "__init__":
+        return os.path.join(folder, "__init__.py")
+    if os.path.isdir(os.path.join(folder, *parts)):
+        return os.path.join(folder, *parts, "__init__.py")
+    return os.path.join(folder, *parts) + ".py"
+
+
+def package_imports(source, modules, name="", is_package=False):
+    """Modules of the package (dotted names in `modules`) that `source`, the module `name`,
+    imports anywhere in its body: `from . import x`, `from .x import y`, `from ..p import x`,
+    `import nkisim.x`, `from nkisim import x`, `from nkisim.p.x import y`. Importing from a
+    subpackage the module is not part of runs that subpackage's __init__ too."""
+    own = name.split(".") if is_package else name.split(".")[:-1]
     found = set()
+
+    def add(target):
+        if target in modules:
+            found.add(target)
+            parts = target.split(".")
+            for i in range(1, len(parts) + (0 if target not in pkgs else 1)):
+                outer = ".".join(parts[:i])
+                if outer in modules and parts[:i] != own[:i]:
+                    found.add(outer)
+
+    pkgs = {m for m in modules if os.path.isdir(os.path.join(PACKAGE_DIR, *m.split(".")))}
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
-                if parts[0] == PACKAGE and len(parts) > 1 and parts[1] in modules:
-                    found.add(parts[1])
+                if parts[0] == PACKAGE and len(parts) > 1:
+                    add(".".join(parts[1:]))
         elif isinstance(node, ast.ImportFrom):
-            if node.level == 1 or (node.level == 0 and node.module
-                                   and node.module.split(".")[0] == PACKAGE):
-                base = node.module or ""
-                if node.level == 0:
-                    base = ".".join(base.split(".")[1:])
-                if base:
-                    head = base.split(".")[0]
-                    if head in modules:
-                        found.add(head)
-                else:
-                    found.update(a.name for a in node.names if a.name in modules)
+            if node.level:
+                base = own[:len(own) - (node.level - 1)] if node.level - 1 <= len(own) else None
+                if base is None:
+                    continue
+            elif node.module and node.module.split(".")[0] == PACKAGE:
+                base = []
+            else:
+                continue
+            tail = (node.module or "").split(".") if node.module else []
+            if node.level == 0:
+                tail = tail[1:]
+            base = ".".join(base + tail)
+            for a in node.names:
+                sub = (base + "." if base else "") + a.name
+                if sub in modules:
+                    add(sub)
+                elif base:
+                    add(base)
+
+
     return found
 
 
 def import_graph(folder=PACKAGE_DIR):
-    """{module: set of sibling modules it imports}; the package's __init__ is left out (it
+    """{module: set of package modules it imports}; the package's __init__ is left out (it
     imports everything to offer the public API, and nothing imports it back)."""
     modules = set(module_names(folder)) - {"__init__"}
     graph = {}
     for name in sorted(modules):
-        with open(os.path.join(folder, name + ".py"), encoding="utf-8") as f:
-            graph[name] = package_imports(f.read(), modules) - {name}
+        path = module_file(name, folder)
+        with open(path, encoding="utf-8") as f:
+            graph[name] = package_imports(f.read(), modules, name,
+                                          path.endswith("__init__.py")) - {name}
     return graph
 
 
@@ -94,16 +140,26 @@ class ImportDirectionTest(unittest.TestCase):
                     return True
             return False
 
-        for low, high in (("buffers", "core"), ("buffers", "language"), ("core", "language"),
-                          ("buffers", "isa"), ("timing", "buffers")):
+        for low, high in (("data.buffers", "machine.core"), ("data.buffers", "api.language"),
+                          ("machine.core", "api.language"), ("data.buffers", "api.isa"),
+                          ("machine.timing", "data.buffers")):
             self.assertFalse(reaches(low, high), "%s must not import %s" % (low, high))
-        self.assertTrue(reaches("language", "core"))
-        self.assertTrue(reaches("core", "buffers"))
+        self.assertTrue(reaches("api.language", "machine.core"))
+        self.assertTrue(reaches("machine.core", "data.buffers"))
+
+    def test_parts_import_one_way(self):
+        # errors <- data, machine (one layer: storages carry timing state) <- the NKI API
+        # surface <- the record/replay sandbox; never the other way
+        rank = {"errors": 0, "data": 1, "machine": 1, "api": 2, "sandbox": 3}
+        for module, targets in import_graph().items():
+            for target in targets:
+                a, b = module.split(".")[0], target.split(".")[0]
+                self.assertLessEqual(rank[b], rank[a], "%s must not import %s" % (module, target))
 
     def test_operators_reach_the_front_end(self):
         # buffers.py no longer imports language.py; the package installs the operations.
-        import nkisim.buffers as B
-        import nkisim.language as L
+        import nkisim.data.buffers as B
+        import nkisim.api.language as L
         for name in B.FRONT_END_OPS:
             self.assertIs(B.front_end(name), getattr(L, name))
 
@@ -115,6 +171,19 @@ class ImportDirectionTest(unittest.TestCase):
         self.assertEqual(find_cycle(graph), ["a", "b", "c", "a"])
         graph["c"] = package_imports("import os\nfrom nkisim import errors\n", modules)
         self.assertIsNone(find_cycle(graph))
+
+    def test_detector_resolves_subpackages(self):
+        modules = {"errors", "api", "api.language", "machine", "machine.core", "sandbox",
+                   "sandbox.process", "sandbox.confine"}
+        self.assertEqual(package_imports("from ..machine import core\nfrom .. import errors\n"
+                                         "from .language import x\n", modules, "api.isa"),
+                         {"machine", "machine.core", "errors", "api.language"})
+        self.assertEqual(package_imports("def f():\n    from nkisim.sandbox import confine\n",
+                                         modules, "sandbox.process"), {"sandbox.confine"})
+        self.assertEqual(package_imports("from .process import KernelProcess\n", modules,
+                                         "sandbox", is_package=True), {"sandbox.process"})
+        self.assertEqual(package_imports("import nkisim.api.language as L\n", modules, "errors"),
+                         {"api", "api.language"})
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ if NKISIM_DIR not in sys.path:
     sys.path.insert(0, NKISIM_DIR)
 
 import nkisim  # noqa: E402
-from nkisim import boundary, replay, sandbox  # noqa: E402
+from nkisim.sandbox import boundary, replay  # noqa: E402
+from nkisim import sandbox  # noqa: E402
 
 HEADER = """
 import numpy as np
@@ -301,7 +302,7 @@ def add_kernel(a, b):
                     if type(o).__name__ == "Tensor":
                         o.st.data = np.ones(o.st.shape, np.float32)
         f = f.f_back
-    rt = sys.modules["nkisim.runtime"]
+    rt = sys.modules["nkisim.machine.runtime"]
     rt.CUR.sched.makespan = 0.0
     return out
 """
@@ -316,9 +317,9 @@ def add_kernel(a, b):
         # The kernel patches the simulator in its own process: latency 0, instant DMA.
         text = ADD.replace("import numpy as np", """import numpy as np
 import sys
-_t = sys.modules["nkisim.timing"]
+_t = sys.modules["nkisim.machine.timing"]
 _t.Scheduler.makespan = property(lambda self: 0.0, lambda self, v: None)
-sys.modules["nkisim.simulator"]._result.__code__ = (lambda *a, **k: None).__code__""")
+sys.modules["nkisim.machine.simulator"]._result.__code__ = (lambda *a, **k: None).__code__""")
         path, ans = self.record(text)
         self.assertTrue(ans["ok"], ans)
         _, honest = self.honest()

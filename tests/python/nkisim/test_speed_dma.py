@@ -10,7 +10,7 @@ import nkisim
 import nki
 import nki.isa as nisa
 import nki.language as nl
-from nkisim import dtypes as D
+from nkisim.data import dtypes as D
 
 
 @nki.jit

@@ -561,7 +561,7 @@ class SpillPlacementTest(unittest.TestCase):
 
     def setUp(self):
         from types import SimpleNamespace
-        from nkisim import constants, costs, timing
+        from nkisim.machine import constants, costs, timing
         self.C = constants
         target = constants.get_target("trn2")
         self.sched = timing.Scheduler(target)
@@ -571,14 +571,14 @@ class SpillPlacementTest(unittest.TestCase):
             spill_reload=0, hbm_read=0, hbm_write=0, sbuf_read=0, sbuf_write=0, dma_bytes=0)
 
     def spill(self, pass_ns, not_before=0.0):
-        from nkisim import simulator
+        from nkisim.machine import simulator
         # bytes whose save (and reload) take pass_ns at the 4 B/ns of the fake core
         nbytes = int(pass_ns * 4.0) - 128 * self.sim.costs.dma_descriptor_bytes
         simulator._charge_spills(self.sim, nbytes, not_before)
         return nbytes
 
     def test_idle_windows_survive_pruning(self):
-        from nkisim import timing
+        from nkisim.machine import timing
         line = timing.Timeline(keep_history=True)
         for k in range(200):
             line.consume(10.0 * k, 1.0)

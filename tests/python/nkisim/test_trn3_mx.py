@@ -294,7 +294,7 @@ class TargetTest(unittest.TestCase):
             self.assertIn("trn3", cm.exception.message)
 
     def test_trn3_figures(self):
-        from nkisim import constants as C
+        from nkisim.machine import constants as C
         t = C.get_target("trn3")
         self.assertIs(C.get_target("gen4"), t)
         self.assertEqual(t.sbuf_bytes_per_partition, (256 - 16) * 1024)

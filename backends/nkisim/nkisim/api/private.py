@@ -25,10 +25,11 @@ Raise when called (no public equivalent): `private_api.row_tiled_mm_kernel`,
 `_private_kernels.RoPE.RoPE_sbuf`, `_private_kernels.qkv.rmsnorm_qkv_isa_kernel`.
 """
 from . import collectives as coll
-from . import dtypes as D
-from . import isa, language, runtime
-from .buffers import IExpr
-from .errors import compile_error
+from ..data import dtypes as D
+from . import isa, language
+from ..machine import runtime
+from ..data.buffers import IExpr
+from ..errors import compile_error
 
 
 def _private_only(path, name):

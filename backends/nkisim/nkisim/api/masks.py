@@ -11,10 +11,10 @@ import weakref
 
 import numpy as np
 
-from . import core
-from .buffers import psum, sbuf
-from .errors import compile_error
-from .timing import VECTOR
+from ..machine import core
+from ..data.buffers import psum, sbuf
+from ..errors import compile_error
+from ..machine.timing import VECTOR
 
 # result storage -> the mask (over the result's indices) of the call that produced it
 _RESULT_MASKS = weakref.WeakKeyDictionary()

@@ -11,11 +11,11 @@ import math
 
 import numpy as np
 
-from . import constants as C
+from ..machine import constants as C
 from . import dtypes as D
-from . import runtime
-from .errors import compile_error, current_kernel_line, runtime_error
-from .timing import BlockLive, DepState, timing_seq, timing_seq_end
+from ..machine import runtime
+from ..errors import compile_error, current_kernel_line, runtime_error
+from ..machine.timing import BlockLive, DepState, timing_seq, timing_seq_end
 
 
 def capacity_message(kind, need, cap, target):

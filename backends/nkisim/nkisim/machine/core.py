@@ -6,11 +6,11 @@ import numpy as np
 
 from . import constants as C
 from . import costs as K
-from . import dtypes as D
-from . import ops as O
+from ..data import dtypes as D
+from ..data import ops as O
 from . import runtime
-from .buffers import Storage, Tensor, psum, sbuf, shared_hbm
-from .errors import compile_error, current_kernel_line
+from ..data.buffers import Storage, Tensor, psum, sbuf, shared_hbm
+from ..errors import compile_error, current_kernel_line
 from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, ready_time, record
 
 _TMP = "__tmp__"

@@ -7,10 +7,10 @@ import numpy as np
 
 from . import constants as C
 from . import costs as K
-from . import dtypes as D
-from . import errors as E
+from ..data import dtypes as D
+from .. import errors as E
 from . import runtime
-from .buffers import Storage, Tensor, shared_hbm
+from ..data.buffers import Storage, Tensor, shared_hbm
 from .timing import ENGINE_NAMES
 
 
@@ -305,7 +305,7 @@ def _check_capacity(sim):
     does: every byte per partition over capacity is saved to HBM and reloaded once, and the
     transfers take the DMA time the kernel's own transfers leave idle (see _charge_spills).
     Blocks of block-dimension tensors are always spillable (never the refused group)."""
-    from .buffers import capacity_message
+    from ..data.buffers import capacity_message
     blocks = []  # (start, end time of the first access) of each block event
     for kind, cap in (("sbuf", sim.sbuf_cap), ("psum", sim.psum_cap)):
         events = []

@@ -22,7 +22,7 @@ import sys
 import time
 
 _DUMPS = json.dumps  # bound before any kernel code runs in this process
-NKISIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NKISIM_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHILD_TIMEOUT_S = float(os.environ.get("NKISIM_SANDBOX_TIMEOUT", "600"))
 MAX_ANSWER_BYTES = 512 << 20
 
@@ -47,7 +47,7 @@ class KernelProcess:
         else of the caller's files."""
         import subprocess  # noqa: PLC0415 - parent side only
         import tempfile  # noqa: PLC0415
-        from nkisim import confine  # noqa: PLC0415
+        from nkisim.sandbox import confine  # noqa: PLC0415
         self.timeout = CHILD_TIMEOUT_S if timeout is None else timeout
         self.proc = None
         self.ans = self.cmd = None
@@ -233,7 +233,7 @@ def _readable(fd):
 
 def _sandbox_problem(log):
     """bwrap's own start-up failure, read from the child's log, or None."""
-    from nkisim import confine  # noqa: PLC0415
+    from nkisim.sandbox import confine  # noqa: PLC0415
     if log is None:
         return None
     try:
@@ -266,7 +266,7 @@ def _bind_to_parent():
     evaluation; bwrap's --die-with-parent ends the sandbox with the harness."""
     if NKISIM_DIR not in sys.path:
         sys.path.insert(0, NKISIM_DIR)
-    from nkisim import confine  # noqa: PLC0415
+    from nkisim.sandbox import confine  # noqa: PLC0415
     confine.apply_limits()
 
 
@@ -287,7 +287,7 @@ def _child_main():
             pass  # the parent is gone or the answer is unusable: it sees no answer
 
     try:
-        from nkisim import record  # noqa: PLC0415
+        from nkisim.sandbox import record  # noqa: PLC0415
         record.prepare()
         line = cmd.readline()
         if not line:

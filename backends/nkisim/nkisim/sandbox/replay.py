@@ -15,11 +15,11 @@ import math
 import numpy as np
 
 from . import boundary as B
-from . import constants as C
-from . import errors as E
-from . import runtime
-from .buffers import Tensor
-from .simulator import TensorSpec, _input_tensor, _norm_grid, _spec_tensor, finish
+from ..machine import constants as C
+from .. import errors as E
+from ..machine import runtime
+from ..data.buffers import Tensor
+from ..machine.simulator import TensorSpec, _input_tensor, _norm_grid, _spec_tensor, finish
 
 
 class _Lines:
@@ -623,7 +623,7 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
 
 
 def _check_ret(ret):
-    from .buffers import Tensor
+    from ..data.buffers import Tensor
     items = ret if isinstance(ret, (tuple, list)) else (ret,)
     for t in items:
         if t is not None and not isinstance(t, Tensor) and not B.is_value(t):

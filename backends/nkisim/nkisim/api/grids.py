@@ -16,8 +16,8 @@ one access pattern there (`is_data_representable` is False) and is an error.
 """
 import math
 
-from .buffers import Tensor, as_buffer, front_end
-from .errors import compile_error
+from ..data.buffers import Tensor, as_buffer, front_end
+from ..errors import compile_error
 
 
 def _shape_tuple(what, v, min_rank=1):

@@ -167,8 +167,8 @@ def _check_mx(dt):
     """MX dtypes exist only on NeuronCore-v4: using one while simulating another target is a
     compile error naming the reason."""
     if dt.public.__class__ is MXDType:
-        from . import runtime
-        from .errors import compile_error
+        from ..machine import runtime
+        from ..errors import compile_error
         s = runtime.CUR
         if s is not None and not getattr(s.target, "mx", False):
             raise compile_error("%s is an MX dtype of NeuronCore-v4 (trn3); target %s does not "

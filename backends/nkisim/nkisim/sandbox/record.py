@@ -23,8 +23,8 @@ import sys
 import types
 
 from . import boundary as B
-from . import errors as E
-from . import runtime
+from .. import errors as E
+from ..machine import runtime
 
 _REC = None  # the active Recorder
 
@@ -346,7 +346,7 @@ class Recorder:
 # ---- proxy modules --------------------------------------------------------------------------
 def _proxy_modules(rec):
     """{module name: proxy module} mirroring activate's module tree."""
-    from .activate import _build, _isa_constants
+    from ..api.activate import _build, _isa_constants
     real = _build()
     real.update(_isa_constants(real))  # `from neuronxcc.nki.isa.constants import oob_mode`
     table = B.api_table()
@@ -402,7 +402,7 @@ def _raw_ok(mname, name, obj):
     if mname in ("nki", "nki.typing") or (mname == "nki.compiler" and callable(obj)):
         return not isinstance(obj, type)  # decorators and annotations (pure Python)
     if mname in ("nki.isa", "nki.isa.constants") and isinstance(obj, type) \
-            and obj.__module__ == "nkisim.isa":
+            and obj.__module__ == "nkisim.api.isa":
         return True  # enum namespaces of ints
     return False
 
@@ -427,7 +427,7 @@ def _fail(e):
 
 def prepare():
     """Import what every kernel needs before the kernel is known."""
-    from . import simulator
+    from ..machine import simulator
     B.api_table()
     return simulator
 
@@ -464,8 +464,8 @@ def load(config):
 
 def trace(loaded, request):
     """Run the loaded kernel on placeholders for `request["inputs"]`; the answer dict."""
-    from . import constants as C
-    from .simulator import TensorSpec, _norm_grid, _spec_tensor, unwrap
+    from ..machine import constants as C
+    from ..machine.simulator import TensorSpec, _norm_grid, _spec_tensor, unwrap
 
     rec = loaded.rec
     fn, g = unwrap(loaded.kernel)

@@ -36,13 +36,13 @@ import threading
 
 import numpy as np
 
-from . import constants as C
-from . import dtypes as D
-from . import errors as E
-from . import ops as O
-from . import runtime
-from .buffers import Tensor
-from .errors import compile_error
+from ..machine import constants as C
+from ..data import dtypes as D
+from .. import errors as E
+from ..data import ops as O
+from ..machine import runtime
+from ..data.buffers import Tensor
+from ..errors import compile_error
 
 _local = threading.local()
 
@@ -436,7 +436,7 @@ def simulate_ranks(kernel_fn, rank_inputs, target="trn2", grid=None, numerics=Tr
     """Run `kernel_fn` once per rank, rank i on `rank_inputs[i]` (parameter -> value, as for
     `nkisim.simulate`), with the ranks' collectives exchanging data. Returns one SimResult per
     rank. Raises the first rank's NkiError (by rank order) when any rank fails."""
-    from .simulator import simulate
+    from ..machine.simulator import simulate
     rank_inputs = list(rank_inputs)
     if not rank_inputs:
         raise ValueError("simulate_ranks needs at least one rank")

@@ -7,7 +7,7 @@ is a plain call of the function. `kernel[grid](...)` launches an SPMD grid.
 """
 import functools
 
-from . import runtime
+from ..machine import runtime
 
 
 class _Latency:
@@ -44,7 +44,7 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         if runtime.CUR is not None:
             return self.func(*args, **kwargs)
-        from .simulator import simulate_call
+        from ..machine.simulator import simulate_call
         res = simulate_call(self.func, args, kwargs, grid=self.grid)
         self.last_result = res
         if self.kind == "benchmark":

@@ -22,14 +22,14 @@ variant is `QUANTIZE_SCALE_EXTRA_EXP = 1` here, not the default.)
 """
 import numpy as np
 
-from . import constants as C
-from . import core
-from . import dtypes as D
-from . import runtime
-from .buffers import Tensor
-from .errors import compile_error
-from .reinterpret import _fp8_decode, _fp8_encode, reinterpret
-from .timing import TENSOR, VECTOR
+from ..machine import constants as C
+from ..machine import core
+from ..data import dtypes as D
+from ..machine import runtime
+from ..data.buffers import Tensor
+from ..errors import compile_error
+from ..data.reinterpret import _fp8_decode, _fp8_encode, reinterpret
+from ..machine.timing import TENSOR, VECTOR
 
 QUANTIZE_SCALE_EXTRA_EXP = 0
 

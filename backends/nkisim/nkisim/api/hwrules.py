@@ -16,7 +16,7 @@ nothing is rejected.
 import sys
 import types
 
-from . import errors as E
+from .. import errors as E
 
 REASON = "works in simulation but fails on hardware (NKI 0.3.0 release notes)"
 

@@ -31,9 +31,9 @@ import types
 
 import numpy as np
 
-from . import dtypes as D
-from .buffers import Buffer, IExpr, MGrid, ParDim, Tensor
-from .errors import NkiError
+from ..data import dtypes as D
+from ..data.buffers import Buffer, IExpr, MGrid, ParDim, Tensor
+from ..errors import NkiError
 
 TRACE_FORMAT = "nkisim-trace/1"
 MAX_DEPTH = 24
@@ -147,7 +147,7 @@ _ALLOC_BUFFER = []
 def _alloc_buffer_type():
     """frontend._AllocBuffer (imported on first use: the front end imports this module)."""
     if not _ALLOC_BUFFER:
-        from .frontend import _AllocBuffer
+        from ..api.frontend import _AllocBuffer
         _ALLOC_BUFFER.append(_AllocBuffer)
     return _ALLOC_BUFFER[0]
 
@@ -161,7 +161,7 @@ def dynamic_object(v):
         return True
     if t is _alloc_buffer_type():
         return True
-    if t.__name__ in ("NkiTileGrid", "NkiBlockGrid") and t.__module__ == "nkisim.grids":
+    if t.__name__ in ("NkiTileGrid", "NkiBlockGrid") and t.__module__ == "nkisim.api.grids":
         return True
     if t is BoundMethod:
         return dynamic_object(v.obj) and surface_of(v.obj).get(v.name) == "method"
@@ -204,7 +204,7 @@ _table = None
 
 
 def _module_tree():
-    from .activate import _build
+    from ..api.activate import _build
     return _build()
 
 
@@ -218,7 +218,7 @@ def api_table():
     for mname in PRIVATE_MODULES:
         m = mods.get(mname) or mods.get("neuronxcc." + mname)
         for name, obj in vars(m).items() if m is not None else ():
-            if isinstance(obj, types.FunctionType) and obj.__module__ == "nkisim.private":
+            if isinstance(obj, types.FunctionType) and obj.__module__ == "nkisim.api.private":
                 table["%s.%s" % (mname, name)] = obj
     for mname in _API_MODULES:
         m = mods[mname]
@@ -377,7 +377,7 @@ def numpy_operator_name(v):
     name = getattr(v, "__name__", None)
     if type(name) is not str or getattr(np, name, None) is not v:
         return None
-    from . import ops
+    from ..data import ops
     try:
         known = v in ops._OP_NAMES
     except TypeError:

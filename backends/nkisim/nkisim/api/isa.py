@@ -6,18 +6,18 @@ tile (and may take `dtype=` / `mask=`).
 """
 import numpy as np
 
-from . import constants as C
-from . import core
+from ..machine import constants as C
+from ..machine import core
 from . import masks as M
-from . import dtypes as D
-from . import ops as O
-from . import runtime
-from .buffers import Tensor, psum, sbuf
-from .core import (alloc, check_onchip, compute, dma as _dma, dt_of, free_size, value_of,
+from ..data import dtypes as D
+from ..data import ops as O
+from ..machine import runtime
+from ..data.buffers import Tensor, psum, sbuf
+from ..machine.core import (alloc, check_onchip, compute, dma as _dma, dt_of, free_size, value_of,
                    vector_cost, scalar_cost, gpsimd_cost, perf_factor, matmul_core,
                    transpose_core, copy_op, memset_tile)
-from .errors import compile_error
-from .timing import GPSIMD, SCALAR, TENSOR, VECTOR
+from ..errors import compile_error
+from ..machine.timing import GPSIMD, SCALAR, TENSOR, VECTOR
 from . import mx as _mx
 
 _mx.install()  # `t.ap(..., dtype=)`

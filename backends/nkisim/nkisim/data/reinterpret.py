@@ -19,7 +19,7 @@ import numpy as np
 
 from . import dtypes as D
 from .buffers import Storage, Tensor
-from .errors import compile_error
+from ..errors import compile_error
 
 # storage -> byte image: dtypes whose numpy storage *is* their memory format
 _NATIVE = {"float32", "float16", "int8", "int16", "int32", "int64", "uint8", "uint16",

@@ -10,7 +10,8 @@ can apply the `nki` namespace's hardware rules (`hwrules`) to kernels that impor
 import sys
 import types
 
-from . import buffers, frontend, isa, language, private
+from ..data import buffers
+from . import frontend, isa, language, private
 
 _NAMES = ["nki", "nki.language", "nki.isa", "nki.typing", "nki.compiler", "nki.collectives",
           "neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa",

@@ -10,20 +10,20 @@ import sys
 
 import numpy as np
 
-from . import constants as C
-from . import core
-from . import dtypes as D
-from . import ops as O
+from ..machine import constants as C
+from ..machine import core
+from ..data import dtypes as D
+from ..data import ops as O
 from . import masks as M
-from . import reinterpret as _reinterpret
-from . import runtime
-from .buffers import _advanced_index  # noqa: E402  (the general indexing path)
-from .buffers import (Buffer, IExpr, ParDim, Storage, Tensor, arange, ds, hbm, mgrid, private_hbm,
+from ..data import reinterpret as _reinterpret
+from ..machine import runtime
+from ..data.buffers import _advanced_index  # noqa: E402  (the general indexing path)
+from ..data.buffers import (Buffer, IExpr, ParDim, Storage, Tensor, arange, ds, hbm, mgrid, private_hbm,
                       psum, sbuf, shared_hbm, as_buffer)
-from .core import (alloc, compute, dma, check_onchip, free_size, engine_cost, dt_of,
+from ..machine.core import (alloc, compute, dma, check_onchip, free_size, engine_cost, dt_of,
                    value_of, fuse_or_copy, matmul_core, transpose_core)
-from .errors import compile_error, runtime_error
-from .timing import GPSIMD, SCALAR, TENSOR, VECTOR
+from ..errors import compile_error, runtime_error
+from ..machine.timing import GPSIMD, SCALAR, TENSOR, VECTOR
 
 # ---- dtypes -------------------------------------------------------------------------------
 float32 = np.float32
@@ -1179,7 +1179,7 @@ def rand(shape, dtype=np.float32, **kw):
 
 from . import hwrules as _hw  # noqa: E402  (namespace rules; kept out of the import block)
 from . import modalloc as _modalloc  # noqa: E402
-from .errors import NkiRuntimeError as _NkiRuntimeError  # noqa: E402
+from ..errors import NkiRuntimeError as _NkiRuntimeError  # noqa: E402
 import builtins  # noqa: E402  (this module's all/max/min/sum are nl reductions)
 from .grids import (NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks,  # noqa: E402,F401
                     alloc_tiles, blocks, tiles)

@@ -18,8 +18,8 @@ import itertools
 
 import numpy as np
 
-from .buffers import Tensor
-from .errors import compile_error
+from ..data.buffers import Tensor
+from ..errors import compile_error
 
 
 class ModularTensor(Tensor):
