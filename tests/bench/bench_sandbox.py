@@ -22,9 +22,11 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NKISIM_DIR = os.path.join(REPO, "backends", "nkisim")
 HARNESS_DIR = os.path.join(REPO, "backends", "harness")
 sys.path.insert(0, NKISIM_DIR)
+sys.path.insert(0, HARNESS_DIR)
 
 from nkisim.sandbox import confine  # noqa: E402
 from nkisim import sandbox  # noqa: E402
+from harnesslib.simchild import loader_spec  # noqa: E402
 
 KERNEL = """import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
@@ -71,7 +73,7 @@ def main():
         kernel = os.path.join(tmp, "kernel.py")
         with open(kernel, "w") as f:
             f.write(KERNEL)
-        config = {"kernel_path": kernel, "harness_dir": HARNESS_DIR, "target": "trn2",
+        config = {"kernel_path": kernel, "loader": loader_spec(HARNESS_DIR), "target": "trn2",
                   "input_names": ["a"], "kernel_name": None, "problem_kernel": None}
 
         def kernel_process():

@@ -11,6 +11,7 @@ import os
 import sys
 
 from harnesslib.failures import HarnessFailure, describe_exception, line_in_file
+from harnesslib import simchild
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NKISIM_DIR = os.path.join(os.path.dirname(HARNESS_DIR), "nkisim")
@@ -87,7 +88,8 @@ class SimDevice:
         try:  # the kernel's process starts now, while the caller makes inputs
             from nkisim import sandbox  # noqa: PLC0415
             self._spare = sandbox.KernelProcess(kernel_path=self._spare_path,
-                                                harness_dir=HARNESS_DIR, hidden=self._hidden)
+                                                loader=simchild.loader_spec(),
+                                                hidden=self._hidden)
         except Exception:  # noqa: BLE001 - load_kernel starts one (and reports why not)
             self._spare = None
 
@@ -107,7 +109,7 @@ class SimDevice:
         if not os.path.isfile(path):
             raise HarnessFailure("harness_error", "kernel file not found: %s" % kernel_path)
         self._check_namespace(path)
-        config = {"kernel_path": path, "harness_dir": HARNESS_DIR, "target": self.target,
+        config = {"kernel_path": path, "loader": simchild.loader_spec(), "target": self.target,
                   "input_names": list(input_names), "kernel_name": explicit_name,
                   "problem_kernel": problem_kernel_name}
         proc, self._spare = self._spare, None
@@ -115,7 +117,7 @@ class SimDevice:
             proc.close()  # started for another file: the sandbox does not show this one
             proc = None
         if proc is None:
-            proc = sandbox.KernelProcess(kernel_path=path, harness_dir=HARNESS_DIR,
+            proc = sandbox.KernelProcess(kernel_path=path, loader=simchild.loader_spec(),
                                          hidden=self._hidden)
         proc.start(config)
         ans = proc.loaded()

@@ -19,3 +19,13 @@ def marker_line(path, marker):
             if marker in line and "marker_line" not in line:
                 return i
     raise AssertionError("marker %r not found" % marker)
+
+
+def kernel_loader():
+    """The harness's kernel loader spec, for tests that start the simulator's kernel process
+    themselves (nkisim takes it as a parameter and never imports the harness)."""
+    harness = os.path.join(REPO, "backends", "harness")
+    if harness not in sys.path:
+        sys.path.insert(0, harness)
+    from harnesslib.simchild import loader_spec  # noqa: PLC0415
+    return loader_spec(harness)

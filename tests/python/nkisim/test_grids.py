@@ -151,7 +151,7 @@ class GridSandboxTest(unittest.TestCase):
                 f.write(body)
             trace = sandbox.record_trace({
                 "kernel_path": path, "target": "trn2", "input_names": ["x"],
-                "harness_dir": os.path.join(_util.REPO, "backends", "harness"),
+                "loader": _util.kernel_loader(),
                 "kernel_name": None, "problem_kernel": None,
                 "inputs": {"x": {"shape": [128, 200], "dtype": "float32"}},
                 "input_dtypes": {}, "grid": None})

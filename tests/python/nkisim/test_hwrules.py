@@ -252,7 +252,6 @@ class SandboxNamespaceTest(unittest.TestCase):
 
     def setUp(self):
         self._td = tempfile.TemporaryDirectory(prefix="hwrules-")
-        self.harness = os.path.join(_util.REPO, "backends", "harness")
         rng = np.random.default_rng(5)
         self.inputs = {"x": rng.uniform(0.5, 2.0, (128, 256)).astype(np.float32),
                        "y": rng.uniform(0.5, 2.0, (128, 256)).astype(np.float32)}
@@ -267,7 +266,7 @@ class SandboxNamespaceTest(unittest.TestCase):
         specs = {k: {"shape": list(v.shape), "dtype": v.dtype.name}
                  for k, v in self.inputs.items()}
         ans = sandbox.record_trace({
-            "kernel_path": path, "harness_dir": self.harness, "target": "trn2",
+            "kernel_path": path, "loader": _util.kernel_loader(), "target": "trn2",
             "input_names": list(self.inputs), "kernel_name": None, "problem_kernel": None,
             "inputs": specs, "input_dtypes": {}, "grid": None})
         return path, ans

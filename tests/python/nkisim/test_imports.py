@@ -1,8 +1,11 @@
 """The nkisim package's imports run one way (storage -> instructions -> language front end):
-no module imports, directly or through others, a module that imports it back. Imports inside
+no module imports, directly or through others, a module that imports it back, and none
+imports the harness. Imports inside
 functions count too (a lazy import is still a cycle)."""
 import ast
 import os
+import re
+import sys
 import unittest
 
 from . import _util
@@ -125,6 +128,23 @@ def find_cycle(graph):
     return None
 
 
+def outside_imports(source):
+    """Top-level names of the modules `source` imports that are neither the standard library,
+    numpy nor nkisim itself, and string constants naming a harness module (an import by
+    name, e.g. through importlib)."""
+    allowed = set(sys.stdlib_module_names) | {"numpy", PACKAGE}
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and re.fullmatch(r"harnesslib(\.\w+)*", node.value)):
+            found.add(node.value)
+    return found - allowed
+
+
 class ImportDirectionTest(unittest.TestCase):
     def test_package_has_no_import_cycle(self):
         cycle = find_cycle(import_graph())
@@ -155,6 +175,22 @@ class ImportDirectionTest(unittest.TestCase):
             for target in targets:
                 a, b = module.split(".")[0], target.split(".")[0]
                 self.assertLessEqual(rank[b], rank[a], "%s must not import %s" % (module, target))
+
+    def test_simulator_never_imports_the_harness(self):
+        # the harness depends on nkisim, never the other way: what the kernel process needs
+        # from the harness (its kernel loader) is passed in
+        for name in module_names():
+            with open(module_file(name), encoding="utf-8") as f:
+                outside = outside_imports(f.read())
+            self.assertEqual(outside, set(), "nkisim.%s imports %s" % (name, sorted(outside)))
+
+    def test_outside_import_detector(self):
+        self.assertEqual(outside_imports("def f():\n    from harnesslib.kernel import x\n"),
+                         {"harnesslib"})
+        self.assertEqual(outside_imports("import importlib\nimportlib.import_module("
+                                         "'harnesslib.hostlibs')\n"), {"harnesslib.hostlibs"})
+        self.assertEqual(outside_imports("import os, numpy as np\nfrom nkisim import errors\n"
+                                         "from . import x\n"), set())
 
     def test_operators_reach_the_front_end(self):
         # buffers.py no longer imports language.py; the package installs the operations.

@@ -20,6 +20,9 @@ if NKISIM_DIR not in sys.path:
 import nkisim  # noqa: E402
 from nkisim.sandbox import boundary, replay  # noqa: E402
 from nkisim import sandbox  # noqa: E402
+if HARNESS_DIR not in sys.path:
+    sys.path.insert(0, HARNESS_DIR)
+from harnesslib.simchild import loader_spec  # noqa: E402
 
 HEADER = """
 import numpy as np
@@ -62,7 +65,7 @@ class Sandbox(unittest.TestCase):
             f.write(textwrap.dedent(text).lstrip("\n"))
         inputs = inputs or _inputs(0)
         ans = sandbox.record_trace({
-            "kernel_path": path, "harness_dir": HARNESS_DIR, "target": "trn2",
+            "kernel_path": path, "loader": loader_spec(HARNESS_DIR), "target": "trn2",
             "input_names": list(inputs), "kernel_name": None, "problem_kernel": None,
             "inputs": _specs(inputs), "input_dtypes": {}, "grid": grid})
         return path, ans
@@ -436,7 +439,7 @@ def add_kernel(a, b):
                                                 "    while True:\n        pass")))
         inputs = _inputs(0)
         kp = sandbox.KernelProcess({
-            "kernel_path": path, "harness_dir": HARNESS_DIR, "target": "trn2",
+            "kernel_path": path, "loader": loader_spec(HARNESS_DIR), "target": "trn2",
             "input_names": list(inputs), "kernel_name": None, "problem_kernel": None},
             timeout=120)
         # Loading (imports) may be slow on a busy machine; the hang is in tracing, timed at 3 s.

@@ -2,7 +2,7 @@
 
 Parent side: `KernelProcess(config)` starts `python -I -B sandbox.py` inside the OS sandbox
 (confine.py: bubblewrap with its own mount, PID, network, user and IPC namespaces, a file
-system holding only the interpreter, the simulator, the harness library and the kernel file,
+system holding only the interpreter, the simulator, the caller's kernel loader and the kernel file,
 no capabilities, no new processes, resource limits) with a minimal environment, stdin from /dev/null, stdout and stderr to a scratch file (never the caller's
 streams), one dedicated pipe for its answers and one for the request. `loaded()` waits for
 the import and kernel selection; `record(request)` sends the input specs and waits for the
@@ -12,7 +12,7 @@ hangs, writes no answer or garbage gives a failure answer, never a trace.
 Child side (this file run as a script): `record.load(config)`, answer; read the request,
 `record.trace(...)`, answer; exit.
 
-config: kernel_path, harness_dir, target, input_names, kernel_name, problem_kernel.
+config: kernel_path, loader, target, input_names, kernel_name, problem_kernel.
 request: inputs (name -> {"shape", "dtype"} or {"value": encoded}), input_dtypes, grid.
 """
 import json
@@ -37,12 +37,13 @@ class KernelProcess:
     Messages are single JSON lines: child -> parent on the answer pipe (first the load
     answer, then the trace answer), parent -> child on the command pipe (the input specs)."""
 
-    def __init__(self, config=None, timeout=None, kernel_path=None, harness_dir=None,
+    def __init__(self, config=None, timeout=None, kernel_path=None, loader=None,
                  hidden=()):
         """Start the child; with config None it only imports the simulator and waits for
         `start(config)` (so its start overlaps the caller's own work). The sandbox shows the
-        child the kernel file (config's kernel_path, else `kernel_path`) and the harness
-        library (`harness_dir`/harnesslib) read-only, and the local modules the kernel
+        child the kernel file (config's kernel_path, else `kernel_path`), the folders of the
+        kernel loader (config's loader, else `loader`: its "show" list) read-only, and the
+        local modules the kernel
         imports (confine.local_modules), never a path in `hidden` (the problem file), nothing
         else of the caller's files."""
         import subprocess  # noqa: PLC0415 - parent side only
@@ -57,9 +58,8 @@ class KernelProcess:
         self.unavailable = None
         if config is not None:
             kernel_path = config.get("kernel_path", kernel_path)
-            harness_dir = config.get("harness_dir", harness_dir)
-        harness_dir = harness_dir or os.path.join(os.path.dirname(NKISIM_DIR), "harness")
-        visible = [NKISIM_DIR, os.path.join(harness_dir, "harnesslib")]
+            loader = config.get("loader", loader)
+        visible = [NKISIM_DIR] + [str(p) for p in (loader or {}).get("show", ())]
         if kernel_path:
             visible.append(os.path.abspath(kernel_path))
             visible += confine.local_modules(kernel_path, exclude=hidden)
@@ -104,7 +104,7 @@ class KernelProcess:
             self.start(config)
 
     def start(self, config):
-        """Send the load config (kernel_path, harness_dir, target, input_names, ...)."""
+        """Send the load config (kernel_path, loader, target, input_names, ...)."""
         self.started = True
         if self.start_error is None:
             self.start_error = self._send(config)
