@@ -2,8 +2,9 @@
 
 The simulator is imported from the folder beside the harness folder (same layout locally and
 in the bundle uploaded to a remote host). Kernel files are imported only in a child process
-(nkisim/sandbox/process.py), where `import nki...` and `import neuronxcc.nki...` resolve to proxies of
-the simulator; this process replays the recorded trace (nkisim/sandbox/replay.py).
+(nkisim/sandbox/process.py), where `import nki...` and `import neuronxcc.nki...` resolve to
+proxies of the simulator, loaded by harnesslib/simchild.py; this process replays the recorded
+trace (nkisim/sandbox/replay.py).
 """
 import gc
 import json

@@ -1,7 +1,6 @@
 """The nkisim package's imports run one way (storage -> instructions -> language front end):
 no module imports, directly or through others, a module that imports it back, and none
-imports the harness. Imports inside
-functions count too (a lazy import is still a cycle)."""
+imports the harness. Imports inside functions count too (a lazy import is still a cycle)."""
 import ast
 import os
 import re

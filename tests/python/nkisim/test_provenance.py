@@ -188,6 +188,19 @@ class Sandbox(unittest.TestCase):
             lat[kind] = res.latency_us
         self.assertGreaterEqual(lat["sequential_range"], lat["affine_range"])
 
+    def test_kernel_process_without_a_loader_says_so(self):
+        # nkisim knows no kernel loader of its own: the caller passes one
+        path = os.path.join(self.dir, "k.py")
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(ADD).lstrip("\n"))
+        inputs = _inputs(0)
+        ans = sandbox.record_trace({
+            "kernel_path": path, "target": "trn2", "input_names": list(inputs),
+            "kernel_name": None, "problem_kernel": None, "inputs": _specs(inputs),
+            "input_dtypes": {}, "grid": None})
+        self.assertFalse(ans["ok"])
+        self.assertIn("needs a loader", ans["message"])
+
     def test_trace_is_plain_json_without_data(self):
         _, trace = self.honest()
         text = str(trace)

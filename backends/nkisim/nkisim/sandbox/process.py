@@ -1,11 +1,12 @@
 """The kernel's own process: record a kernel's trace in a child, hand back only the trace.
 
-Parent side: `KernelProcess(config)` starts `python -I -B sandbox.py` inside the OS sandbox
+Parent side: `KernelProcess(config)` starts `python -I -B process.py` inside the OS sandbox
 (confine.py: bubblewrap with its own mount, PID, network, user and IPC namespaces, a file
-system holding only the interpreter, the simulator, the caller's kernel loader and the kernel file,
-no capabilities, no new processes, resource limits) with a minimal environment, stdin from /dev/null, stdout and stderr to a scratch file (never the caller's
-streams), one dedicated pipe for its answers and one for the request. `loaded()` waits for
-the import and kernel selection; `record(request)` sends the input specs and waits for the
+system holding only the interpreter, the simulator, the caller's kernel loader and the kernel
+file, no capabilities, no new processes, resource limits) with a minimal environment, stdin
+from /dev/null, stdout and stderr to a scratch file (never the caller's streams), one
+dedicated pipe for its answers and one for the request. `loaded()` waits for the import and
+kernel selection; `record(request)` sends the input specs and waits for the
 trace (bounded time and size). Answers are JSON (no pickle anywhere). A child that dies,
 hangs, writes no answer or garbage gives a failure answer, never a trace.
 
@@ -43,9 +44,8 @@ class KernelProcess:
         `start(config)` (so its start overlaps the caller's own work). The sandbox shows the
         child the kernel file (config's kernel_path, else `kernel_path`), the folders of the
         kernel loader (config's loader, else `loader`: its "show" list) read-only, and the
-        local modules the kernel
-        imports (confine.local_modules), never a path in `hidden` (the problem file), nothing
-        else of the caller's files."""
+        local modules the kernel imports (confine.local_modules), never a path in `hidden`
+        (the problem file), nothing else of the caller's files."""
         import subprocess  # noqa: PLC0415 - parent side only
         import tempfile  # noqa: PLC0415
         from nkisim.sandbox import confine  # noqa: PLC0415
