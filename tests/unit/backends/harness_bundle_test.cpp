@@ -21,7 +21,7 @@ class BundleTest : public ::testing::Test {
     m_root = pattern;
     write("harness/autocomp_harness.py", "print('hi')\n");
     write("harness/harnesslib/util.py", "X = 1\n");
-    write("nkisim/nkisim/core.py", "Y = 2\n");
+    write("nkisim/nkisim/machine/core.py", "Y = 2\n");
     write("harness/notes.txt", "not code\n");
   }
   void TearDown() override { fs::remove_all(m_root); }
@@ -36,7 +36,7 @@ TEST_F(BundleTest, ListsPythonFilesInOrderAndHashesThem) {
   auto bundle = load_harness_bundle(m_root);
   ASSERT_TRUE(bundle.ok()) << bundle.failure().describe();
   std::vector<std::string> expected{"harness/autocomp_harness.py", "harness/harnesslib/util.py",
-                                    "nkisim/nkisim/core.py"};
+                                    "nkisim/nkisim/machine/core.py"};
   EXPECT_EQ(bundle->files, expected);
   EXPECT_EQ(bundle->contents[2], "Y = 2\n");
   EXPECT_EQ(bundle->hash.size(), 64u);
@@ -44,7 +44,7 @@ TEST_F(BundleTest, ListsPythonFilesInOrderAndHashesThem) {
 
   auto same = load_harness_bundle(m_root);
   EXPECT_EQ(same->hash, bundle->hash);
-  write("nkisim/nkisim/core.py", "Y = 3\n");
+  write("nkisim/nkisim/machine/core.py", "Y = 3\n");
   EXPECT_NE(load_harness_bundle(m_root)->hash, bundle->hash);
   write("harness/notes.txt", "changed, but not code\n");
   auto after_text = load_harness_bundle(m_root);
