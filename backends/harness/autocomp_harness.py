@@ -33,8 +33,9 @@ DEVICES = ("sim", "neuron", "fake")
 
 
 def source_digest(*paths):
-    """First 8 hex digits of a SHA-256 over the .py and .json files (names + bytes) of files or
-    folders (the simulator's cost tables are data: a changed table is a changed simulator)."""
+    """First 8 hex digits of a SHA-256 over the .py and .json files (paths relative to the
+    given folder + bytes) of files or folders (the simulator's cost tables are data: a changed
+    table is a changed simulator; a module moved to another subfolder is a changed package)."""
     h = hashlib.sha256()
     for top in paths:
         files = [top] if os.path.isfile(top) else []
@@ -42,8 +43,9 @@ def source_digest(*paths):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             files += [os.path.join(root, n) for n in sorted(names)
                       if n.endswith((".py", ".json"))]
+        base = os.path.dirname(top) if os.path.isfile(top) else top
         for path in files:
-            h.update(os.path.basename(path).encode() + b"\0")
+            h.update(os.path.relpath(path, base).encode() + b"\0")
             with open(path, "rb") as f:
                 h.update(f.read())
     return h.hexdigest()[:8]

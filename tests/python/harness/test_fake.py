@@ -1,4 +1,5 @@
 """Device `fake`: the scheduler test double (no files read, waits of --fake-ms)."""
+import os
 import shutil
 import subprocess
 import time
@@ -49,6 +50,15 @@ class FakeDevice(unittest.TestCase):
             util.write(d, "m.py", "x = 2\n")
             self.assertNotEqual(first, autocomp_harness.source_digest(d))
             self.assertEqual(autocomp_harness.source_digest(path), autocomp_harness.source_digest(d))
+
+    def test_source_digest_follows_a_move_between_subfolders(self):
+        with util.TempDir() as d:
+            os.makedirs(os.path.join(d, "a"))
+            os.makedirs(os.path.join(d, "b"))
+            util.write(os.path.join(d, "a"), "m.py", "x = 1\n")
+            first = autocomp_harness.source_digest(d)
+            os.rename(os.path.join(d, "a", "m.py"), os.path.join(d, "b", "m.py"))
+            self.assertNotEqual(first, autocomp_harness.source_digest(d))
 
     def test_cli_last_line(self):
         lines, _, code = util.run_cli(["benchmark", "--device", "fake", "--kernel", "k",
