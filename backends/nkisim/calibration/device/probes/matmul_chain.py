@@ -11,8 +11,8 @@ def kernel(a, b, reps):
     out = nl.ndarray(b.shape, dtype=nl.float32, buffer=nl.shared_hbm)
     sa = nl.load(a)
     t = nl.load(b)
+    acc = nl.ndarray(b.shape, dtype=nl.float32, buffer=nl.psum)
     for _ in nl.sequential_range(reps):
-        acc = nl.ndarray(b.shape, dtype=nl.float32, buffer=nl.psum)
         acc[...] = nisa.nc_matmul(sa, t)
         t = nisa.tensor_copy(acc, engine=nisa.scalar_engine, dtype=b.dtype)
     nl.store(out, value=t)

@@ -1,7 +1,7 @@
-"""Probe problem: x [128, 4096] fp32 copied in blocks of 16 columns (64-byte rows)."""
+"""Probe problem: x [128, 2048] fp32 copied in blocks of 16 columns (64-byte rows)."""
 import numpy as np
 
-C, W = 4096, 16
+C, W = 2048, 16
 
 
 def inputs(seed):
