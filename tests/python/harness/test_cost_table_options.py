@@ -10,7 +10,10 @@ from tests.python.harness.util import autocomp_harness, write
 from harnesslib import simdev  # noqa: E402
 
 simdev.import_nkisim()
-from nkisim import costs  # noqa: E402
+try:
+    from nkisim.machine import costs  # noqa: E402
+except ImportError:
+    from nkisim import costs  # noqa: E402
 
 # Loads, a few VectorE and ScalarE instructions and a store: every engine family's costs
 # show in the latency.

@@ -6,7 +6,10 @@ import tempfile
 import unittest
 
 from . import _util  # noqa: F401
-from nkisim import costs
+try:
+    from nkisim.machine import costs
+except ImportError:
+    from nkisim import costs
 
 
 class OverrideTest(unittest.TestCase):

@@ -9,12 +9,12 @@ import tempfile
 import unittest
 
 from . import _util  # noqa: F401
-from nkisim import costs
 
 DEVICE_DIR = os.path.join(_util.SIM_DIR, "calibration", "device")
 if DEVICE_DIR not in sys.path:
     sys.path.insert(0, DEVICE_DIR)
 
+from costtables import costs  # noqa: E402
 import fake_device_check as check  # noqa: E402
 import fit_device  # noqa: E402
 

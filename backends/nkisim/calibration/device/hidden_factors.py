@@ -13,11 +13,13 @@ import json
 import os
 import sys
 
-SIM_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if SIM_DIR not in sys.path:
-    sys.path.insert(0, SIM_DIR)
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIM_DIR = os.path.dirname(os.path.dirname(HERE))
+for _p in (SIM_DIR, HERE):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
 
-from nkisim import costs  # noqa: E402
+from costtables import costs  # noqa: E402
 
 
 def hidden(seed, target, base=None):

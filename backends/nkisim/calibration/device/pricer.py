@@ -10,13 +10,13 @@ import types
 DEVICE_DIR = os.path.dirname(os.path.abspath(__file__))
 SIM_DIR = os.path.dirname(os.path.dirname(DEVICE_DIR))
 HARNESS_DIR = os.path.join(os.path.dirname(SIM_DIR), "harness")
-for _p in (SIM_DIR, HARNESS_DIR):
+for _p in (SIM_DIR, HARNESS_DIR, DEVICE_DIR):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
 import autocomp_harness as H  # noqa: E402
 from harnesslib.failures import HarnessFailure  # noqa: E402
-from nkisim import costs  # noqa: E402
+from costtables import costs  # noqa: E402
 
 
 class PriceError(Exception):
