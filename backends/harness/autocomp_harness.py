@@ -270,10 +270,7 @@ def _use_cost_table(args, target, out):
     records; every cost is charged in this one's replay) and name it in the result."""
     from harnesslib import simdev  # noqa: PLC0415
     simdev.import_nkisim()
-    try:
-        from nkisim.machine import costs  # noqa: PLC0415
-    except ImportError:
-        from nkisim import costs  # noqa: PLC0415
+    from nkisim.machine import costs  # noqa: PLC0415
     shipped = costs.table(target)
     t, name = shipped, "shipped"
     if args.cost_table is not None:

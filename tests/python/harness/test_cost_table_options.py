@@ -10,10 +10,7 @@ from tests.python.harness.util import autocomp_harness, write
 from harnesslib import simdev  # noqa: E402
 
 simdev.import_nkisim()
-try:
-    from nkisim.machine import costs  # noqa: E402
-except ImportError:
-    from nkisim import costs  # noqa: E402
+from nkisim.machine import costs  # noqa: E402
 
 # Loads, a few VectorE and ScalarE instructions and a store: every engine family's costs
 # show in the latency.

@@ -6,10 +6,7 @@ import tempfile
 import unittest
 
 from . import _util  # noqa: F401
-try:
-    from nkisim.machine import costs
-except ImportError:
-    from nkisim import costs
+from nkisim.machine import costs
 
 
 class OverrideTest(unittest.TestCase):

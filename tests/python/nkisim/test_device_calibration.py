@@ -14,7 +14,7 @@ DEVICE_DIR = os.path.join(_util.SIM_DIR, "calibration", "device")
 if DEVICE_DIR not in sys.path:
     sys.path.insert(0, DEVICE_DIR)
 
-from costtables import costs  # noqa: E402
+from nkisim.machine import costs  # noqa: E402
 import fake_device_check as check  # noqa: E402
 import fit_device  # noqa: E402
 

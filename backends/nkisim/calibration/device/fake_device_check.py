@@ -27,7 +27,7 @@ for _p in (HARNESS_DIR, SIM_DIR, HERE):
         sys.path.insert(0, _p)
 
 import autocomp_harness  # noqa: E402
-from costtables import costs  # noqa: E402
+from nkisim.machine import costs  # noqa: E402
 
 SUITE = ("softmax", "layernorm", "rmsnorm", "gemm", "transpose", "rope", "mamba", "cumsum",
          "attention", "conv1d_depthwise")

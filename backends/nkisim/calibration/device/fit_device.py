@@ -33,7 +33,7 @@ if HERE not in sys.path:
 import numpy as np  # noqa: E402
 
 import pricer  # noqa: E402
-from costtables import costs  # noqa: E402
+from nkisim.machine import costs  # noqa: E402
 
 NOISE = 0.005          # relative measurement noise assumed for `identified`
 IDENTIFIED_SE = 0.05   # a field is identified when its standard error is below this

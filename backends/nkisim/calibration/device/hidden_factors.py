@@ -19,7 +19,7 @@ for _p in (SIM_DIR, HERE):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from costtables import costs  # noqa: E402
+from nkisim.machine import costs  # noqa: E402
 
 
 def hidden(seed, target, base=None):

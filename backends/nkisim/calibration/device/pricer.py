@@ -16,7 +16,7 @@ for _p in (SIM_DIR, HARNESS_DIR, DEVICE_DIR):
 
 import autocomp_harness as H  # noqa: E402
 from harnesslib.failures import HarnessFailure  # noqa: E402
-from costtables import costs  # noqa: E402
+from nkisim.machine import costs  # noqa: E402
 
 
 class PriceError(Exception):
