@@ -164,6 +164,8 @@ class Storage:
                 if pb > cap:
                     raise compile_error(capacity_message(kind, pb, cap, sim.target.name))
                 self.pp = pb
+                if kind == "sbuf":
+                    sim.sbuf_alloc_seq += pb
                 if sim.liveness:
                     sim.allocs.append((timing_seq(), pb, self.dep, kind,
                                        current_kernel_line(), timing_seq_end()))
