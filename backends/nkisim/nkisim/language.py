@@ -312,7 +312,10 @@ def _lazy_psum_zeros(shape, dtype, buffer, name):
     s = runtime.CUR
     if s.numerics:
         t.write(np.zeros(t.shape, dtype=np.float32), None)
+    # no instruction: the blocks of a block-dimension tile become live when first used
+    blk, t.st.dep.blk = t.st.dep.blk, None
     s.sched.issue_zero(VECTOR, [], [(t.st.dep, t.box)])
+    t.st.dep.blk = blk
     line = core.current_kernel_line()
     why = "PSUM zero fill with lazy_initialization left to the first matmul"
     rec = s.sched.effects.setdefault((line, why), [0, 0])
