@@ -5,10 +5,12 @@ simulated/hardware latency ratio, and optionally fit cost-table parameters to th
         [--only ID,ID] [--conv-dir DIR] [--nkibench DIR] [--nki-samples DIR]
         [--fit FIELD=v1,v2,... ...] [--write]
 
-Own kernels (this directory) always run. Published kernels run only from local checkouts
-given on the command line (never committed): --conv-dir holds conv.py, common.py and
-transpose.py of nki-samples contributed/neuron-team-kernels at 0898a77; --nkibench is
-AccelOpt's NKIBench/ directory; --nki-samples a checkout of aws-neuron/nki-samples.
+Own kernels (this directory: conv1d_kernels.py, nkibench_kernels.py) run without any
+checkout. Published kernels run only from local checkouts given on the command line (never
+committed), and then in place of the own kernel of the same anchor: --conv-dir holds
+conv.py, common.py and transpose.py of nki-samples contributed/neuron-team-kernels at
+0898a77; --nkibench is AccelOpt's NKIBench/ directory; --nki-samples a checkout of
+aws-neuron/nki-samples.
 --fit tries every combination of the listed values (cost-table fields) and keeps the one
 with the least squared log error over the anchors run; --write stores it as the shipped
 table. Prints one row per anchor, then the geometric mean and worst ratio.
@@ -54,14 +56,33 @@ def _specs(shapes):
     return {k: nkisim.TensorSpec(s, d) for k, (s, d) in shapes.items()}
 
 
+def _own(anchor):
+    """(kernel function, inputs) of the anchor's own kernel (this directory), or None."""
+    if not anchor.get("kernel"):
+        return None
+    mod_name, fn = anchor["kernel"].split(":")
+    mod = __import__(mod_name)
+    if mod_name == "conv1d_kernels":
+        return getattr(mod, fn), _specs(CONV_SHAPES)
+    shapes = mod.SHAPES[fn]
+    return getattr(mod, fn), {k: nkisim.TensorSpec(*v) if isinstance(v, tuple) else v
+                              for k, v in shapes.items()}
+
+
+def uses_published(anchor, dirs):
+    """True when `anchor` runs its published kernel: it has one and its checkout was given
+    (a checkout given on the command line takes precedence over the own kernel)."""
+    ext = anchor.get("external") or ""
+    need = {"nki-samples-0898a77": "conv", "nkibench": "nkibench",
+            "nki-samples": "nki_samples"}.get(ext.split(":")[0])
+    return bool(need and dirs.get(need))
+
+
 def runner(anchor, dirs):
-    """(kernel function, inputs) that reproduce `anchor`, or None when it has no runnable
-    kernel (or its published kernel's checkout was not given)."""
-    if anchor.get("kernel"):
-        mod_name, fn = anchor["kernel"].split(":")
-        mod = __import__(mod_name)
-        if mod_name == "conv1d_kernels":
-            return getattr(mod, fn), _specs(CONV_SHAPES)
+    """(kernel function, inputs) that reproduce `anchor`: its published kernel when that
+    checkout was given, else its own kernel; None when neither can run."""
+    if not uses_published(anchor, dirs):
+        return _own(anchor)
     ext = anchor.get("external") or ""
     if ext.startswith("nki-samples-0898a77:") and dirs.get("conv"):
         sys.path.insert(0, dirs["conv"])
@@ -112,7 +133,7 @@ def run(anchors, dirs, target, only=None):
             continue
         if only and a["id"] not in only:
             continue
-        key = a.get("kernel") or a.get("external")
+        key = a.get("external") if uses_published(a, dirs) else a.get("kernel")
         if key in cache:
             rows.append((a,) + cache[key])
             continue
