@@ -602,13 +602,17 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
 # removed). A load assigned into a declared tensor (`t[...] = nl.load(...)`) is a write into
 # a buffer the kernel manages and is always issued. Evidence and limits: MODEL.md.
 class _Kept:
-    __slots__ = ("tile", "root", "stamp", "wr")
+    """A kept load: its tile's access history and region (not its data, so the tile's
+    arrays can be reused once the kernel drops it), source root, distance stamp and the
+    tile's write history at the load."""
+    __slots__ = ("dep", "box", "root", "stamp", "wr")
 
-    def __init__(self, tile, root, stamp, wr):
-        self.tile = tile
+    def __init__(self, tile, root, stamp):
+        self.dep = tile.st.dep
+        self.box = tile.box
         self.root = root
         self.stamp = stamp
-        self.wr = wr
+        self.wr = _writes_of(self.dep)
 
 
 def _root(st):
@@ -621,13 +625,12 @@ def _load_key(s, src, dt):
     return (src.st, src.sk, src.vd, dt.name, s.program_id)
 
 
-def _writes_of(st):
-    dep = st.dep
+def _writes_of(dep):
     return (len(dep.wr), dep.wr_max)
 
 
 def kept_load(s, src, dt):
-    """The tile of an earlier identical load the compiler keeps for `src`, or None; evicts
+    """The kept earlier identical load (_Kept) the compiler reuses for `src`, or None; evicts
     loads allocated more than one SBUF ago (they cannot be kept)."""
     cache = s.kept_loads
     if not cache:
@@ -642,12 +645,12 @@ def kept_load(s, src, dt):
     e = cache.get(key) if key is not None else None
     if e is None:
         return None
-    if _writes_of(e.tile.st) != e.wr:  # the kept tile was overwritten since
+    if _writes_of(e.dep) != e.wr:  # the kept tile was overwritten since
         del cache[key]
         return None
     e.stamp = s.sbuf_alloc_seq
     cache.move_to_end(key)
-    return e.tile
+    return e
 
 
 def keep_load(s, out, src, dt):
@@ -656,21 +659,23 @@ def keep_load(s, out, src, dt):
     key = _load_key(s, src, dt)
     if key is None:
         return
-    s.kept_loads[key] = _Kept(out, _root(src.st), s.sbuf_alloc_seq, _writes_of(out.st))
+    root = _root(src.st)
+    s.kept_loads[key] = _Kept(out, root, s.sbuf_alloc_seq)
+    s.kept_roots.add(root)
     s.kept_loads.move_to_end(key)
     s.load_tiles[out.st] = ("kept", key)
     _count_load(s, False)
 
 
 def reuse_load(s, out, kept, src):
-    """`out` (a fresh tile) takes the values of `src` from the kept tile `kept`: no transfer;
+    """`out` (a fresh tile) takes the values of `src` from the kept load `kept`: no transfer;
     readers of `out` wait for the kept tile's load."""
     if s.numerics:
         out.write(src.read(), None, exact=src.st.dt is out.st.dt)
-    r = [(kept.st.dep, kept.box)]
+    r = [(kept.dep, kept.box)]
     w = [(out.st.dep, out.box)]
     if s.timing:
-        record(r, w, ready_time(kept.st.dep.wr_max, r, w))
+        record(r, w, ready_time(kept.dep.wr_max, r, w))
     else:
         s.sched.issue_zero(VECTOR, r, w)
     s.last_st = out.st
@@ -694,7 +699,7 @@ def load_assigned(s, dst, src, mask):
         return False
     if info[0] == "kept":
         e = s.kept_loads.get(info[1])
-        if e is not None and e.tile.st is src.st:
+        if e is not None and e.dep is src.st.dep:
             del s.kept_loads[info[1]]
         return False
     rec = s.sched.loads.get(current_kernel_line())
@@ -709,6 +714,10 @@ def hbm_written(s, st):
     cache = s.kept_loads
     if cache:
         root = _root(st)
+        roots = s.kept_roots
+        if root not in roots:  # (a superset of the roots of the kept loads)
+            return
+        roots.discard(root)
         for k in [k for k, e in cache.items() if e.root is root]:
             del cache[k]
 

@@ -64,6 +64,7 @@ class Sim:
         # tiles made from them
         self.sbuf_alloc_seq = 0
         self.kept_loads = collections.OrderedDict()
+        self.kept_roots = set()  # HBM storages (roots) with kept loads, or kept before
         self.load_tiles = weakref.WeakKeyDictionary()
         self.last_work = None  # streaming cycles of the last VectorE cost priced (core)
         self.elems = [0, 0, 0, 0]  # output elements (all partitions) per engine (core)

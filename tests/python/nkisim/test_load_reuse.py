@@ -76,8 +76,9 @@ class LoadReuseTest(unittest.TestCase):
         self.assertIn("12 of 16", named[0])
 
     def test_loads_into_declared_tensors_are_issued_as_written(self):
-        kept = nkisim.simulate(_row_loop(False), {"xT": self.x.T.copy(), "w": self.w}, target="trn1")
-        res = nkisim.simulate(_row_loop(True), {"xT": self.x.T.copy(), "w": self.w}, target="trn1")
+        ins = {"xT": self.x.T.copy(), "w": self.w}
+        kept = nkisim.simulate(_row_loop(False), ins, target="trn1")
+        res = nkisim.simulate(_row_loop(True), ins, target="trn1")
         np.testing.assert_allclose(res.outputs[0], self.x @ self.w, rtol=2e-4, atol=2e-3)
         self.assertEqual(res.metrics["hbm_read_bytes"], (512 * 512 + 4 * 512 * 512) * 4)
         self.assertFalse([e for e in res.compiler_effects if "nl.load" in e])
