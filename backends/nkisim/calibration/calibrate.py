@@ -13,7 +13,9 @@ conv.py, common.py and transpose.py of nki-samples contributed/neuron-team-kerne
 aws-neuron/nki-samples.
 --fit tries every combination of the listed values (cost-table fields) and keeps the one
 with the least squared log error over the anchors run; --write stores it as the shipped
-table. Prints one row per anchor, then the geometric mean and worst ratio.
+table. Prints one row per anchor, then the geometric mean and worst ratio (of the anchors
+with a measured latency; an anchor with only a published upper bound, `latency_ms_max`, is
+printed against that bound and left out of the mean and the fit).
 """
 import argparse
 import importlib.util
@@ -129,7 +131,7 @@ def run(anchors, dirs, target, only=None):
     rows = []
     cache = {}
     for a in anchors:
-        if a["target"] != target or "latency_ms" not in a:
+        if a["target"] != target or not ("latency_ms" in a or "latency_ms_max" in a):
             continue
         if only and a["id"] not in only:
             continue
@@ -154,7 +156,7 @@ def run(anchors, dirs, target, only=None):
 
 def summary(rows):
     """(geometric mean of sim/hw, worst ratio as max(r, 1/r), anchors run)."""
-    ratios = [ms / a["latency_ms"] for a, ms, _ in rows if ms]
+    ratios = [ms / a["latency_ms"] for a, ms, _ in rows if ms and "latency_ms" in a]
     if not ratios:
         return None, None, 0
     gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
@@ -164,6 +166,15 @@ def summary(rows):
 
 def print_rows(rows):
     for a, ms, err in rows:
+        if "latency_ms" not in a:  # a published upper bound (P99 at most ...)
+            hw = a["latency_ms_max"]
+            if ms is None:
+                print("  %-30s hw <= %6.3f ms  %s" % (a["id"], hw, err))
+            else:
+                print("  %-30s hw <= %6.3f ms  sim %9.3f ms  ratio %5.2f  (at most %.2f) %s"
+                      % (a["id"], hw, ms, ms / hw, a.get("bound", 1.6),
+                         "ok" if ms / hw <= a.get("bound", 1.6) else "OUT"))
+            continue
         if ms is None:
             print("  %-30s hw %9.3f ms  %s" % (a["id"], a["latency_ms"], err))
         else:
@@ -204,7 +215,8 @@ def main():
         t = base.replace(**dict(combo))
         costs.set_table(t)
         rows = run(anchors, dirs, a.target, only)
-        errs = [math.log(ms / x["latency_ms"]) ** 2 for x, ms, _ in rows if ms]
+        errs = [math.log(ms / x["latency_ms"]) ** 2 for x, ms, _ in rows
+                if ms and "latency_ms" in x]
         loss = sum(errs)
         print("%s: loss %.4f" % (dict(combo), loss))
         if best is None or loss < best[0]:
