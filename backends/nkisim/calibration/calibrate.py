@@ -5,13 +5,17 @@ simulated/hardware latency ratio, and optionally fit cost-table parameters to th
         [--only ID,ID] [--conv-dir DIR] [--nkibench DIR] [--nki-samples DIR]
         [--fit FIELD=v1,v2,... ...] [--write]
 
-Own kernels (this directory) always run. Published kernels run only from local checkouts
-given on the command line (never committed): --conv-dir holds conv.py, common.py and
-transpose.py of nki-samples contributed/neuron-team-kernels at 0898a77; --nkibench is
-AccelOpt's NKIBench/ directory; --nki-samples a checkout of aws-neuron/nki-samples.
+Own kernels (this directory: conv1d_kernels.py, nkibench_kernels.py) run without any
+checkout. Published kernels run only from local checkouts given on the command line (never
+committed), and then in place of the own kernel of the same anchor: --conv-dir holds
+conv.py, common.py and transpose.py of nki-samples contributed/neuron-team-kernels at
+0898a77; --nkibench is AccelOpt's NKIBench/ directory; --nki-samples a checkout of
+aws-neuron/nki-samples.
 --fit tries every combination of the listed values (cost-table fields) and keeps the one
 with the least squared log error over the anchors run; --write stores it as the shipped
-table. Prints one row per anchor, then the geometric mean and worst ratio.
+table. Prints one row per anchor, then the geometric mean and worst ratio (of the anchors
+with a measured latency; an anchor with only a published upper bound, `latency_ms_max`, is
+printed against that bound and left out of the mean and the fit).
 """
 import argparse
 import importlib.util
@@ -54,14 +58,33 @@ def _specs(shapes):
     return {k: nkisim.TensorSpec(s, d) for k, (s, d) in shapes.items()}
 
 
+def _own(anchor):
+    """(kernel function, inputs) of the anchor's own kernel (this directory), or None."""
+    if not anchor.get("kernel"):
+        return None
+    mod_name, fn = anchor["kernel"].split(":")
+    mod = __import__(mod_name)
+    if mod_name == "conv1d_kernels":
+        return getattr(mod, fn), _specs(CONV_SHAPES)
+    shapes = mod.SHAPES[fn]
+    return getattr(mod, fn), {k: nkisim.TensorSpec(*v) if isinstance(v, tuple) else v
+                              for k, v in shapes.items()}
+
+
+def uses_published(anchor, dirs):
+    """True when `anchor` runs its published kernel: it has one and its checkout was given
+    (a checkout given on the command line takes precedence over the own kernel)."""
+    ext = anchor.get("external") or ""
+    need = {"nki-samples-0898a77": "conv", "nkibench": "nkibench",
+            "nki-samples": "nki_samples"}.get(ext.split(":")[0])
+    return bool(need and dirs.get(need))
+
+
 def runner(anchor, dirs):
-    """(kernel function, inputs) that reproduce `anchor`, or None when it has no runnable
-    kernel (or its published kernel's checkout was not given)."""
-    if anchor.get("kernel"):
-        mod_name, fn = anchor["kernel"].split(":")
-        mod = __import__(mod_name)
-        if mod_name == "conv1d_kernels":
-            return getattr(mod, fn), _specs(CONV_SHAPES)
+    """(kernel function, inputs) that reproduce `anchor`: its published kernel when that
+    checkout was given, else its own kernel; None when neither can run."""
+    if not uses_published(anchor, dirs):
+        return _own(anchor)
     ext = anchor.get("external") or ""
     if ext.startswith("nki-samples-0898a77:") and dirs.get("conv"):
         sys.path.insert(0, dirs["conv"])
@@ -108,11 +131,11 @@ def run(anchors, dirs, target, only=None):
     rows = []
     cache = {}
     for a in anchors:
-        if a["target"] != target or "latency_ms" not in a:
+        if a["target"] != target or not ("latency_ms" in a or "latency_ms_max" in a):
             continue
         if only and a["id"] not in only:
             continue
-        key = a.get("kernel") or a.get("external")
+        key = a.get("external") if uses_published(a, dirs) else a.get("kernel")
         if key in cache:
             rows.append((a,) + cache[key])
             continue
@@ -133,7 +156,7 @@ def run(anchors, dirs, target, only=None):
 
 def summary(rows):
     """(geometric mean of sim/hw, worst ratio as max(r, 1/r), anchors run)."""
-    ratios = [ms / a["latency_ms"] for a, ms, _ in rows if ms]
+    ratios = [ms / a["latency_ms"] for a, ms, _ in rows if ms and "latency_ms" in a]
     if not ratios:
         return None, None, 0
     gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
@@ -143,6 +166,15 @@ def summary(rows):
 
 def print_rows(rows):
     for a, ms, err in rows:
+        if "latency_ms" not in a:  # a published upper bound (P99 at most ...)
+            hw = a["latency_ms_max"]
+            if ms is None:
+                print("  %-30s hw <= %6.3f ms  %s" % (a["id"], hw, err))
+            else:
+                print("  %-30s hw <= %6.3f ms  sim %9.3f ms  ratio %5.2f  (at most %.2f) %s"
+                      % (a["id"], hw, ms, ms / hw, a.get("bound", 1.6),
+                         "ok" if ms / hw <= a.get("bound", 1.6) else "OUT"))
+            continue
         if ms is None:
             print("  %-30s hw %9.3f ms  %s" % (a["id"], a["latency_ms"], err))
         else:
@@ -183,7 +215,8 @@ def main():
         t = base.replace(**dict(combo))
         costs.set_table(t)
         rows = run(anchors, dirs, a.target, only)
-        errs = [math.log(ms / x["latency_ms"]) ** 2 for x, ms, _ in rows if ms]
+        errs = [math.log(ms / x["latency_ms"]) ** 2 for x, ms, _ in rows
+                if ms and "latency_ms" in x]
         loss = sum(errs)
         print("%s: loss %.4f" % (dict(combo), loss))
         if best is None or loss < best[0]:

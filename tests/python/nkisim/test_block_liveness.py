@@ -1,5 +1,6 @@
-"""SBUF tensors with block dimensions are allocated by the liveness of their blocks; what does
-not fit is spilled with its traffic counted, not refused."""
+"""SBUF and PSUM tensors with block dimensions are allocated by the liveness of their blocks;
+SBUF data that does not fit is spilled with its traffic counted, not refused (PSUM cannot
+spill: more live PSUM banks than 8 are an out-of-memory error)."""
 import unittest
 
 import numpy as np
@@ -68,6 +69,88 @@ class BlockLivenessTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _psum_blocks(together):
+    @nki.jit
+    def kernel(xT, w):
+        """Ten [128, 512] fp32 PSUM blocks (one 2 KiB bank each; PSUM has 8): each block
+        takes one matmul result and is copied out, right away or only after all ten
+        results are in (`together`)."""
+        out = nl.ndarray((10, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((10, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum,
+                       lazy_initialization=True)
+        lt = nl.load(xT)
+        wt = nl.load(w)
+        for b in nl.affine_range(10):
+            acc[b] += nisa.nc_matmul(lt, wt)
+            if not together:
+                nl.store(out[b], nl.copy(acc[b]))
+        if together:
+            for b in nl.affine_range(10):
+                nl.store(out[b], nl.copy(acc[b]))
+        return out
+    return kernel
+
+
+def _five_psum_block_tensors(together):
+    @nki.jit
+    def kernel(xT, w):
+        """Five PSUM tensors of two one-bank blocks each (ten banks if every tensor held two
+        blocks for its whole life, as NKIBench's swiglu/lora/gqa declare them). Each block
+        takes one matmul result and is copied out at once, or only after all ten results
+        are in (`together`: then ten banks are live)."""
+        out = nl.ndarray((5, 2, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        accs = [nl.zeros((2, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum,
+                         lazy_initialization=True) for _ in range(5)]
+        lt = nl.load(xT)
+        wt = nl.load(w)
+        for i in range(5):
+            for b in nl.affine_range(2):
+                accs[i][b] += nisa.nc_matmul(lt, wt)
+                if not together:
+                    nl.store(out[i, b], nl.copy(accs[i][b]))
+        if together:
+            for i in range(5):
+                for b in nl.affine_range(2):
+                    nl.store(out[i, b], nl.copy(accs[i][b]))
+        return out
+    return kernel
+
+
+class PsumBlockLivenessTest(unittest.TestCase):
+    """PSUM tensors with block dimensions are allocated block by block too (at most two
+    blocks' banks per tensor at once): block tensors whose blocks are short-lived fit the
+    8 banks together; more live banks than 8 are refused."""
+
+    def setUp(self):
+        self.xT = RNG.standard_normal((128, 128)).astype(np.float32)
+        self.w = RNG.standard_normal((128, 512)).astype(np.float32)
+
+    def test_short_lived_psum_blocks_fit(self):
+        r = nkisim.simulate(_psum_blocks(False), {"xT": self.xT, "w": self.w}, target="trn1")
+        ref = self.xT.T @ self.w
+        for b in range(10):
+            np.testing.assert_allclose(r.outputs[0][b], ref, rtol=1e-4, atol=1e-3)
+        self.assertLessEqual(r.metrics["peak_psum_bytes_per_partition"], 8 * 2048)
+
+    def test_five_block_tensors_of_two_banks_each_run(self):
+        r = nkisim.simulate(_five_psum_block_tensors(False), {"xT": self.xT, "w": self.w},
+                            target="trn1")
+        np.testing.assert_allclose(r.outputs[0][4, 1], self.xT.T @ self.w, rtol=1e-4,
+                                   atol=1e-3)
+        self.assertLessEqual(r.metrics["peak_psum_bytes_per_partition"], 8 * 2048)
+
+    def test_one_block_tensor_holds_at_most_two_blocks_of_banks(self):
+        # ten blocks live together in one tensor: its block tiles rotate through two
+        r = nkisim.simulate(_psum_blocks(True), {"xT": self.xT, "w": self.w}, target="trn1")
+        np.testing.assert_allclose(r.outputs[0][9], self.xT.T @ self.w, rtol=1e-4, atol=1e-3)
+        self.assertEqual(r.metrics["peak_psum_bytes_per_partition"], 2 * 2048)
+
+    def test_block_tensors_live_together_beyond_eight_banks_are_refused(self):
+        with self.assertRaisesRegex(nkisim.NkiCompileError, "Out of memory in psum"):
+            nkisim.simulate(_five_psum_block_tensors(True), {"xT": self.xT, "w": self.w},
+                            target="trn1")
 
 
 class VendorStyleConv1dTest(unittest.TestCase):

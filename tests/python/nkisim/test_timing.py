@@ -45,9 +45,12 @@ def copy_tile_dma(x):
 # 2. loads hoisted out of a loop -----------------------------------------------------------
 @nki.jit
 def scale_reload(x, w):
+    # reloaded into a declared tile: issued as written (a fresh-tile reload is left to the
+    # compiler's duplicate-load elimination, test_load_reuse.py)
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     for i in nl.affine_range(x.shape[0] // 128):
-        wt = nl.load(w)
+        wt = nl.ndarray(w.shape, dtype=w.dtype, buffer=nl.sbuf)
+        wt[...] = nl.load(w)
         t = nl.load(x[i * 128:(i + 1) * 128, :])
         nl.store(out[i * 128:(i + 1) * 128, :], value=nl.multiply(t, wt))
     return out

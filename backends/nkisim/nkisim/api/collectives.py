@@ -216,6 +216,7 @@ def _snapshot(t):
 def _charge(src, dst, nbytes):
     """Timing and traffic of one rank's part of a collective (see the module docstring)."""
     s = runtime.CUR
+    s.kept_loads.clear()  # data arrives in this rank's tensors: no load is kept
     for t, rd in ((src, True), (dst, False)):
         b = t.size * t.st.dt.itemsize
         if t.st.kind == "hbm":

@@ -312,7 +312,10 @@ def _lazy_psum_zeros(shape, dtype, buffer, name):
     s = runtime.CUR
     if s.numerics:
         t.write(np.zeros(t.shape, dtype=np.float32), None)
+    # no instruction: the blocks of a block-dimension tile become live when first used
+    blk, t.st.dep.blk = t.st.dep.blk, None
     s.sched.issue_zero(VECTOR, [], [(t.st.dep, t.box)])
+    t.st.dep.blk = blk
     line = core.current_kernel_line()
     why = "PSUM zero fill with lazy_initialization left to the first matmul"
     rec = s.sched.effects.setdefault((line, why), [0, 0])
@@ -396,6 +399,16 @@ def load(src, mask=None, dtype=None, mode=None, **kw):
     # one element (`x[i]` of a 1-D tensor) lands in a [1, 1] tile: on-chip tiles have a
     # partition and a free axis
     out = core.tmp(src.shape if len(src.shape) else (1, 1), dt, sbuf, overwritten=mask is None)
+    if mask is None:
+        # duplicate-load elimination (core.kept_load; named in compiler_effects)
+        s = runtime.CUR
+        kept = core.kept_load(s, src, dt)
+        if kept is not None:
+            core.reuse_load(s, out, kept, src)
+            return out
+        dma(out, src, mask)
+        core.keep_load(s, out, src, dt)
+        return out
     dma(out, src, mask)
     return M.masked_result(out, mask)
 

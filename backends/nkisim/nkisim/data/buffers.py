@@ -151,19 +151,21 @@ class Storage:
                     pb = pp
                     cap = sim.sbuf_cap
                 elif pdim > 0:
-                    # PSUM tensors with block dimensions (old API) are allocated per block
-                    # tile as blocks are used; charged as two block tiles (double buffer).
-                    nblocks = 1
-                    for n in shape[:pdim]:
-                        nblocks *= n
-                    pb = _psum_banks_bytes(pp // max(nblocks, 1)) * min(nblocks, 2)
+                    # PSUM tensors with block dimensions are allocated block by block, each
+                    # block (whole banks) for its live range, like SBUF block tensors
+                    nblocks = math.prod(shape[:pdim])
+                    pb = _psum_banks_bytes(pp // max(nblocks, 1))
                     cap = sim.psum_cap
+                    if sim.liveness and nblocks > 1:
+                        self.dep.blk = BlockLive(shape[:pdim])
                 else:
                     pb = _psum_banks_bytes(pp)
                     cap = sim.psum_cap
                 if pb > cap:
                     raise compile_error(capacity_message(kind, pb, cap, sim.target.name))
                 self.pp = pb
+                if kind == "sbuf":
+                    sim.sbuf_alloc_seq += pb
                 if sim.liveness:
                     sim.allocs.append((timing_seq(), pb, self.dep, kind,
                                        current_kernel_line(), timing_seq_end()))

@@ -408,6 +408,8 @@ def fuse_or_copy(dst, src, mask=None):
         if src.size != dst.size:
             raise compile_error("shape mismatch: cannot assign a tile of shape %s to %s"
                                 % (list(src.shape), list(dst.shape)))
+        if s.load_tiles and load_assigned(s, dst, src, mask):
+            return
         if s.numerics:
             if src.st.name == _MM and dst.st.kind == "psum":
                 psum_accumulate(dst, src.read().reshape(dst.shape), False)
@@ -451,6 +453,7 @@ def memset_tile(t, value, engine=None, mask=None):
             t.write(np.asarray(value))
         nbytes = t.size * t.st.dt.itemsize
         s.hbm_write += nbytes
+        hbm_written(s, t.st)
         s.dma_bytes += nbytes
         s.sched.dma(s.costs.dma_data_ns(nbytes, 1, K.hbm_dma_peak(s.target)),
                     s.costs.dma_fixed_ns, [],
@@ -549,6 +552,8 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
         if v.shape != dst.shape:
             v = v.reshape(dst.shape)
         dst.write(v, mask, exact=src.st.dt is dst.st.dt)
+    if dst.st.kind == "hbm":
+        hbm_written(s, dst.st)
     if not s.timing:
         _untimed(s, (src,), (dst,))
         return
@@ -587,6 +592,134 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
     s.sched.dma(data_ns, s.costs.dma_fixed_ns, [(src.st.dep, src.box)], [(dst.st.dep, dst.box)],
                 min_ns)
     s.last_st = dst.st
+
+
+# ---- duplicate-load elimination ---------------------------------------------------------
+# An `nl.load` whose result stays an unnamed tile, of exactly the HBM region (view, dtype, no
+# mask) an earlier such load read, with no write to that HBM tensor and no more than one
+# SBUF's worth of allocations (bytes per partition) in between, is not issued: the compiler
+# keeps the earlier tile (a loop-invariant load hoisted out of its loop, or a repeated load
+# removed). A load assigned into a declared tensor (`t[...] = nl.load(...)`) is a write into
+# a buffer the kernel manages and is always issued. Evidence and limits: MODEL.md.
+class _Kept:
+    """A kept load: its tile's access history and region (not its data, so the tile's
+    arrays can be reused once the kernel drops it), source root, distance stamp and the
+    tile's write history at the load."""
+    __slots__ = ("dep", "box", "root", "stamp", "wr")
+
+    def __init__(self, tile, root, stamp):
+        self.dep = tile.st.dep
+        self.box = tile.box
+        self.root = root
+        self.stamp = stamp
+        self.wr = _writes_of(self.dep)
+
+
+def _root(st):
+    return st.base if st.base is not None else st
+
+
+def _load_key(s, src, dt):
+    if src.st.kind != "hbm" or src.adv is not None or src.valid is not None:
+        return None
+    return (src.st, src.sk, src.vd, dt.name, s.program_id)
+
+
+def _writes_of(dep):
+    return (len(dep.wr), dep.wr_max)
+
+
+def kept_load(s, src, dt):
+    """The kept earlier identical load (_Kept) the compiler reuses for `src`, or None; evicts
+    loads allocated more than one SBUF ago (they cannot be kept)."""
+    cache = s.kept_loads
+    if not cache:
+        return None
+    horizon = s.sbuf_alloc_seq - s.sbuf_cap
+    while cache:
+        k, e = next(iter(cache.items()))
+        if e.stamp >= horizon:
+            break
+        del cache[k]
+    key = _load_key(s, src, dt)
+    e = cache.get(key) if key is not None else None
+    if e is None:
+        return None
+    if _writes_of(e.dep) != e.wr:  # the kept tile was overwritten since
+        del cache[key]
+        return None
+    e.stamp = s.sbuf_alloc_seq
+    cache.move_to_end(key)
+    return e
+
+
+def keep_load(s, out, src, dt):
+    """Remember the fresh tile `out` of an unmasked load of `src` (a later identical load may
+    reuse it)."""
+    key = _load_key(s, src, dt)
+    if key is None:
+        return
+    root = _root(src.st)
+    s.kept_loads[key] = _Kept(out, root, s.sbuf_alloc_seq)
+    s.kept_roots.add(root)
+    s.kept_loads.move_to_end(key)
+    s.load_tiles[out.st] = ("kept", key)
+    _count_load(s, False)
+
+
+def reuse_load(s, out, kept, src):
+    """`out` (a fresh tile) takes the values of `src` from the kept load `kept`: no transfer;
+    readers of `out` wait for the kept tile's load."""
+    if s.numerics:
+        out.write(src.read(), None, exact=src.st.dt is out.st.dt)
+    r = [(kept.dep, kept.box)]
+    w = [(out.st.dep, out.box)]
+    if s.timing:
+        record(r, w, ready_time(kept.dep.wr_max, r, w))
+    else:
+        s.sched.issue_zero(VECTOR, r, w)
+    s.last_st = out.st
+    s.load_tiles[out.st] = ("reused", src)
+    _count_load(s, True)
+
+
+def _count_load(s, kept):
+    rec = s.sched.loads.setdefault(current_kernel_line(), [0, 0])
+    rec[1] += 1
+    if kept:
+        rec[0] += 1
+
+
+def load_assigned(s, dst, src, mask):
+    """Tile `src`, the fresh result of an nl.load, is assigned into the declared tensor
+    `dst`: such a load is issued as written (into `dst`). True when this issued the transfer
+    in place of a reused tile."""
+    info = s.load_tiles.pop(src.st, None)
+    if info is None:
+        return False
+    if info[0] == "kept":
+        e = s.kept_loads.get(info[1])
+        if e is not None and e.dep is src.st.dep:
+            del s.kept_loads[info[1]]
+        return False
+    rec = s.sched.loads.get(current_kernel_line())
+    if rec:
+        rec[0] -= 1
+    dma(dst, info[1], mask)
+    return True
+
+
+def hbm_written(s, st):
+    """A write to HBM storage `st`: loads of it kept so far can no longer be reused."""
+    cache = s.kept_loads
+    if cache:
+        root = _root(st)
+        roots = s.kept_roots
+        if root not in roots:  # (a superset of the roots of the kept loads)
+            return
+        roots.discard(root)
+        for k in [k for k, e in cache.items() if e.root is root]:
+            del cache[k]
 
 
 # ---- TensorE ----------------------------------------------------------------------------

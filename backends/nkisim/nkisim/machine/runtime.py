@@ -3,6 +3,9 @@
 `CUR` is the active `Sim` while a kernel runs, else None. Language and ISA functions read it
 to find the scheduler, the target constants, the numerics switch and the statistics.
 """
+import collections
+import weakref
+
 from . import constants as C
 from . import costs as K
 from .timing import NullScheduler, Scheduler, ValueScheduler
@@ -56,6 +59,13 @@ class Sim:
         self.flops_peak_ns = 0.0  # sum over matmuls of flops / dtype-specific peak (ns)
         self.last_st = None
         self.last_eng = 0
+        # duplicate-load elimination (core.kept_load): SBUF bytes per partition allocated so
+        # far (the distance measure), the loads whose tiles the compiler may keep, and the
+        # tiles made from them
+        self.sbuf_alloc_seq = 0
+        self.kept_loads = collections.OrderedDict()
+        self.kept_roots = set()  # HBM storages (roots) with kept loads, or kept before
+        self.load_tiles = weakref.WeakKeyDictionary()
         self.last_work = None  # streaming cycles of the last VectorE cost priced (core)
         self.elems = [0, 0, 0, 0]  # output elements (all partitions) per engine (core)
         self.dma_runs = 0          # contiguous runs (descriptors) of HBM-side transfers (core)

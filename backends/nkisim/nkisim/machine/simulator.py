@@ -295,9 +295,9 @@ def _check_capacity(sim):
     """Peak SBUF/PSUM use with last-use liveness (an allocation is live from its creation to
     the last instruction that touches it, as the compiler's allocator sees it).
 
-    An SBUF tensor with block dimensions is allocated block by block: each block is live
-    from the first instruction that touches it to the last (a block never touched takes no
-    space), as the compiler's allocator places them.
+    An SBUF or PSUM tensor with block dimensions is allocated block by block: each block
+    is live from the first instruction that touches it to the last (a block never touched
+    takes no space), as the compiler's allocator places them.
 
     PSUM over capacity, or SBUF tiles allocated together (no instruction in between) that
     alone exceed capacity, raise the out-of-memory compile error at the allocation that
@@ -318,7 +318,7 @@ def _check_capacity(sim):
                     if first < 0:
                         continue
                     j = -1 - len(blocks)
-                    blocks.append((first - 0.5, blk.first_end[b], line))
+                    blocks.append((first - 0.5, blk.first_end[b], line, i))
                     events.append((first - 0.5, 1, pb, j))
                     events.append((blk.last[b] + 0.25, 0, pb, j))
                 continue
@@ -334,7 +334,25 @@ def _check_capacity(sim):
         spill_from = None  # when SBUF first overflows
         group_seq = None
         group = 0
+        live_blocks = {}  # PSUM block tensor -> its blocks live now
         for pos, is_start, pb, i in events:
+            if kind == "psum" and i < 0:
+                # a PSUM block: the tensor holds at most two blocks' banks at once (its
+                # block tiles rotate through two buffers); PSUM cannot spill
+                t = blocks[-1 - i][3]
+                n = live_blocks.get(t, 0)
+                live_blocks[t] = n + 1 if is_start else n - 1
+                if is_start and n < 2:
+                    cur += pb
+                    if cur > peak:
+                        peak = cur
+                    if cur > cap:
+                        raise E.NkiCompileError(capacity_message(kind, cur, cap,
+                                                                 sim.target.name),
+                                                blocks[-1 - i][2])
+                elif not is_start and n <= 2:
+                    cur -= pb
+                continue
             if is_start and i < 0:  # a block of a block-dimension tensor
                 cur += pb
                 if cur > peak:

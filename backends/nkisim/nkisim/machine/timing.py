@@ -384,6 +384,7 @@ class Scheduler:
         self.loops = []
         self.effects = {}
         self.placements = {}     # (line, op) -> [placed on ScalarE, all] (core)
+        self.loads = {}          # line -> [loads not issued (kept tile reused), all] (core)
         self.costs = costs.table(target)
 
     def start_attribution(self, line_of):
@@ -584,6 +585,13 @@ class Scheduler:
                 continue
             out.append("%s%s instructions grouped into %s (%s)"
                        % (where, format(narrow, ","), format(issued, ","), why))
+        rows = sorted(self.loads.items(), key=lambda kv: (-kv[1][0], kv[0] or 0))
+        for line, (kept, total) in rows:
+            if kept:
+                out.append("%s%s of %s nl.load transfers not issued (the same HBM region "
+                           "loaded earlier: the compiler keeps that tile, hoisting a "
+                           "loop-invariant load)" % ("line %d: " % line if line else "",
+                                                     format(kept, ","), format(total, ",")))
         rows = sorted(self.placements.items(), key=lambda kv: (-kv[1][0], kv[0][0] or 0))
         for (line, op), (moved, total) in rows:
             if moved:
