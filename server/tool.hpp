@@ -183,6 +183,12 @@ struct ToolDef {
   // one; the call then runs as the task, or, with `jobs`, the tool's own job is the task.
   TaskSupport task_support = TaskSupport::forbidden;
   std::shared_ptr<JobSource> jobs;
+  // Optional, for a tool that may run as a task: asks (context.request_input, nothing else) for
+  // the input its task needs before it starts. A 2026-07-28 request with the tasks extension
+  // gathers it with input_required rounds and creates the task only on the round that has every
+  // answer; the handler finds the answers under the same keys. Elsewhere it is not called, and
+  // the handler asks while it runs.
+  std::function<void(const nlohmann::json& args, ToolContext& context)> task_inputs;
 };
 
 // Completion of one argument (prompt argument or URI-template variable): given the argument name,
