@@ -248,7 +248,11 @@ TaskStore::Created TaskStore::create(const ToolDef& tool, ToolContext context, T
 }
 
 void TaskStore::submit_run(const std::shared_ptr<Task>& task) {
-  if (!m_pool.submit([this, task] { run(task); })) {
+  // The run holds its own copy of the work: a cancel releases the task's copy meanwhile.
+  auto job = [this, task, call = task->call, context = task->context]() mutable {
+    run(task, call, context);
+  };
+  if (!m_pool.submit(std::move(job))) {
     JobStatus busy;
     busy.state = TaskState::failed;
     busy.error = internal_error("Server busy: too many calls are waiting; retry later");
@@ -283,16 +287,9 @@ core::Result<nlohmann::json> TaskStore::task_input(const std::weak_ptr<Task>& we
       "waiting for the client's answer to " + method + " (it comes with tasks/update)");
 }
 
-void TaskStore::run(const std::shared_ptr<Task>& task) {
-  TaskCall call;
-  ToolContext context;
+void TaskStore::run(const std::shared_ptr<Task>& task, const TaskCall& call, ToolContext& context) {
   {
     std::lock_guard lock(m_mutex);
-    if (is_terminal(task->status.state)) {
-      return;  // cancelled before this run started
-    }
-    call = task->call;
-    context = task->context;
     if (task->inputs) {
       // Each run asks afresh; what it asks and finds unanswered is what the task waits for.
       task->inputs->pending = nlohmann::json::object();

@@ -150,8 +150,8 @@ class TaskStore {
   struct Task;
   std::shared_ptr<Task> find(const std::string& id);  // refreshed from its job; purges expired
   // One run of the task's work on a worker: ends the task, or parks it input_required.
-  void run(const std::shared_ptr<Task>& task);
-  // Queues run(task); a full pool fails the task. m_mutex held.
+  void run(const std::shared_ptr<Task>& task, const TaskCall& call, ToolContext& context);
+  // Queues a run of the task's work; a full pool fails the task. m_mutex held.
   void submit_run(const std::shared_ptr<Task>& task);
   // request_input of an extension task's call: the answer, or the request recorded as pending.
   core::Result<nlohmann::json> task_input(const std::weak_ptr<Task>& weak, const std::string& key,
