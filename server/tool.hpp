@@ -111,8 +111,10 @@ struct ToolContext {
   // One input from the client named `key` (an elicitation, a sampling message, the roots list).
   // A 2025-11-25 session sends `method` as a request and waits (request()). A 2026-07-28 client
   // answers by retrying the call (an input_required result naming every input still missing);
-  // the handler runs again and finds its answers here. Failure unavailable: not answered yet (the
-  // handler may ask for more inputs, then should return; its result is replaced).
+  // the handler runs again and finds its answers here. A task of the tasks extension waits in
+  // input_required until tasks/update brings the answers, then runs the handler again the same
+  // way. Failure unavailable: not answered yet (the handler may ask for more inputs, then should
+  // return; its result is replaced).
   core::Result<nlohmann::json> request_input(const std::string& key, const std::string& method,
                                              const nlohmann::json& params) const;
 
