@@ -51,6 +51,27 @@ ToolDef simple_tool(std::string name, std::string description, ToolHandler handl
   return tool;
 }
 
+nlohmann::json elicitation(const std::string& message, const std::string& field,
+                           const std::string& type) {
+  return {
+      {"message", message},
+      {"requestedSchema",
+       {{"type", "object"}, {"properties", {{field, {{"type", type}}}}}, {"required", {field}}}}};
+}
+
+std::string elicited(const nlohmann::json& answer, const std::string& field) {
+  const auto content = answer.value("content", nlohmann::json::object());
+  if (!content.is_object() || !content.contains(field)) {
+    return "(declined)";
+  }
+  return content[field].is_string() ? content[field].get<std::string>() : content[field].dump();
+}
+
+// Returned while inputs are missing; the protocol layer replaces it with input_required.
+ToolResult waiting() {
+  return content_only({text_block("waiting for the client's input")});
+}
+
 // A job source whose start fails at the protocol level (not a tool error): the task ends failed.
 class BrokenJobSource : public JobSource {
  public:
@@ -108,16 +129,75 @@ void add_task_tools(ToolRegistry& tools) {
     tool.jobs = std::make_shared<BrokenJobSource>();
     tools.add(std::move(tool));
   }
+  {
+    // Without a user_name argument it asks for one; a 2026-07-28 client answers before the task
+    // exists (input_required rounds, then the task).
+    auto ask_name = [](ToolContext& context) {
+      return context.request_input("user_name", "elicitation/create",
+                                   elicitation("What is your name?", "name", "string"));
+    };
+    ToolDef tool = with_schema(
+        simple_tool("test_tool_with_task",
+                    "Runs only as a task: waits about a second, then greets `user_name`, asked "
+                    "for when not given (conformance fixture).",
+                    [ask_name](const nlohmann::json& args, ToolContext& context) {
+                      std::string name = args.value("user_name", std::string());
+                      if (name.empty()) {
+                        auto answer = ask_name(context);
+                        if (!answer.ok()) {
+                          return waiting();
+                        }
+                        name = elicited(answer.value(), "name");
+                      }
+                      sleep_unless_cancelled(context, std::chrono::seconds(1));
+                      return content_only({text_block("Task finished for " + name)});
+                    }),
+        {{"user_name", {{"type", "string"}}}}, TaskSupport::required);
+    tool.task_inputs = [ask_name](const nlohmann::json& args, ToolContext& context) {
+      if (!args.contains("user_name")) {
+        static_cast<void>(ask_name(context));  // recorded as pending until answered
+      }
+    };
+    tools.add(std::move(tool));
+  }
   tools.add(with_schema(
-      simple_tool("test_tool_with_task",
-                  "Runs only as a task: waits about a second, then greets `user_name` "
-                  "(conformance fixture).",
+      simple_tool("confirm_delete",
+                  "Asks the user to confirm deleting `filename`, then reports the decision; "
+                  "deletes nothing (conformance fixture).",
                   [](const nlohmann::json& args, ToolContext& context) {
-                    sleep_unless_cancelled(context, std::chrono::seconds(1));
-                    return content_only({text_block(
-                        "Task finished for " + args.value("user_name", std::string("anonymous")))});
+                    const std::string file = args.value("filename", std::string("(unnamed)"));
+                    auto answer = context.request_input(
+                        "confirm", "elicitation/create",
+                        elicitation("Delete " + file + "?", "confirm", "boolean"));
+                    if (!answer.ok()) {
+                      return waiting();
+                    }
+                    const bool yes = answer.value().value("action", std::string()) == "accept" &&
+                                     elicited(answer.value(), "confirm") == "true";
+                    return content_only({text_block((yes ? "Deletion of " : "Kept ") + file +
+                                                    (yes ? " confirmed" : ": not confirmed") +
+                                                    " (fixture: no file touched)")});
                   }),
-      {{"user_name", {{"type", "string"}}}}, TaskSupport::required));
+      {{"filename", {{"type", "string"}}}}, TaskSupport::optional));
+  tools.add(with_schema(
+      simple_tool("multi_input",
+                  "Asks for a name and a confirmation at once, then reports both "
+                  "(conformance fixture).",
+                  [](const nlohmann::json&, ToolContext& context) {
+                    auto name =
+                        context.request_input("name", "elicitation/create",
+                                              elicitation("What is your name?", "name", "string"));
+                    auto confirm =
+                        context.request_input("confirm", "elicitation/create",
+                                              elicitation("Please confirm", "confirm", "boolean"));
+                    if (!name.ok() || !confirm.ok()) {
+                      return waiting();
+                    }
+                    return content_only(
+                        {text_block("Name " + elicited(name.value(), "name") + ", confirmed " +
+                                    elicited(confirm.value(), "confirm"))});
+                  }),
+      nlohmann::json::object(), TaskSupport::optional));
 }
 
 void add_tools(ToolRegistry& tools) {
@@ -409,14 +489,6 @@ void add_resources(ResourceRegistry& resources) {
 
 // --- 2026-07-28: input gathered through retried requests (MRTR) ------------------------------
 
-nlohmann::json elicitation(const std::string& message, const std::string& field,
-                           const std::string& type) {
-  return {
-      {"message", message},
-      {"requestedSchema",
-       {{"type", "object"}, {"properties", {{field, {{"type", type}}}}}, {"required", {field}}}}};
-}
-
 nlohmann::json sampling(const std::string& text, int max_tokens) {
   return {{"messages", {{{"role", "user"}, {"content", text_block(text)}}}},
           {"maxTokens", max_tokens}};
@@ -432,19 +504,6 @@ std::string sampled_text(const nlohmann::json& answer) {
     return content[0].value("text", std::string());
   }
   return {};
-}
-
-std::string elicited(const nlohmann::json& answer, const std::string& field) {
-  const auto content = answer.value("content", nlohmann::json::object());
-  if (!content.is_object() || !content.contains(field)) {
-    return "(declined)";
-  }
-  return content[field].is_string() ? content[field].get<std::string>() : content[field].dump();
-}
-
-// Returned while inputs are missing; the protocol layer replaces it with input_required.
-ToolResult waiting() {
-  return content_only({text_block("waiting for the client's input")});
 }
 
 void add_input_tools(ToolRegistry& tools) {

@@ -534,7 +534,7 @@ void Session::start_tool_call(jsonrpc::Request request, const std::shared_ptr<Ou
                                        "Invalid params: \"arguments\" must be an object"));
     return;
   }
-  if (start_task(*tool, request, outbox)) {  // server/tasks.cpp
+  if (start_task(*tool, request, outbox, modern)) {  // server/tasks.cpp
     return;
   }
   const std::string key = id_key(request.id);
@@ -591,6 +591,12 @@ nlohmann::json Session::run_tool(const ToolDef& tool, const jsonrpc::Request& re
                                  const core::CancelToken& cancel,
                                  const std::shared_ptr<ModernCall>& modern) {
   ToolContext context = make_context(request, outbox, cancel, modern);
+  return run_tool_in(tool, request, context, modern);
+}
+
+nlohmann::json Session::run_tool_in(const ToolDef& tool, const jsonrpc::Request& request,
+                                    ToolContext& context,
+                                    const std::shared_ptr<ModernCall>& modern) {
   const auto& params = object_or_empty(request.params);
   const nlohmann::json arguments = params.value("arguments", nlohmann::json::object());
   const auto started = std::chrono::steady_clock::now();

@@ -204,6 +204,9 @@ class Session : public std::enable_shared_from_this<Session> {
   nlohmann::json run_tool(const ToolDef& tool, const jsonrpc::Request& request,
                           const std::shared_ptr<Outbox>& outbox, const core::CancelToken& cancel,
                           const std::shared_ptr<ModernCall>& modern);
+  // run_tool with a context made already (a task's, whose input sinks the task store set).
+  nlohmann::json run_tool_in(const ToolDef& tool, const jsonrpc::Request& request,
+                             ToolContext& context, const std::shared_ptr<ModernCall>& modern);
   ToolContext make_context(const jsonrpc::Request& request, const std::shared_ptr<Outbox>& outbox,
                            const core::CancelToken& cancel,
                            const std::shared_ptr<ModernCall>& modern = nullptr);
@@ -216,9 +219,12 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string working_dir(const std::shared_ptr<Outbox>& outbox);
   bool log_enabled(LogLevel level) const;
   // Protocol tasks (defined in server/tasks.cpp): true when the call was answered here (a task
-  // was created, or the request was refused); false: run it as a plain call.
+  // was created, the request was refused, or, for a 2026-07-28 request (`modern`), the inputs
+  // the task needs first are asked for with an input_required result); false: run it as a plain
+  // call.
   bool start_task(const ToolDef& tool, const jsonrpc::Request& request,
-                  const std::shared_ptr<Outbox>& outbox);
+                  const std::shared_ptr<Outbox>& outbox,
+                  const std::shared_ptr<ModernCall>& modern = nullptr);
   void handle_task_request(const jsonrpc::Request& request, const std::shared_ptr<Outbox>& outbox);
   std::string task_owner();
 

@@ -58,6 +58,8 @@ nlohmann::json paginate(const std::vector<T>& items, const nlohmann::json& param
   return result;
 }
 
+// The client capability a server→client request needs (nullptr: none).
+const char* capability_for(const std::string& method);
 // 2026-07-28 (server/stateless.cpp). One input of a modern call: the answer when the client gave
 // it, else it is recorded as missing (or as a capability the client did not declare) and the
 // failure says the call waits for it.

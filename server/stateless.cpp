@@ -19,20 +19,6 @@ using namespace detail;
 
 namespace {
 
-// The client capability a server→client request needs (nullptr: none).
-const char* capability_for(const std::string& method) {
-  if (method == "sampling/createMessage") {
-    return "sampling";
-  }
-  if (method == "elicitation/create") {
-    return "elicitation";
-  }
-  if (method == "roots/list") {
-    return "roots";
-  }
-  return nullptr;
-}
-
 // Cache hints of a modern list/read result.
 nlohmann::json cacheable(nlohmann::json result, std::int64_t ttl_ms, const char* scope) {
   result["resultType"] = "complete";
@@ -79,6 +65,19 @@ std::atomic<std::uint64_t> g_next_listener{1};
 }  // namespace
 
 namespace detail {
+
+const char* capability_for(const std::string& method) {
+  if (method == "sampling/createMessage") {
+    return "sampling";
+  }
+  if (method == "elicitation/create") {
+    return "elicitation";
+  }
+  if (method == "roots/list") {
+    return "roots";
+  }
+  return nullptr;
+}
 
 // One input of a modern call: the answer when the client gave it, else it is recorded as missing
 // (or as a capability the client did not declare) and the failure says the call waits for it.

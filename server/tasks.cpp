@@ -14,6 +14,8 @@
 
 #include "server/jsonrpc.hpp"
 #include "server/protocol.hpp"
+#include "server/protocol_detail.hpp"
+#include "server/schema.hpp"
 
 namespace autocomp::server {
 
@@ -90,6 +92,18 @@ struct TaskStore::Task {
   core::CancelToken cancel;
   std::shared_ptr<JobSource> source;
   std::string job;  // the source's job id, once started
+  // The work, kept for runs after input arrives; released when the task ends.
+  TaskCall call;
+  ToolContext context;
+  // Extension tasks only (else null): input by key through tasks/update.
+  struct Inputs {
+    nlohmann::json capabilities = nlohmann::json::object();  // the client's
+    nlohmann::json answers = nlohmann::json::object();
+    nlohmann::json pending = nlohmann::json::object();  // key -> {method, params}
+    nlohmann::json missing_capabilities = nlohmann::json::object();
+    std::size_t requests = 0;  // request() calls of the current run (their keys)
+  };
+  std::unique_ptr<Inputs> inputs;
 };
 
 TaskStore::TaskStore(ThreadPool& pool, TaskOptions options)
@@ -132,7 +146,8 @@ void TaskStore::purge(bool make_room) {
   const auto now = Clock::now();
   for (auto it = m_tasks.begin(); it != m_tasks.end();) {
     const auto& task = *it->second;
-    if (is_terminal(task.status.state) &&
+    // A task waiting for input runs nothing, so it expires like an ended one.
+    if ((is_terminal(task.status.state) || task.status.state == TaskState::input_required) &&
         now > task.created + std::chrono::milliseconds(task.ttl_ms)) {
       it = m_tasks.erase(it);
     } else {
@@ -160,6 +175,9 @@ void TaskStore::finish(Task& task, JobStatus status) {
   }
   task.status = std::move(status);
   task.updated = Clock::now();
+  // The work (and the session its call holds) is not needed any more.
+  task.call = nullptr;
+  task.context = ToolContext{};
   m_changed.notify_all();
 }
 
@@ -177,7 +195,8 @@ void TaskStore::refresh(Task& task) {
 }
 
 TaskStore::Created TaskStore::create(const ToolDef& tool, ToolContext context, TaskCall call,
-                                     std::optional<long long> ttl_ms, const std::string& owner) {
+                                     std::optional<long long> ttl_ms, const std::string& owner,
+                                     std::optional<nlohmann::json> answers) {
   auto task = std::make_shared<Task>();
   task->owner = owner;
   task->tool = tool.name;
@@ -188,63 +207,198 @@ TaskStore::Created TaskStore::create(const ToolDef& tool, ToolContext context, T
   task->poll = tool.jobs ? tool.jobs->poll_interval() : m_options.poll_interval;
   task->cancel = context.cancel;
   task->status.message = tool.name + " is running";
-  {
-    std::lock_guard lock(m_mutex);
-    purge(true);
-    if (m_tasks.size() >= m_options.max_tasks) {
-      return {"", std::to_string(m_options.max_tasks) +
-                      " tasks are running in this server; wait for one to end or cancel one"};
-    }
-    task->id = new_id();
-    task->sequence = ++m_sequence;
-    m_tasks[task->id] = task;
-  }
-  auto work = [this, task, context, call = std::move(call)]() mutable {
-    JobStatus status;
-    status.state = TaskState::completed;
-    try {
-      if (task->source) {
-        auto started = task->source->start(context, call);
-        if (!started.job.empty()) {
-          bool stop = false;
-          {
-            std::lock_guard lock(m_mutex);
-            task->job = started.job;
-            task->status.message = task->tool + " job " + started.job;
-            stop = task->status.state == TaskState::cancelled;
-            refresh(*task);
-            m_changed.notify_all();
-          }
-          if (stop) {
-            task->source->cancel(started.job);
-          }
-          return;
+  if (answers) {
+    task->inputs = std::make_unique<Task::Inputs>();
+    task->inputs->capabilities = context.client_capabilities.is_object()
+                                     ? context.client_capabilities
+                                     : nlohmann::json::object();
+    task->inputs->answers = answers->is_object() ? std::move(*answers) : nlohmann::json::object();
+    std::weak_ptr<Task> weak = task;
+    context.input_sink = [this, weak](const std::string& key, const std::string& method,
+                                      const nlohmann::json& params) {
+      return task_input(weak, key, method, params);
+    };
+    // Code written for sessions asks with request(): the same wait, under a key per request.
+    context.request_sink = [this, weak](const std::string& method, const nlohmann::json& params,
+                                        std::chrono::milliseconds, const core::CancelToken&) {
+      std::string key;
+      if (auto locked = weak.lock()) {
+        std::lock_guard lock(m_mutex);
+        if (locked->inputs) {
+          key =
+              method.substr(0, method.find('/')) + "-" + std::to_string(++locked->inputs->requests);
         }
-        status.result = std::move(started.result);
-      } else {
-        status.result = call(context);
       }
-    } catch (const std::exception& error) {
-      spdlog::error("task {} ({}) failed: {}", task->id, task->tool, error.what());
-      status.state = TaskState::failed;
-      status.error = internal_error(std::string("Internal error: ") + error.what());
-      status.result = nullptr;
-    }
-    if (status.state == TaskState::completed) {
-      status.message = is_error_result(status.result) ? task->tool + " reported an error"
-                                                      : task->tool + " finished";
-    }
-    std::lock_guard lock(m_mutex);
-    finish(*task, std::move(status));
+      return task_input(weak, key, method, params);
+    };
+  }
+  task->call = std::move(call);
+  task->context = std::move(context);
+  std::lock_guard lock(m_mutex);
+  purge(true);
+  if (m_tasks.size() >= m_options.max_tasks) {
+    return {"", std::to_string(m_options.max_tasks) +
+                    " tasks are running in this server; wait for one to end or cancel one"};
+  }
+  task->id = new_id();
+  task->sequence = ++m_sequence;
+  m_tasks[task->id] = task;
+  submit_run(task);
+  return {task->id, std::nullopt};
+}
+
+void TaskStore::submit_run(const std::shared_ptr<Task>& task) {
+  // The run holds its own copy of the work: a cancel releases the task's copy meanwhile.
+  auto job = [this, task, call = task->call, context = task->context]() mutable {
+    run(task, call, context);
   };
-  if (!m_pool.submit(std::move(work))) {
-    std::lock_guard lock(m_mutex);
+  if (!m_pool.submit(std::move(job))) {
     JobStatus busy;
     busy.state = TaskState::failed;
     busy.error = internal_error("Server busy: too many calls are waiting; retry later");
     finish(*task, std::move(busy));
   }
-  return {task->id, std::nullopt};
+}
+
+core::Result<nlohmann::json> TaskStore::task_input(const std::weak_ptr<Task>& weak,
+                                                   const std::string& key,
+                                                   const std::string& method,
+                                                   const nlohmann::json& params) {
+  auto task = weak.lock();
+  std::lock_guard lock(m_mutex);
+  if (!task || !task->inputs || key.empty()) {
+    return core::make_failure(core::FailureKind::unavailable, "client-request",
+                              "the task has ended, so " + method + " cannot reach the client");
+  }
+  auto& inputs = *task->inputs;
+  if (auto it = inputs.answers.find(key); it != inputs.answers.end() && it->is_object()) {
+    return *it;
+  }
+  if (const char* capability = detail::capability_for(method);
+      capability != nullptr && !inputs.capabilities.contains(capability)) {
+    inputs.missing_capabilities[capability] = nlohmann::json::object();
+    return core::make_failure(core::FailureKind::unavailable, "client-request",
+                              std::string("the client did not declare the ") + capability +
+                                  " capability, which " + method + " needs");
+  }
+  inputs.pending[key] = {{"method", method}, {"params", params}};
+  return core::make_failure(
+      core::FailureKind::unavailable, "client-request",
+      "waiting for the client's answer to " + method + " (it comes with tasks/update)");
+}
+
+void TaskStore::run(const std::shared_ptr<Task>& task, const TaskCall& call, ToolContext& context) {
+  {
+    std::lock_guard lock(m_mutex);
+    if (task->inputs) {
+      // Each run asks afresh; what it asks and finds unanswered is what the task waits for.
+      task->inputs->pending = nlohmann::json::object();
+      task->inputs->missing_capabilities = nlohmann::json::object();
+      task->inputs->requests = 0;
+    }
+  }
+  JobStatus status;
+  status.state = TaskState::completed;
+  try {
+    if (task->source) {
+      auto started = task->source->start(context, call);
+      if (!started.job.empty()) {
+        bool stop = false;
+        {
+          std::lock_guard lock(m_mutex);
+          task->job = started.job;
+          task->status.message = task->tool + " job " + started.job;
+          stop = task->status.state == TaskState::cancelled;
+          refresh(*task);
+          m_changed.notify_all();
+        }
+        if (stop) {
+          task->source->cancel(started.job);
+        }
+        return;
+      }
+      status.result = std::move(started.result);
+    } else {
+      status.result = call(context);
+    }
+  } catch (const std::exception& error) {
+    spdlog::error("task {} ({}) failed: {}", task->id, task->tool, error.what());
+    status.state = TaskState::failed;
+    status.error = internal_error(std::string("Internal error: ") + error.what());
+    status.result = nullptr;
+  }
+  std::lock_guard lock(m_mutex);
+  if (is_terminal(task->status.state)) {
+    return;  // cancelled meanwhile: the late result is dropped
+  }
+  if (task->inputs && status.state == TaskState::completed) {
+    auto& inputs = *task->inputs;
+    if (!inputs.missing_capabilities.empty()) {
+      std::string names;
+      for (const auto& [name, value] : inputs.missing_capabilities.items()) {
+        names += (names.empty() ? "" : ", ") + name;
+      }
+      status.state = TaskState::failed;
+      status.result = nullptr;
+      status.error = {{"code", k_missing_client_capability},
+                      {"message", "Missing required client capability: " + names +
+                                      " (declare it in the client capabilities)"},
+                      {"data", {{"requiredCapabilities", inputs.missing_capabilities}}}};
+    } else if (!inputs.pending.empty()) {
+      // The call's result stands in for answers it does not have yet: dropped.
+      std::string keys;
+      for (const auto& [key, value] : inputs.pending.items()) {
+        keys += (keys.empty() ? "" : ", ") + key;
+      }
+      task->status.state = TaskState::input_required;
+      task->status.message =
+          task->tool + " waits for the client's input: " + keys + " (answer with tasks/update)";
+      task->updated = Clock::now();
+      m_changed.notify_all();
+      return;
+    }
+  }
+  if (status.state == TaskState::completed) {
+    status.message = is_error_result(status.result) ? task->tool + " reported an error"
+                                                    : task->tool + " finished";
+  }
+  finish(*task, std::move(status));
+}
+
+TaskStore::Update TaskStore::update(const std::string& id, const nlohmann::json& responses) {
+  auto task = find(id);
+  if (!task) {
+    return {UpdateOutcome::unknown, {}};
+  }
+  std::lock_guard lock(m_mutex);
+  if (!task->inputs || task->status.state != TaskState::input_required || !responses.is_object()) {
+    return {};  // nothing is awaited: an ack, as for an answer that arrives late
+  }
+  auto& inputs = *task->inputs;
+  for (const auto& [key, value] : responses.items()) {
+    if (inputs.pending.contains(key) && !value.is_object()) {
+      return {UpdateOutcome::bad_answer, key};
+    }
+  }
+  bool taken = false;
+  for (const auto& [key, value] : responses.items()) {
+    if (inputs.pending.contains(key)) {
+      inputs.answers[key] = value;
+      inputs.pending.erase(key);
+      taken = true;
+    }
+  }
+  if (!taken) {
+    return {};
+  }
+  task->updated = Clock::now();
+  if (inputs.pending.empty()) {
+    task->status.state = TaskState::working;
+    task->status.message = task->tool + " is running";
+    submit_run(task);
+  }
+  m_changed.notify_all();
+  return {};
 }
 
 std::shared_ptr<TaskStore::Task> TaskStore::find(const std::string& id) {
@@ -295,6 +449,9 @@ std::optional<nlohmann::json> TaskStore::describe(const std::string& id, TaskWir
   nlohmann::json out = task_json(*task, wire);
   if (wire == TaskWire::extension) {
     out["resultType"] = "complete";
+    if (task->status.state == TaskState::input_required && task->inputs) {
+      out["inputRequests"] = task->inputs->pending;
+    }
     if (detailed && task->status.state == TaskState::completed) {
       out["result"] = task->status.result;
     } else if (detailed && task->status.state == TaskState::failed) {
@@ -489,7 +646,8 @@ std::string Session::task_owner() {
 }
 
 bool Session::start_task(const ToolDef& tool, const jsonrpc::Request& request,
-                         const std::shared_ptr<Outbox>& outbox) {
+                         const std::shared_ptr<Outbox>& outbox,
+                         const std::shared_ptr<ModernCall>& modern) {
   const auto& params = request.params;
   bool extension = request_declares_tasks_extension(params);
   {
@@ -536,18 +694,59 @@ bool Session::start_task(const ToolDef& tool, const jsonrpc::Request& request,
       }
     }
   }
+  // Extension tasks take their input through tasks/update, starting with the answers the
+  // request brought.
+  std::optional<nlohmann::json> answers;
+  if (extension) {
+    answers = nlohmann::json::object();
+  }
+  if (extension && modern) {
+    if (tool.task_inputs) {
+      // 2026-07-28: what the task needs first is gathered with input_required rounds; only the
+      // round that brings every answer creates the task.
+      nlohmann::json args = params.value("arguments", nlohmann::json::object());
+      if (args.is_null()) {
+        args = nlohmann::json::object();
+      }
+      if (!validate_schema(tool.input_schema, args)) {  // bad arguments: the task says so
+        core::CancelToken unused;
+        ToolContext asking = make_context(request, outbox, unused, modern);
+        nlohmann::json outcome;
+        try {
+          tool.task_inputs(args, asking);
+          outcome = detail::modern_outcome(m_server, *modern, nlohmann::json::object());
+        } catch (const detail::RpcError& error) {
+          return refuse(error.code, error.message, error.data);
+        } catch (const std::exception& error) {
+          spdlog::error("tool {}: asking for its task's inputs failed: {}", tool.name,
+                        error.what());
+          return refuse(jsonrpc::k_internal_error, std::string("Internal error: ") + error.what());
+        }
+        if (outcome.value("resultType", std::string()) == "input_required") {
+          outbox->finish(jsonrpc::make_result(request.id, std::move(outcome)));
+          return true;
+        }
+      }
+    }
+    std::lock_guard lock(modern->mutex);
+    answers = modern->answers;
+  }
   auto self = shared_from_this();
   auto task_outbox = std::make_shared<TaskOutbox>(weak_from_this());
   core::CancelToken cancel;
-  ToolContext context = make_context(request, task_outbox, cancel);
+  // A 2026-07-28 request's context: its _meta's capabilities and log level (its input sinks are
+  // replaced by the task's).
+  ToolContext context = make_context(request, task_outbox, cancel, modern);
   const ToolDef* tool_ptr = &tool;
-  TaskCall call = [self, tool_ptr, request, task_outbox](ToolContext& call_context) {
-    return self->run_tool(*tool_ptr, request, task_outbox, call_context.cancel, nullptr);
+  // The context the store hands the call is this one with its input sinks (extension tasks).
+  TaskCall call = [self, tool_ptr, request](ToolContext& call_context) {
+    return self->run_tool_in(*tool_ptr, request, call_context, nullptr);
   };
   // A stateless (2026-07-28) request belongs to no session: its task is owned by nobody and is
   // read by whoever holds its unguessable id; a session's task stays with its session.
   const std::string owner = is_stateless_request(params) ? std::string() : task_owner();
-  auto created = m_server.tasks().create(tool, std::move(context), std::move(call), ttl, owner);
+  auto created = m_server.tasks().create(tool, std::move(context), std::move(call), ttl, owner,
+                                         std::move(answers));
   if (created.error) {
     return refuse(jsonrpc::k_internal_error, "Server busy: " + *created.error);
   }
@@ -673,12 +872,16 @@ void Session::handle_task_request(const jsonrpc::Request& request,
       refuse(jsonrpc::k_invalid_params, "Invalid params: \"inputResponses\" must be an object");
       return;
     }
-    if (!tasks.state(id)) {
+    const auto update = tasks.update(id, params.at("inputResponses"));
+    if (update.outcome == TaskStore::UpdateOutcome::unknown) {
       refuse(jsonrpc::k_invalid_params, unknown);
-      return;
+    } else if (update.outcome == TaskStore::UpdateOutcome::bad_answer) {
+      refuse(jsonrpc::k_invalid_params, "Invalid params: inputResponses[\"" + update.key +
+                                            "\"] must be an object (the result of the request "
+                                            "it answers)");
+    } else {
+      reply({{"resultType", "complete"}});  // an ack; the task's state is read with tasks/get
     }
-    // This server's tasks never wait for input, so there is nothing to deliver.
-    reply({{"resultType", "complete"}});
     return;
   }
   // tasks/result (2025-11-25): waits for the end on a worker, not on the reading thread.

@@ -13,6 +13,12 @@
 // A task's work is either the call itself (run on the server's worker pool) or, for a tool with
 // a JobSource, the tool's own job (a search run): the task then only points at the job, so the
 // job tools and the task methods are two views of the same work.
+// Input (extension wire): a task's call asks the client for input with request_input; while any
+// input is unanswered the call's result is dropped and the task is `input_required`, its
+// tasks/get naming the requests (inputRequests, by key). tasks/update delivers answers; once
+// every pending request is answered the call runs again and finds its answers by key (the same
+// re-run contract as a 2026-07-28 call retried with inputResponses). On the legacy wire a call's
+// input requests go to the client as server→client requests instead.
 
 #include <chrono>
 #include <condition_variable>
@@ -98,8 +104,13 @@ class TaskStore {
   // Creates a task owned by `owner` (a session key; "" for stateless requests) and starts its
   // work on the worker pool: `tool.jobs` when set (given `call`), else `call`. The task exists
   // (tasks/get resolves) when this returns. `context.cancel` becomes the task's cancel switch.
+  // `answers` set (an object, possibly empty): the task takes its input through tasks/update
+  // (extension wire; see above), starting with these answers by key (gathered before the task
+  // was created); the context's request_input and request() then wait on the task. nullopt: the
+  // context's own sinks serve them.
   Created create(const ToolDef& tool, ToolContext context, TaskCall call,
-                 std::optional<long long> ttl_ms, const std::string& owner);
+                 std::optional<long long> ttl_ms, const std::string& owner,
+                 std::optional<nlohmann::json> answers = std::nullopt);
   // Tells every working task to stop (server shutdown).
   void stop_all();
 
@@ -115,6 +126,17 @@ class TaskStore {
   enum class CancelOutcome { unknown, already_terminal, cancelled };
   CancelOutcome cancel(const std::string& id);
 
+  // tasks/update: `responses` (an object) answers input requests by key. Answers to pending
+  // requests are taken (an answer must be an object: bad_answer names the key otherwise, and
+  // nothing is taken); other keys, and updates of a task that waits for nothing, are ignored.
+  // When no request remains pending the call runs again.
+  enum class UpdateOutcome { unknown, bad_answer, accepted };
+  struct Update {
+    UpdateOutcome outcome = UpdateOutcome::accepted;
+    std::string key;  // bad_answer: the offending key
+  };
+  Update update(const std::string& id, const nlohmann::json& responses);
+
   // Waits until the task is terminal (or `give_up` says so, checked every 200 ms); returns its
   // final status, nullopt when unknown or given up.
   std::optional<JobStatus> wait_terminal(const std::string& id,
@@ -127,10 +149,17 @@ class TaskStore {
  private:
   struct Task;
   std::shared_ptr<Task> find(const std::string& id);  // refreshed from its job; purges expired
-  void refresh(Task& task);                           // m_mutex held
-  void finish(Task& task, JobStatus status);          // m_mutex held
-  // Drops ended tasks past their ttl and, with `make_room`, the oldest ended ones until one more
-  // fits. m_mutex held.
+  // One run of the task's work on a worker: ends the task, or parks it input_required.
+  void run(const std::shared_ptr<Task>& task, const TaskCall& call, ToolContext& context);
+  // Queues a run of the task's work; a full pool fails the task. m_mutex held.
+  void submit_run(const std::shared_ptr<Task>& task);
+  // request_input of an extension task's call: the answer, or the request recorded as pending.
+  core::Result<nlohmann::json> task_input(const std::weak_ptr<Task>& weak, const std::string& key,
+                                          const std::string& method, const nlohmann::json& params);
+  void refresh(Task& task);                   // m_mutex held
+  void finish(Task& task, JobStatus status);  // m_mutex held
+  // Drops ended tasks, and tasks left waiting for input, past their ttl and, with `make_room`,
+  // the oldest ended ones until one more fits. m_mutex held.
   void purge(bool make_room = false);
   nlohmann::json task_json(const Task& task, TaskWire wire) const;  // m_mutex held
   std::string new_id();

@@ -111,8 +111,10 @@ struct ToolContext {
   // One input from the client named `key` (an elicitation, a sampling message, the roots list).
   // A 2025-11-25 session sends `method` as a request and waits (request()). A 2026-07-28 client
   // answers by retrying the call (an input_required result naming every input still missing);
-  // the handler runs again and finds its answers here. Failure unavailable: not answered yet (the
-  // handler may ask for more inputs, then should return; its result is replaced).
+  // the handler runs again and finds its answers here. A task of the tasks extension waits in
+  // input_required until tasks/update brings the answers, then runs the handler again the same
+  // way. Failure unavailable: not answered yet (the handler may ask for more inputs, then should
+  // return; its result is replaced).
   core::Result<nlohmann::json> request_input(const std::string& key, const std::string& method,
                                              const nlohmann::json& params) const;
 
@@ -183,6 +185,12 @@ struct ToolDef {
   // one; the call then runs as the task, or, with `jobs`, the tool's own job is the task.
   TaskSupport task_support = TaskSupport::forbidden;
   std::shared_ptr<JobSource> jobs;
+  // Optional, for a tool that may run as a task: asks (context.request_input, nothing else) for
+  // the input its task needs before it starts. A 2026-07-28 request with the tasks extension
+  // gathers it with input_required rounds and creates the task only on the round that has every
+  // answer; the handler finds the answers under the same keys. Elsewhere it is not called, and
+  // the handler asks while it runs.
+  std::function<void(const nlohmann::json& args, ToolContext& context)> task_inputs;
 };
 
 // Completion of one argument (prompt argument or URI-template variable): given the argument name,

@@ -5,8 +5,10 @@
 #      requirement set (legacy wire: initialize, sessions) and of the 2026-07-28 set (stateless
 #      wire: per-request _meta, server/discover), each with its own baseline
 #      (tests/npm/conformance-expected-failures[-REV].yml; one check per scenario, plus the
-#      suite's own baseline verdict). Not-scored scenarios (extensions, pending) are run and
-#      reported only.
+#      suite's own baseline verdict). The scenarios a revision lists as not scored (the tasks
+#      extension io.modelcontextprotocol/tasks, scenarios pending in the suite) are held to the
+#      same bar here: each is one check, so a regression in task input (input_required,
+#      tasks/update) fails the run.
 #   2. Without fixtures (the product tool set): the generic scenarios, one check each, at both
 #      revisions.
 # usage: conformance.sh [path/to/autocomp-mcp]
@@ -74,7 +76,7 @@ for REQUIREMENTS in "${REVISIONS[@]}"; do
     # The suite's own summary (scenario lines, totals, baseline verdict), without colour codes.
     sed -e 's/\x1b\[[0-9;]*m//g' "$log" | sed -n '/=== SUMMARY ===/,$p'
     record_results --results "$results" --label "$REQUIREMENTS" \
-      --requirements "$REQUIREMENTS" --not-scored --expected-failures "$BASELINE"
+      --requirements "$REQUIREMENTS" --score-not-scored --expected-failures "$BASELINE"
     if ((rc == 0)); then
       pass "conformance $REQUIREMENTS baseline verdict (exit 0)"
     else

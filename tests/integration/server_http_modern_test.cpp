@@ -285,5 +285,50 @@ TEST_F(ServerHttpModern, TasksExtensionServedStatelessly) {
   EXPECT_EQ(nlohmann::json::parse(other->body)["error"]["code"], -32602) << other->body;
 }
 
+// A 2026-07-28 call of a task tool that needs input first: input_required rounds (no task yet),
+// then the round with the answer creates the task, whose result uses the answer.
+TEST_F(ServerHttpModern, TaskInputsAreGatheredBeforeTheTask) {
+  const nlohmann::json capabilities = {
+      {"elicitation", nlohmann::json::object()},
+      {"extensions", {{"io.modelcontextprotocol/tasks", nlohmann::json::object()}}}};
+  const std::string tool = "test_tool_with_task";
+  auto [first_status, first] =
+      post(headers_for("tools/call", tool), body_of(1, "tools/call",
+                                                    {{"name", tool},
+                                                     {"arguments", nlohmann::json::object()},
+                                                     {"_meta", modern_meta(capabilities)}}));
+  EXPECT_EQ(first_status, 200);
+  ASSERT_EQ(first["result"]["resultType"], "input_required") << first.dump();
+  EXPECT_FALSE(first["result"].contains("taskId"));
+  EXPECT_EQ(first["result"]["inputRequests"]["user_name"]["method"], "elicitation/create");
+
+  auto [second_status, second] =
+      post(headers_for("tools/call", tool),
+           body_of(2, "tools/call",
+                   {{"name", tool},
+                    {"arguments", nlohmann::json::object()},
+                    {"inputResponses",
+                     {{"user_name", {{"action", "accept"}, {"content", {{"name", "Alice"}}}}}}},
+                    {"requestState", first["result"]["requestState"]},
+                    {"_meta", modern_meta(capabilities)}}));
+  EXPECT_EQ(second_status, 200);
+  ASSERT_EQ(second["result"]["resultType"], "task") << second.dump();
+  EXPECT_FALSE(second["result"].contains("requestState"));
+  EXPECT_FALSE(second["result"].contains("inputRequests"));
+  const std::string id = second["result"]["taskId"].get<std::string>();
+  nlohmann::json task;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    task = post(headers_for("tasks/get", id),
+                body_of(3, "tasks/get", {{"taskId", id}, {"_meta", modern_meta(capabilities)}}))
+               .second["result"];
+    if (task["status"] != "working") {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(task["status"], "completed") << task.dump();
+  EXPECT_EQ(task["result"]["content"][0]["text"], "Task finished for Alice") << task.dump();
+}
+
 }  // namespace
 }  // namespace autocomp::test

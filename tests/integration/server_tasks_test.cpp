@@ -23,6 +23,10 @@ using json = nlohmann::json;
 
 const json k_extension_capabilities = {
     {"extensions", {{"io.modelcontextprotocol/tasks", json::object()}}}};
+// The tasks extension and form elicitation (for the tasks that ask for input).
+const json k_extension_and_elicitation = {
+    {"extensions", {{"io.modelcontextprotocol/tasks", json::object()}}},
+    {"elicitation", json::object()}};
 
 // One request/response exchange, whatever the transport.
 using Exchange = std::function<json(const std::string& method, const json& params)>;
@@ -174,6 +178,81 @@ void check_extension(const Exchange& exchange) {
   EXPECT_EQ(wait_until_terminal(exchange, long_id)["result"]["status"], "cancelled");
 }
 
+// Polls tasks/get until the task has `status` or ends (or 20 s pass); returns the last answer.
+json wait_for_status(const Exchange& exchange, const std::string& id, const std::string& status) {
+  json last;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    last = exchange("tasks/get", {{"taskId", id}});
+    const std::string now = last["result"].value("status", "");
+    if (now == status || now == "completed" || now == "failed" || now == "cancelled") {
+      break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return last;
+}
+
+json accepted(json content) {
+  return {{"action", "accept"}, {"content", std::move(content)}};
+}
+
+// Extension tasks that need the client's input: input_required with the requests on tasks/get,
+// answers through tasks/update (one at a time if the client likes), then the task finishes.
+void check_extension_input(const Exchange& exchange) {
+  const json created = exchange(
+      "tools/call", {{"name", "confirm_delete"}, {"arguments", {{"filename", "notes.txt"}}}});
+  const std::string id = created["result"].value("taskId", "");
+  ASSERT_FALSE(id.empty()) << created.dump();
+  const json parked = wait_for_status(exchange, id, "input_required");
+  ASSERT_EQ(parked["result"]["status"], "input_required") << parked.dump();
+  const json& request = parked["result"]["inputRequests"]["confirm"];
+  EXPECT_EQ(request["method"], "elicitation/create") << parked.dump();
+  EXPECT_NE(request["params"]["message"].get<std::string>().find("notes.txt"), std::string::npos);
+  EXPECT_FALSE(parked["result"].contains("requestState"));
+
+  EXPECT_EQ(exchange("tasks/update",
+                     {{"taskId", id}, {"inputResponses", {{"confirm", "yes"}}}})["error"]["code"],
+            -32602)
+      << "an answer must be the result object of the request";
+  const json ack =
+      exchange("tasks/update",
+               {{"taskId", id}, {"inputResponses", {{"confirm", accepted({{"confirm", true}})}}}});
+  EXPECT_EQ(ack["result"], json({{"resultType", "complete"}})) << ack.dump();
+  const json done = wait_until_terminal(exchange, id);
+  EXPECT_EQ(done["result"]["status"], "completed") << done.dump();
+  EXPECT_NE(done["result"]["result"]["content"][0]["text"].get<std::string>().find(
+                "Deletion of notes.txt confirmed"),
+            std::string::npos)
+      << done.dump();
+
+  const std::string multi =
+      exchange("tools/call", {{"name", "multi_input"}, {"arguments", json::object()}})["result"]
+          .value("taskId", "");
+  ASSERT_FALSE(multi.empty());
+  const json both = wait_for_status(exchange, multi, "input_required");
+  ASSERT_EQ(both["result"]["inputRequests"].size(), 2u) << both.dump();
+  exchange("tasks/update",
+           {{"taskId", multi}, {"inputResponses", {{"name", accepted({{"name", "Ada"}})}}}});
+  const json one_left = exchange("tasks/get", {{"taskId", multi}});
+  EXPECT_EQ(one_left["result"]["status"], "input_required") << one_left.dump();
+  EXPECT_FALSE(one_left["result"]["inputRequests"].contains("name"));
+  EXPECT_TRUE(one_left["result"]["inputRequests"].contains("confirm"));
+  exchange("tasks/update",
+           {{"taskId", multi}, {"inputResponses", {{"confirm", accepted({{"confirm", false}})}}}});
+  const json finished = wait_until_terminal(exchange, multi);
+  EXPECT_EQ(finished["result"]["result"]["content"][0]["text"], "Name Ada, confirmed false")
+      << finished.dump();
+
+  // A task left waiting can be cancelled.
+  const std::string waiting = exchange("tools/call", {{"name", "confirm_delete"},
+                                                      {"arguments", {{"filename", "x"}}}})["result"]
+                                  .value("taskId", "");
+  wait_for_status(exchange, waiting, "input_required");
+  EXPECT_EQ(exchange("tasks/cancel", {{"taskId", waiting}})["result"]["resultType"], "complete");
+  EXPECT_EQ(exchange("tasks/get", {{"taskId", waiting}})["result"]["status"], "cancelled");
+}
+
 class StdioTasks : public ::testing::Test {
  protected:
   Exchange start(const json& capabilities) {
@@ -229,6 +308,10 @@ TEST_F(StdioTasks, LegacyCancelAndRefusals) {
 
 TEST_F(StdioTasks, Extension) {
   check_extension(start(k_extension_capabilities));
+}
+
+TEST_F(StdioTasks, ExtensionTasksTakeInputByUpdate) {
+  check_extension_input(start(k_extension_and_elicitation));
 }
 
 TEST_F(StdioTasks, RequiredTaskToolRunsAsTask) {
@@ -323,6 +406,10 @@ TEST_F(HttpTasks, LegacyCancelAndRefusals) {
 
 TEST_F(HttpTasks, Extension) {
   check_extension(start(k_extension_capabilities));
+}
+
+TEST_F(HttpTasks, ExtensionTasksTakeInputByUpdate) {
+  check_extension_input(start(k_extension_and_elicitation));
 }
 
 // Task ids are global to the process but unguessable; another session can read a task only by

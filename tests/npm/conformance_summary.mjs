@@ -8,6 +8,8 @@
 //          [--expect SCENARIO,...]          scenarios that must have run (missing ones fail)
 //          [--requirements REV]             expect the scored server scenarios of that revision
 //          [--not-scored]                   also report the revision's not-scored scenarios (never fail)
+//          [--score-not-scored]             judge the revision's not-scored scenarios (extensions,
+//                                           pending) like the scored ones: this server is held to them
 //          [--expected-failures FILE]       baseline YAML ("server:" list of scenario[:check-id])
 // A scenario fails when it has a FAILURE check that the baseline does not name; a baseline entry
 // whose scenario/check now passes is reported as stale and fails too. Warnings are printed, not failed.
@@ -19,7 +21,7 @@ const require = createRequire(import.meta.url);
 const YAML = require('yaml');
 
 function parseArgs(argv) {
-  const o = { expect: [], notScored: false };
+  const o = { expect: [], notScored: false, scoreNotScored: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--results') o.results = argv[++i];
@@ -27,6 +29,7 @@ function parseArgs(argv) {
     else if (a === '--expect') o.expect.push(...argv[++i].split(',').filter(Boolean));
     else if (a === '--requirements') o.requirements = argv[++i];
     else if (a === '--not-scored') o.notScored = true;
+    else if (a === '--score-not-scored') o.scoreNotScored = true;
     else if (a === '--expected-failures') o.baseline = argv[++i];
     else throw new Error(`unknown argument ${a}`);
   }
@@ -37,11 +40,19 @@ function parseArgs(argv) {
 const opts = parseArgs(process.argv.slice(2));
 
 let notScored = [];
+const notScoredReason = new Map();
 if (opts.requirements) {
   const pkgDir = path.dirname(require.resolve('@modelcontextprotocol/conformance/package.json'));
   const req = YAML.parse(readFileSync(path.join(pkgDir, 'requirements', `${opts.requirements}.yaml`), 'utf8'));
   opts.expect.push(...(req.server ?? []));
-  notScored = (req.not_scored ?? []).filter((e) => e.leg === 'server').map((e) => e.scenario);
+  const entries = (req.not_scored ?? []).filter((e) => e.leg === 'server');
+  for (const e of entries) notScoredReason.set(e.scenario, e.reason);
+  if (opts.scoreNotScored) {
+    // Held to them here: judged like the scored ones, and missing results fail.
+    opts.expect.push(...entries.map((e) => e.scenario));
+  } else {
+    notScored = entries.map((e) => e.scenario);
+  }
 }
 
 // Baseline: whole scenarios, or scenario:check-id pairs.
@@ -83,7 +94,8 @@ function detail(c) {
 }
 
 function judge(scenario, scored) {
-  const name = `${opts.label}/${scenario}`;
+  const reason = notScoredReason.get(scenario);
+  const name = `${opts.label}/${scenario}` + (reason ? `[${reason}]` : '');
   const checks = results.get(scenario);
   if (!checks) {
     if (scored) console.log(`CHECK FAIL ${name} no results (scenario crashed or timed out)`);

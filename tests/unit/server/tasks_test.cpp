@@ -273,5 +273,199 @@ TEST(TaskStore, IdsAreLongAndDistinct) {
   EXPECT_TRUE(pool.wait_idle(5s));
 }
 
+// --- Input through tasks/update (extension tasks) ---------------------------------------------
+
+const nlohmann::json k_elicitation_capability = {{"elicitation", nlohmann::json::object()}};
+
+nlohmann::json accept(nlohmann::json content) {
+  return {{"action", "accept"}, {"content", std::move(content)}};
+}
+
+// Polls until the task has `state` (or 5 s pass); returns the extension tasks/get answer.
+nlohmann::json wait_for_state(TaskStore& store, const std::string& id, const std::string& state) {
+  nlohmann::json last;
+  for (int i = 0; i < 500; ++i) {
+    auto task = store.describe(id, TaskWire::extension, true);
+    if (!task) {
+      return nlohmann::json();
+    }
+    last = *task;
+    if (last.value("status", "") == state) {
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return last;
+}
+
+// A call that asks for each of `keys` (all in one run) and reports the answers it found.
+TaskCall asking(std::vector<std::string> keys, std::shared_ptr<std::atomic<int>> runs) {
+  return [keys = std::move(keys), runs](ToolContext& context) {
+    ++*runs;
+    std::string text;
+    bool complete = true;
+    for (const auto& key : keys) {
+      auto answer = context.request_input(
+          key, "elicitation/create", {{"message", "value of " + key}, {"requestedSchema", {}}});
+      if (answer.ok()) {
+        text += key + "=" + answer.value()["content"].value("v", "?") + ";";
+      } else {
+        complete = false;
+      }
+    }
+    return text_result(complete ? text : "incomplete");
+  };
+}
+
+ToolContext with_capabilities(nlohmann::json capabilities) {
+  ToolContext context;
+  context.client_capabilities = std::move(capabilities);
+  return context;
+}
+
+TEST(TaskStoreInput, TaskWaitsForItsInputAndRunsAgainWithTheAnswer) {
+  ThreadPool pool(1, 8);
+  TaskStore store(pool);
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  auto created =
+      store.create(tool_named("ask"), with_capabilities(k_elicitation_capability),
+                   asking({"confirm"}, runs), std::nullopt, "", nlohmann::json::object());
+  ASSERT_FALSE(created.error);
+  const auto parked = wait_for_state(store, created.id, "input_required");
+  ASSERT_EQ(parked.value("status", ""), "input_required") << parked.dump();
+  EXPECT_EQ(parked["inputRequests"]["confirm"]["method"], "elicitation/create");
+  EXPECT_EQ(parked["inputRequests"]["confirm"]["params"]["message"], "value of confirm");
+  EXPECT_FALSE(parked.contains("result")) << "the run's stand-in result is dropped";
+  // The legacy shape of the same task names the state too, without the requests.
+  EXPECT_EQ(store.describe(created.id, TaskWire::legacy, false)->value("status", ""),
+            "input_required");
+
+  // An answer that is not an object is refused and taken for nothing; unknown keys are ignored.
+  auto bad = store.update(created.id, {{"confirm", "yes"}});
+  EXPECT_EQ(bad.outcome, TaskStore::UpdateOutcome::bad_answer);
+  EXPECT_EQ(bad.key, "confirm");
+  EXPECT_EQ(store.update(created.id, {{"other", accept({{"v", "x"}})}}).outcome,
+            TaskStore::UpdateOutcome::accepted);
+  EXPECT_EQ(status_of(store, created.id), "input_required");
+  EXPECT_EQ(runs->load(), 1);
+
+  EXPECT_EQ(store.update(created.id, {{"confirm", accept({{"v", "yes"}})}}).outcome,
+            TaskStore::UpdateOutcome::accepted);
+  EXPECT_EQ(wait_for_end(store, created.id), "completed");
+  auto done = store.describe(created.id, TaskWire::extension, true);
+  EXPECT_EQ((*done)["result"]["content"][0]["text"], "confirm=yes;");
+  EXPECT_FALSE(done->contains("inputRequests"));
+  EXPECT_EQ(runs->load(), 2);
+  // A late answer is acknowledged and changes nothing.
+  EXPECT_EQ(store.update(created.id, {{"confirm", accept({{"v", "no"}})}}).outcome,
+            TaskStore::UpdateOutcome::accepted);
+  EXPECT_EQ(store.update("unknown-task", nlohmann::json::object()).outcome,
+            TaskStore::UpdateOutcome::unknown);
+  EXPECT_TRUE(pool.wait_idle(5s));
+  EXPECT_EQ(runs->load(), 2);
+}
+
+TEST(TaskStoreInput, PartialAnswersKeepTheOthersPending) {
+  ThreadPool pool(1, 8);
+  TaskStore store(pool);
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  auto created =
+      store.create(tool_named("ask"), with_capabilities(k_elicitation_capability),
+                   asking({"first", "second"}, runs), std::nullopt, "", nlohmann::json::object());
+  auto parked = wait_for_state(store, created.id, "input_required");
+  ASSERT_EQ(parked["inputRequests"].size(), 2u) << parked.dump();
+
+  store.update(created.id, {{"second", accept({{"v", "2"}})}});
+  auto partly = store.describe(created.id, TaskWire::extension, true);
+  EXPECT_EQ(partly->value("status", ""), "input_required");
+  EXPECT_TRUE((*partly)["inputRequests"].contains("first"));
+  EXPECT_FALSE((*partly)["inputRequests"].contains("second"));
+  EXPECT_TRUE(pool.wait_idle(5s));
+  EXPECT_EQ(runs->load(), 1) << "no run before every pending request is answered";
+
+  store.update(created.id, {{"first", accept({{"v", "1"}})}});
+  EXPECT_EQ(wait_for_end(store, created.id), "completed");
+  EXPECT_EQ(
+      (*store.describe(created.id, TaskWire::extension, true))["result"]["content"][0]["text"],
+      "first=1;second=2;");
+  EXPECT_TRUE(pool.wait_idle(5s));
+}
+
+TEST(TaskStoreInput, AnswersGivenAtCreationNeedNoWait) {
+  ThreadPool pool(1, 8);
+  TaskStore store(pool);
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  auto created = store.create(tool_named("ask"), with_capabilities(k_elicitation_capability),
+                              asking({"name"}, runs), std::nullopt, "",
+                              nlohmann::json{{"name", accept({{"v", "Alice"}})}});
+  EXPECT_EQ(wait_for_end(store, created.id), "completed");
+  EXPECT_EQ(
+      (*store.describe(created.id, TaskWire::extension, true))["result"]["content"][0]["text"],
+      "name=Alice;");
+  EXPECT_EQ(runs->load(), 1);
+  EXPECT_TRUE(pool.wait_idle(5s));
+}
+
+TEST(TaskStoreInput, InputTheClientCannotGiveFailsTheTask) {
+  ThreadPool pool(1, 8);
+  TaskStore store(pool);
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  auto created =
+      store.create(tool_named("ask"), with_capabilities(nlohmann::json::object()),
+                   asking({"confirm"}, runs), std::nullopt, "", nlohmann::json::object());
+  EXPECT_EQ(wait_for_end(store, created.id), "failed");
+  auto failed = store.describe(created.id, TaskWire::extension, true);
+  EXPECT_EQ((*failed)["error"]["code"], -32021);
+  EXPECT_TRUE((*failed)["error"]["data"]["requiredCapabilities"].contains("elicitation"));
+  EXPECT_TRUE(pool.wait_idle(5s));
+}
+
+TEST(TaskStoreInput, CancelWhileWaitingIsFinal) {
+  ThreadPool pool(1, 8);
+  TaskStore store(pool);
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  auto created =
+      store.create(tool_named("ask"), with_capabilities(k_elicitation_capability),
+                   asking({"confirm"}, runs), std::nullopt, "", nlohmann::json::object());
+  wait_for_state(store, created.id, "input_required");
+  EXPECT_EQ(store.cancel(created.id), TaskStore::CancelOutcome::cancelled);
+  store.update(created.id, {{"confirm", accept({{"v", "late"}})}});
+  EXPECT_TRUE(pool.wait_idle(5s));
+  EXPECT_EQ(status_of(store, created.id), "cancelled");
+  EXPECT_EQ(runs->load(), 1);
+}
+
+TEST(TaskStoreInput, TaskLeftWaitingExpiresAfterItsTtl) {
+  ThreadPool pool(1, 8);
+  TaskOptions options;
+  options.max_ttl = 50ms;
+  TaskStore store(pool, options);
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  auto created =
+      store.create(tool_named("ask"), with_capabilities(k_elicitation_capability),
+                   asking({"confirm"}, runs), std::nullopt, "", nlohmann::json::object());
+  wait_for_state(store, created.id, "input_required");
+  std::this_thread::sleep_for(80ms);
+  EXPECT_FALSE(store.describe(created.id, TaskWire::extension, false));
+  EXPECT_TRUE(pool.wait_idle(5s));
+}
+
+TEST(TaskStoreInput, LegacyTasksKeepTheirOwnInputSinks) {
+  ThreadPool pool(1, 8);
+  TaskStore store(pool);
+  ToolContext context = with_capabilities(k_elicitation_capability);
+  context.input_sink = [](const std::string& key, const std::string&, const nlohmann::json&) {
+    return core::Result<nlohmann::json>(accept({{"v", "from-" + key}}));
+  };
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  auto created =
+      store.create(tool_named("ask"), context, asking({"k"}, runs), std::nullopt, "owner");
+  EXPECT_EQ(wait_for_end(store, created.id), "completed");
+  EXPECT_EQ(
+      (*store.describe(created.id, TaskWire::extension, true))["result"]["content"][0]["text"],
+      "k=from-k;");
+  EXPECT_TRUE(pool.wait_idle(5s));
+}
+
 }  // namespace
 }  // namespace autocomp::server
