@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "backends/backend.hpp"
+#include "search/calibration/calibrate.hpp"
 #include "search/launch/launcher.hpp"
 
 namespace autocomp::tools {
@@ -89,6 +90,15 @@ core::Result<std::shared_ptr<backends::Backend>> ToolEnv::backend(const std::str
   if (!m_options.target.empty()) {
     backend_options.default_target = m_options.target;
   }
+  backend_options.resolve_calibration =
+      [this](const std::string& name,
+             const std::string& target) -> core::Result<backends::CalibrationTable> {
+    auto db = shared_store();
+    if (!db.ok()) {
+      return db.failure();
+    }
+    return search::calibration::calibration_resolver(db.value())(name, target);
+  };
   auto made = backends::make_backend(key, backend_options);
   if (!made.ok()) {
     return made.failure();
