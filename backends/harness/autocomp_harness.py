@@ -29,7 +29,12 @@ HARNESS_BASE_VERSION = "1.1.0"
 
 COMMANDS = ("verify", "benchmark", "profile", "evaluate", "version", "signature")
 TARGETS = ("trn1", "trn2", "trn3")
-DEVICES = ("sim", "neuron", "fake")
+DEVICES = ("sim", "neuron", "fake", "sim-perturbed")
+# Devices priced by the simulator: `sim-perturbed` is a fake device for tests and demos, the
+# simulator with a hidden cost table (its calibratable fields scaled by seeded factors).
+SIM_DEVICES = ("sim", "sim-perturbed")
+# Relative run-to-run spread (one standard deviation) of sim-perturbed's latency samples.
+PERTURBED_NOISE = 0.0025
 
 
 def source_digest(*paths):
@@ -58,7 +63,7 @@ def harness_version(device="sim"):
     """
     v = "%s+h.%s" % (HARNESS_BASE_VERSION, source_digest(
         os.path.abspath(__file__), os.path.join(HARNESS_DIR, "harnesslib")))
-    if device != "sim":
+    if device not in SIM_DEVICES:
         return v
     from harnesslib import simdev  # noqa: PLC0415
     sim = simdev.nkisim_version()
@@ -116,6 +121,10 @@ def build_parser():
                    help="hex secret of an earlier evaluation: draw the same input seeds again")
     p.add_argument("--ref-cache", default=None, help="reference cache folder")
     p.add_argument("--no-ref-cache", action="store_true")
+    p.add_argument("--cost-table", default=None,
+                   help="JSON cost table the simulator prices with (sim, sim-perturbed's base)")
+    p.add_argument("--device-seed", type=_nonneg_int, default=None,
+                   help="sim-perturbed: the seed of the hidden cost table")
     return p
 
 
@@ -238,12 +247,52 @@ def _run_fake(args, out, ctx):
 
 # ------------------------------------------------------------------ real devices
 
+def _check_device_options(args):
+    """--cost-table and --device-seed fit the device (before anything is loaded)."""
+    if args.device == "sim-perturbed" and args.device_seed is None:
+        raise HarnessFailure("harness_error", "bad arguments: --device sim-perturbed needs "
+                             "--device-seed N (a non-negative integer)")
+    if args.device != "sim-perturbed" and args.device_seed is not None:
+        raise HarnessFailure("harness_error", "bad arguments: --device-seed applies to --device "
+                             "sim-perturbed only")
+    if args.cost_table is not None and args.device not in SIM_DEVICES:
+        raise HarnessFailure("harness_error", "bad arguments: --cost-table applies to the "
+                             "simulator (--device sim or sim-perturbed) only")
+
+
+_RESTORE = []  # undoes the cost table a run installed
+
+
+def _use_cost_table(args, target, out):
+    """Install the table the simulator prices with in this process (the kernel's process only
+    records; every cost is charged in this one's replay) and name it in the result."""
+    from harnesslib import simdev  # noqa: PLC0415
+    simdev.import_nkisim()
+    try:
+        from nkisim.machine import costs  # noqa: PLC0415
+    except ImportError:
+        from nkisim import costs  # noqa: PLC0415
+    shipped = costs.table(target)
+    t, name = shipped, "shipped"
+    if args.cost_table is not None:
+        try:
+            t, name = costs.load_override(args.cost_table, target)
+        except costs.CostTableError as e:
+            raise HarnessFailure("harness_error", "bad arguments: --cost-table: %s" % e)
+    if args.device == "sim-perturbed":
+        t, name = costs.perturbed_table(args.device_seed, target, base=t), "hidden"
+    if t is not shipped:  # in-process callers (run()) get the table back afterwards
+        costs.set_table(t)
+        _RESTORE.append(lambda: costs.set_table(shipped))
+    out["cost_table"] = {"name": name, "digest": costs.digest(t)}
+
+
 def _make_device(args, target, workdir):
-    if args.device == "sim":
+    if args.device in SIM_DEVICES:
         from harnesslib import floor  # noqa: PLC0415
         if floor.peaks(target) is None:
-            raise HarnessFailure("unavailable", "device 'sim' models trn1, trn2 and trn3 only; target "
-                                 "%r needs device 'neuron'" % target)
+            raise HarnessFailure("unavailable", "device %r models trn1, trn2 and trn3 only; target "
+                                 "%r needs device 'neuron'" % (args.device, target))
         from harnesslib.simdev import SimDevice  # noqa: PLC0415
         return SimDevice(target, os.path.abspath(args.kernel),
                          problem_path=os.path.abspath(args.problem))
@@ -701,9 +750,38 @@ def _check_floor(run, latency_us, section, stage):
         raise HarnessFailure("implausible", msg, stage=stage)
 
 
+def _perturbed_samples(run, latency_us):
+    """sim-perturbed's samples: the simulated latency with a small run-to-run spread, drawn
+    from the device seed, the kernel and the evaluation's input seeds (so a repeated
+    evaluation with --fixed-seeds gives the same samples) and the attempt number."""
+    import random  # noqa: PLC0415
+    args = run.args
+    h = hashlib.sha256(repr((args.device_seed, run.kernel.path, run.kernel.name,
+                             list(run.seeds))).encode())
+    with open(run.kernel.path, "rb") as f:
+        h.update(f.read())
+    attempt = [0]
+
+    def measure():
+        attempt[0] += 1
+        rng = random.Random(h.hexdigest() + ":%d" % attempt[0])
+        return [latency_us * math.exp(rng.gauss(0.0, PERTURBED_NOISE))
+                for _ in range(max(1, args.iters))]
+    return measure
+
+
 def _benchmark(run, out):
     args, device, problem = run.args, run.device, run.problem
-    if _is_sim(device):
+    if _is_sim(device) and args.device == "sim-perturbed":
+        samples, tries, spread = stats.measure_with_spread_gate(
+            _perturbed_samples(run, device.latency_us(run.simulate_first())))
+        out["benchmark"] = {
+            "warmup": args.warmup, "iters": args.iters, "method": "fake-device",
+            "note": "fake device: the simulator with a hidden cost table, samples spread",
+            "spread": spread, "spread_tries": tries,
+            "latency_us": stats.summarize(samples),
+        }
+    elif _is_sim(device):
         lat = device.latency_us(run.simulate_first())
         out["benchmark"] = {
             "warmup": args.warmup, "iters": args.iters, "method": "simulated",
@@ -811,7 +889,7 @@ def _receipt(args, out, device):
          "seeds": problem.get("seeds") or args.seeds, "warmup": args.warmup, "iters": args.iters,
          "input_signature": problem.get("signature"),
          "input_seeds": problem.get("input_seeds"), "seed_secret": problem.get("seed_secret")}
-    if args.device == "sim":
+    if args.device in SIM_DEVICES:
         from harnesslib import simdev  # noqa: PLC0415
         r["simulator_version"] = simdev.nkisim_version()
         r["profile_format"] = "nkisim"
@@ -849,6 +927,8 @@ def _run_device(args, out, ctx, holder):
         raise HarnessFailure("problem_error", "problem TARGET %r is not one of %s"
                              % (target, ", ".join(TARGETS)))
     out["target"] = target
+    if args.device in SIM_DEVICES:
+        _use_cost_table(args, target, out)
     kernel_path = os.path.abspath(args.kernel)
     problem_seeds = list(args.seeds or problem.seeds)
     if args.fixed_seeds and args.seed_secret is None:
@@ -962,6 +1042,7 @@ def run(argv):
     try:
         with contextlib.redirect_stdout(sys.stderr), _alarm(args.timeout):
             out["harness_version"] = harness_version(args.device)
+            _check_device_options(args)
             if args.command == "signature":
                 _run_signature(args, out, ctx)
             elif args.device == "fake":
@@ -989,6 +1070,8 @@ def run(argv):
         out["status"] = "failed"
         out["failure"] = {"kind": "harness_error", "stage": ctx.stage,
                           "message": "internal error: %s" % describe_exception(e), "line": None}
+    while _RESTORE:
+        _RESTORE.pop()()
     if out.get("verify") and out["status"] == "failed":
         out["verify"]["correct"] = False
     if args.command == "signature":
@@ -1031,7 +1114,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     _not_dumpable()
     memory.reuse_freed_memory()
-    if _device_arg(argv) == "sim":
+    if _device_arg(argv) in SIM_DEVICES:
         threads.single_threaded_blas()
     sys.stdout.flush()
     channel = emit.ResultChannel().open()

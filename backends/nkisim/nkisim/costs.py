@@ -5,8 +5,15 @@ in constants.py. What an instruction or a transfer costs is priced from a `CostT
 from cost_tables.json beside this module; the simulator (core.py, isa.py, language.py,
 simulator.py, timing.py) and export_facts.py read the same table, and calibrate.py fits it to
 the public hardware anchors and writes it back.
+
+A table may also come from an override file (`load_override`, the harness's `--cost-table`)
+holding a subset of the fields, the rest taken from the shipped table; and a seeded fake
+device scales the calibratable fields of a table (`perturbed_table`, the harness's
+`--device sim-perturbed`).
 """
+import hashlib
 import json
+import math
 import os
 
 from . import constants as C
@@ -164,3 +171,133 @@ def hbm_dma_bandwidth(target):
 
 def onchip_dma_bandwidth(target):
     return target.dma_bytes_per_ns * table(target).dma_efficiency
+
+
+# ---- override files, digests and the seeded fake device -------------------------------------
+
+# Fields a device calibration fits (backends/nkisim/calibration/device/probes.json has probes
+# that isolate each one), per target. trn1: VectorE's access overhead overlaps its minimum
+# initiation interval (max(min_ii, fixed + N x c)), so min_ii shows only while it exceeds
+# the fixed cost and is not fitted; the long-row DMA regime exists on trn1 only.
+_CALIBRATABLE_COMMON = (
+    "vector_fixed_cycles", "vector_tt_cycles_per_elem", "vector_cycles_per_elem",
+    "scalar_fixed_cycles", "scalar_min_ii_cycles", "gpsimd_startup_cycles",
+    "gpsimd_elems_per_cycle_32", "matmul_init_cycles", "matmul_fp32_factor", "dma_fixed_ns",
+    "dma_efficiency", "dma_descriptor_bytes", "dma_transpose_efficiency")
+CALIBRATABLE = {
+    "trn1": _CALIBRATABLE_COMMON + ("dma_stream_bytes_per_ns", "dma_stream_descriptor_bytes"),
+    "trn2": _CALIBRATABLE_COMMON + ("vector_min_ii_cycles",),
+    "trn3": _CALIBRATABLE_COMMON + ("vector_min_ii_cycles",),
+}
+# Fields that are a share of a nominal rate: a perturbed value stays at most 1.
+SHARES = ("dma_efficiency", "dma_transpose_efficiency")
+PERTURB_RANGE = (0.7, 1.4)
+
+
+def calibratable(target):
+    """The fields a device calibration of `target` fits, in a fixed order."""
+    name = target if isinstance(target, str) else target.name
+    return CALIBRATABLE[C.get_target(name).name]
+
+
+def values_of(t):
+    """{field: value} of the FIELDS of table `t` (no sources)."""
+    return {k: getattr(t, k) for k in FIELDS}
+
+
+def digest(t):
+    """16 hex digits of the SHA-256 of the canonical JSON of table `t`'s FIELDS: two tables
+    that price every instruction alike have the same digest."""
+    text = json.dumps(values_of(t), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class CostTableError(ValueError):
+    """An override file that cannot be used; the message says what to fix."""
+
+
+def _number(v):
+    return type(v) in (int, float) and math.isfinite(v)
+
+
+def parse_override(raw, target, base=None, origin="cost table"):
+    """(CostTable, name) of an override document `raw` for `target`: `{"target", "name",
+    "values": {FIELD: number}}`, fields not given taken from `base` (default: the shipped
+    table of the target). CostTableError when it does not fit."""
+    target = C.get_target(target if isinstance(target, str) else target.name).name
+    if not isinstance(raw, dict):
+        raise CostTableError("%s: expected a JSON object {\"target\", \"name\", \"values\"}"
+                             % origin)
+    extra = sorted(k for k in raw if k not in ("target", "name", "values"))
+    if extra:
+        raise CostTableError("%s: unknown keys %s (allowed: target, name, values)"
+                             % (origin, ", ".join(extra)))
+    if raw.get("target") != target:
+        raise CostTableError("%s is for target %r, the evaluation's target is %r"
+                             % (origin, raw.get("target"), target))
+    name = raw.get("name", "override")
+    if type(name) is not str or not name or len(name) > 200:
+        raise CostTableError("%s: name must be a non-empty string" % origin)
+    values = raw.get("values")
+    if not isinstance(values, dict):
+        raise CostTableError("%s: values must be an object {field: number}" % origin)
+    unknown = sorted(k for k in values if k not in FIELDS)
+    if unknown:
+        raise CostTableError("%s: unknown fields %s (known: %s)"
+                             % (origin, ", ".join(unknown), ", ".join(FIELDS)))
+    base = base or table(target)
+    merged = base.as_dict()
+    for k, v in values.items():
+        if k == "vector_fixed_overlaps_min_ii":
+            if type(v) is not bool:
+                raise CostTableError("%s: %s must be true or false" % (origin, k))
+        elif not _number(v) or v < 0:
+            raise CostTableError("%s: %s must be a finite non-negative number, not %r"
+                                 % (origin, k, v))
+        merged[k] = v
+    for k in ("dma_efficiency", "dma_transpose_efficiency", "gpsimd_elems_per_cycle_32",
+              "gpsimd_elems_per_cycle_16", "matmul_fp32_factor"):
+        if not merged[k] > 0:
+            raise CostTableError("%s: %s must be positive" % (origin, k))
+    merged["sources"] = {"all": "override %s" % name}
+    return CostTable(target, merged), name
+
+
+def load_override(path, target, base=None):
+    """(CostTable, name) read from override file `path` (see parse_override)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except OSError as e:
+        raise CostTableError("cannot read cost table %s: %s" % (path, e.strerror or e))
+    except ValueError as e:
+        raise CostTableError("cost table %s is not valid JSON: %s" % (path, e))
+    return parse_override(raw, target, base, origin="cost table %s" % path)
+
+
+def perturbation_factors(seed, target):
+    """{field: factor} the fake device `sim-perturbed` with seed `seed` scales `target`'s
+    calibratable fields by: log-uniform in PERTURB_RANGE, a fixed function of (seed, field)."""
+    if type(seed) is not int or seed < 0:
+        raise ValueError("device seed must be a non-negative integer")
+    lo, hi = (math.log(x) for x in PERTURB_RANGE)
+    out = {}
+    for k in calibratable(target):
+        h = hashlib.sha256(("sim-perturbed:%d:%s" % (seed, k)).encode()).digest()
+        u = int.from_bytes(h[:8], "little") / 2.0 ** 64
+        out[k] = math.exp(lo + u * (hi - lo))
+    return out
+
+
+def perturbed_table(seed, target, base=None):
+    """The hidden table of the fake device: `base` (default the shipped table of `target`)
+    with its calibratable fields scaled by perturbation_factors(seed, target); shares are
+    capped at 1."""
+    name = C.get_target(target if isinstance(target, str) else target.name).name
+    base = base or table(name)
+    vals = base.as_dict()
+    for k, f in perturbation_factors(seed, name).items():
+        v = vals[k] * f
+        vals[k] = min(v, 1.0) if k in SHARES else v
+    vals["sources"] = {"all": "hidden"}
+    return CostTable(name, vals)

@@ -1,0 +1,13 @@
+"""Probe problem: x [128, 4] fp32, 128 repetitions."""
+import numpy as np
+
+W, REPS = 4, 128
+
+
+def inputs(seed):
+    rng = np.random.default_rng(seed)
+    return {"x": rng.standard_normal((128, W), dtype=np.float32), "reps": REPS}
+
+
+def reference(x, reps):
+    return x.copy()

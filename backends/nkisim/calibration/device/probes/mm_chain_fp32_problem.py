@@ -1,0 +1,29 @@
+"""Probe problem: a [128, 128], b [128, 4] (float32), 96 matmuls."""
+import numpy as np
+
+N, REPS, DTYPE = 4, 96, "float32"
+RTOL = 2e-2
+ATOL = 1e-2
+
+
+def _round(v):
+    if DTYPE == "bfloat16":  # bf16 values held in float32 arrays
+        u = v.astype(np.float32).view(np.uint32)
+        return ((u + 0x8000) & 0xFFFF0000).view(np.float32)
+    return v.astype(np.float32)
+
+
+def inputs(seed):
+    rng = np.random.default_rng(seed)
+    return {"a": _round(rng.standard_normal((128, 128)) / 16),
+            "b": _round(rng.standard_normal((128, N)) / 16), "reps": REPS}
+
+
+INPUT_DTYPES = {"a": DTYPE, "b": DTYPE}
+
+
+def reference(a, b, reps):
+    t = b.astype(np.float64)
+    for _ in range(reps):
+        t = _round(a.astype(np.float64).T @ t).astype(np.float64)
+    return t.astype(np.float32)
