@@ -507,7 +507,7 @@ std::string format_report(const CalibrateReport& report) {
   out += line;
   for (const auto& p : report.fit.parameters) {
     std::snprintf(line, sizeof line, "%-34s %14.6g %14.6g %+8.1f%%%s\n", p.name.c_str(), p.shipped,
-                  p.fitted, p.change_pct, p.identified ? "" : "  (not identified: kept)");
+                  p.fitted, p.change_pct, p.identified ? "" : "  (weakly identified)");
     out += line;
   }
   std::snprintf(line, sizeof line, "\n%-28s %12s %12s %12s %10s %10s\n", "probe", "measured us",
