@@ -232,8 +232,8 @@ core::Result<std::shared_ptr<Backend>> make_local_backend(const std::vector<Back
                               "a local backend cannot be pooled with other specs");
   }
   const BackendSpec& spec = specs.front();
-  static const std::vector<std::string> k_known{"device", "seed",   "fake_ms",
-                                                "slots",  "target", "python"};
+  static const std::vector<std::string> k_known{"device", "fake_ms", "slots",
+                                                "target", "python",  "seed"};
   for (const auto& [name, value] : spec.params) {
     if (std::find(k_known.begin(), k_known.end(), name) == k_known.end()) {
       std::string known;

@@ -49,13 +49,14 @@ DevicePair read_pair(const Stmt& row) {
 core::Result<std::int64_t> SqlCalibrations::put_profile(const CalibrationProfile& profile) {
   return m_db->guarded("put_profile", [&] {
     return m_db->transaction([&] {
+      // Replaced, not updated: the profile stored last is the newest ("latest"), whatever the
+      // clock says.
+      auto drop = m_db->prepare("DELETE FROM calibration_profiles WHERE name = ?");
+      drop.bind(profile.name);
+      drop.run();
       auto stmt = m_db->prepare(
           "INSERT INTO calibration_profiles (name, target, device_spec, versions, table_json, "
-          "fit_json, source, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-          "ON CONFLICT (name) DO UPDATE SET target = excluded.target, device_spec = "
-          "excluded.device_spec, versions = excluded.versions, table_json = excluded.table_json, "
-          "fit_json = excluded.fit_json, source = excluded.source, created_at = "
-          "excluded.created_at RETURNING id");
+          "fit_json, source, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
       stmt.bind(profile.name)
           .bind(profile.target)
           .bind(profile.device_spec)
@@ -90,8 +91,8 @@ core::Result<std::optional<CalibrationProfile>> SqlCalibrations::get_profile(
 core::Result<std::optional<CalibrationProfile>> SqlCalibrations::latest_profile(
     const std::string& target) {
   return m_db->guarded("latest_profile", [&]() -> std::optional<CalibrationProfile> {
-    auto stmt = m_db->prepare(std::string(k_profile_columns) +
-                              "WHERE target = ? ORDER BY created_at DESC, id DESC LIMIT 1");
+    auto stmt =
+        m_db->prepare(std::string(k_profile_columns) + "WHERE target = ? ORDER BY id DESC LIMIT 1");
     stmt.bind(target);
     if (!stmt.step()) {
       return std::nullopt;
@@ -102,7 +103,7 @@ core::Result<std::optional<CalibrationProfile>> SqlCalibrations::latest_profile(
 
 core::Result<std::vector<CalibrationProfile>> SqlCalibrations::list_profiles() {
   return m_db->guarded("list_profiles", [&] {
-    auto stmt = m_db->prepare(std::string(k_profile_columns) + "ORDER BY created_at DESC, id DESC");
+    auto stmt = m_db->prepare(std::string(k_profile_columns) + "ORDER BY id DESC");
     std::vector<CalibrationProfile> out;
     while (stmt.step()) {
       out.push_back(read_profile(stmt));
