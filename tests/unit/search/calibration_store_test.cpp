@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "search/calibration/calibrate.hpp"
 #include "search/store/store.hpp"
@@ -110,6 +112,39 @@ TEST(CalibrationStore, ProfileNamesFitInASpec) {
             "trn1-ssh-u-h-22-device-neuron");
   EXPECT_TRUE(calibration::valid_profile_name(
       calibration::default_profile_name("trn2", "local?device=sim-perturbed&seed=3")));
+}
+
+TEST(CalibrationSuite, BadManifestsAndFitAnswersAreClearErrors) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("calibration_suite_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto manifest = (dir / "probes.json").string();
+  std::ofstream(manifest) << R"({"probes": [{"id": "a", "kernel": "k.py", "problem": "p.py",
+                                "targets": ["trn2"]}]})";
+  auto trn2 = calibration::load_probe_suite(manifest, "trn2");
+  ASSERT_TRUE(trn2.ok());
+  EXPECT_EQ(trn2->front().kernel_path, (dir / "k.py").string());
+  auto trn1 = calibration::load_probe_suite(manifest, "trn1");
+  ASSERT_FALSE(trn1.ok());
+  EXPECT_NE(trn1.failure().message.find("no probe for target trn1"), std::string::npos);
+  std::ofstream(manifest) << "[1, 2]";
+  EXPECT_FALSE(calibration::load_probe_suite(manifest, "trn2").ok());
+  EXPECT_FALSE(calibration::load_probe_suite((dir / "missing.json").string(), "trn2").ok());
+  std::filesystem::remove_all(dir);
+
+  EXPECT_FALSE(calibration::parse_fit("{\"parameters\": []}", "n", "trn1").ok());
+  auto fit = calibration::parse_fit(
+      R"({"values": {"dma_fixed_ns": 900}, "parameters": [{"name": "dma_fixed_ns",
+          "shipped": 1300, "fitted": 900, "change_pct": -30.8, "identified": true}],
+          "residuals": [{"id": "p", "measured_us": 2, "before_us": 3, "after_us": 2,
+          "error_pct_before": 50, "error_pct_after": 0}]})",
+      "host", "trn1");
+  ASSERT_TRUE(fit.ok());
+  EXPECT_EQ(fit->table_json, R"({"name":"host","target":"trn1","values":{"dma_fixed_ns":900}})");
+  ASSERT_EQ(fit->parameters.size(), 1u);
+  EXPECT_TRUE(fit->parameters[0].identified);
+  ASSERT_EQ(fit->residuals.size(), 1u);
+  EXPECT_DOUBLE_EQ(fit->residuals[0].error_pct_before, 50);
 }
 
 }  // namespace
