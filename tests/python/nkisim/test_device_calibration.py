@@ -161,6 +161,30 @@ class FitCommandLineTest(unittest.TestCase):
         self.assertGreater(out["cpu_s"], 0)
         self.assertEqual(out["target"], "trn1")
 
+    def test_base_table_is_the_starting_point(self):
+        base = costs.table("trn1")
+        slow = base.replace(dma_fixed_ns=base.dma_fixed_ns * 1.25)
+        p = self.probe("dma_chain", 1.0)
+        k = fit_device.load_kernels([p], "trn1", KERNELS)[0]
+        with tempfile.TemporaryDirectory() as d:
+            table = os.path.join(d, "base.json")
+            with open(table, "w") as f:
+                json.dump({"target": "trn1", "name": "b",
+                           "values": {"dma_fixed_ns": slow.dma_fixed_ns}}, f)
+            code, out = self.run_fit({"target": "trn1",
+                                      "measurements": [dict(p, latency_us=k.latency_us(slow))]},
+                                     extra=["--base-table", table])
+            self.assertEqual(code, 0, out)
+            params = {x["name"]: x for x in out["parameters"]}
+            self.assertEqual(params["dma_fixed_ns"]["shipped"], slow.dma_fixed_ns)
+            self.assertLess(abs(out["residuals"][0]["error_pct_before"]), 0.01)
+            with open(table, "w") as f:
+                json.dump({"target": "trn1", "values": {"dma_fixed_ns": "slow"}}, f)
+            code, out = self.run_fit({"target": "trn1", "measurements": [p]},
+                                     extra=["--base-table", table])
+            self.assertEqual(code, 2)
+            self.assertIn("dma_fixed_ns must be", out["error"])
+
     def test_bad_input_is_exit_2_with_a_message(self):
         p = self.probe("dma_chain", 10.0)
         cases = [

@@ -60,13 +60,14 @@ class Kernel:
 
     def latency_us(self, table):
         """Simulated latency (us) with cost table `table` (a costs.CostTable of the target)."""
+        before = costs.table(self.target)
         costs.set_table(table)
         try:
             result, _, _ = self.run.call(self.run.first_inputs, False, self.reference)
         except HarnessFailure as e:
             raise PriceError("%s: %s" % (e.kind, e.message))
         finally:
-            costs.reset()
+            costs.set_table(before)
         return float(result.latency_us)
 
     def close(self):
