@@ -15,6 +15,7 @@
 
 #include "app/autonomous.hpp"
 #include "app/bench.hpp"
+#include "app/calibrate.hpp"
 #include "app/cli.hpp"
 #include "server/conformance_fixtures.hpp"
 #include "server/http_transport.hpp"
@@ -146,6 +147,9 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv, argv + argc);
   if (args.size() > 1 && args[1] == "bench") {
     return autocomp::app::bench_main(argc, argv);
+  }
+  if (args.size() > 1 && args[1] == "calibrate") {
+    return autocomp::app::calibrate_main(argc, argv);
   }
   auto parsed = autocomp::app::parse_cli(args);
   if (!parsed.options) {

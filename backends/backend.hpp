@@ -54,6 +54,9 @@ struct EvalRequest {
   int iters = 10;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   Lane lane = Lane::interactive;
+  // A calibration profile's cost table as the harness reads it with --cost-table
+  // (docs/calibration.md): written into the work folder beside the kernel. Empty: shipped costs.
+  std::string cost_table_json;
 };
 
 struct SeedCheck {
@@ -81,7 +84,7 @@ struct StepTiming {
 // knows; the backend adds where it ran (identity, host, Slurm job and node). Compact in tool
 // answers (Receipt::summary), whole in the stored record (raw_json keeps everything).
 struct Receipt {
-  std::string device;   // sim | neuron | fake
+  std::string device;   // sim | sim-perturbed | neuron | fake
   std::string target;   // trn1 | trn2 | ...
   std::string backend;  // backend identity, e.g. "sim", "ssh://u@h:22?device=neuron"
   std::string host;     // where the harness ran
@@ -97,6 +100,10 @@ struct Receipt {
   int warmup = 0;
   int iters = 0;
   std::string input_signature;  // canonical "name:dtype[d0,d1];..." of the inputs measured
+  // The costs the simulator priced with: a calibration profile's name, "shipped" or "hidden" (the
+  // fake device sim-perturbed); empty on hardware.
+  std::string cost_table;
+  std::string cost_table_digest;  // 16 hex digits of the effective table, when reported
 
   // One short line for tool answers, e.g. "sim trn2 nkisim 0.2.0 seeds 0-4 x10 on localhost".
   std::string summary() const;
@@ -175,6 +182,17 @@ class Backend {
                                            const ProgressFn& progress) = 0;
 };
 
+// A calibration profile's cost table, found by name for a spec's "calibration=NAME|latest".
+struct CalibrationTable {
+  std::string name;    // the profile's name (never "latest")
+  std::string target;  // the target it was fitted on
+  std::string json;    // the --cost-table file's content
+};
+// Finds the profile `name` ("latest": the newest for `target`); fails (invalid_argument) naming
+// the profiles that exist when there is none such.
+using CalibrationResolver = std::function<core::Result<CalibrationTable>(
+    const std::string& name, const std::string& target)>;
+
 // Options shared by every backend; a spec string can override some per backend.
 struct BackendOptions {
   std::string harness_dir;  // folder holding harness/ and nkisim/; empty: the installed/source copy
@@ -189,9 +207,14 @@ struct BackendOptions {
   // Starts the harness processes of local backends; null: real processes. Tests pass a fake
   // (tests/support/fake_process_runner.hpp) to script what the harness answers.
   std::shared_ptr<core::ProcessRunner> process_runner;
+  // Resolves "calibration=NAME" in a spec (the store knows the profiles; backends do not). Null:
+  // a spec naming a calibration fails.
+  CalibrationResolver resolve_calibration;
 };
 
 // Builds a backend from its spec: "sim" (the default, local simulator), "local?device=fake",
+// "local?device=sim-perturbed&seed=N" (a fake device: the simulator with hidden seeded costs),
+// any spec with "calibration=NAME|latest" (the simulator prices with that profile's table),
 // "ssh://[user@]host[:port][?device=neuron|sim&slots=N&target=trn2&key=PATH]". Several
 // comma-separated ssh:// specs form one pool; "hosts:PATH" stands for the ssh:// specs of a hosts
 // file (backends/hosts_file.hpp). Returns a failure for an unknown or malformed spec or an

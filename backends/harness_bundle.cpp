@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -152,6 +153,12 @@ std::vector<std::string> harness_arguments(const EvalRequest& request,
   if (invocation.device == "fake" && invocation.fake_ms > 0) {
     args.insert(args.end(), {"--fake-ms", std::to_string(invocation.fake_ms)});
   }
+  if (invocation.device == "sim-perturbed" && invocation.device_seed >= 0) {
+    args.insert(args.end(), {"--device-seed", std::to_string(invocation.device_seed)});
+  }
+  if (!invocation.cost_table_path.empty()) {
+    args.insert(args.end(), {"--cost-table", invocation.cost_table_path});
+  }
   return args;
 }
 
@@ -192,6 +199,10 @@ WorkFileNames work_file_names(const EvalRequest& request) {
   return names;
 }
 
+std::string cost_table_file_name(const EvalRequest& request) {
+  return request.cost_table_json.empty() ? std::string() : std::string("cost_table.json");
+}
+
 core::Status check_kernel_modules(const EvalRequest& request, const WorkFileNames& files) {
   for (const auto& module : request.kernel_modules) {
     if (!safe_module_path(module.path) || module.path == files.kernel ||
@@ -207,18 +218,67 @@ core::Status check_kernel_modules(const EvalRequest& request, const WorkFileName
 
 std::vector<std::string> evaluation_arguments(const EvalRequest& request, const std::string& dir,
                                               const WorkFileNames& files, const std::string& device,
-                                              int fake_ms, const std::string& default_target) {
+                                              int fake_ms, const std::string& default_target,
+                                              int device_seed) {
   EvalRequest effective = request;
   if (effective.target.empty()) {
     effective.target = default_target;
   }
-  HarnessInvocation invocation{device,
-                               fake_ms,
-                               dir + "/" + files.kernel,
-                               dir + "/" + files.problem,
-                               dir,
-                               harness_timeout_seconds(request.timeout)};
+  HarnessInvocation invocation;
+  invocation.device = device;
+  invocation.fake_ms = fake_ms;
+  invocation.device_seed = device_seed;
+  invocation.kernel_path = dir + "/" + files.kernel;
+  invocation.problem_path = dir + "/" + files.problem;
+  invocation.workdir = dir;
+  invocation.timeout_s = harness_timeout_seconds(request.timeout);
+  if (const std::string table = cost_table_file_name(request); !table.empty()) {
+    invocation.cost_table_path = dir + "/" + table;
+  }
   return harness_arguments(effective, invocation);
+}
+
+std::string DeviceChoice::identity_query() const {
+  std::string out = "?device=" + device;
+  if (device == "sim-perturbed") {
+    out += "&seed=" + std::to_string(seed);
+  }
+  return out;
+}
+
+core::Result<DeviceChoice> device_choice(const std::string& spec_text,
+                                         const std::map<std::string, std::string>& params,
+                                         const std::string& default_device) {
+  auto bad = [&spec_text](const std::string& why) {
+    return core::make_failure(core::FailureKind::invalid_argument, "backend",
+                              "invalid backend spec '" + spec_text + "': " + why);
+  };
+  DeviceChoice choice;
+  auto device = params.find("device");
+  choice.device = device == params.end() ? default_device : device->second;
+  if (choice.device != "sim" && choice.device != "neuron" && choice.device != "fake" &&
+      choice.device != "sim-perturbed") {
+    return bad("unknown device '" + choice.device +
+               "' (neuron, sim, fake, or sim-perturbed: a fake device for tests)");
+  }
+  auto seed = params.find("seed");
+  if (choice.device != "sim-perturbed") {
+    if (seed != params.end()) {
+      return bad("seed is an option of device=sim-perturbed only");
+    }
+    return choice;
+  }
+  choice.seed = 0;
+  if (seed != params.end()) {
+    const std::string& text = seed->second;
+    int value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < 0) {
+      return bad("seed must be a non-negative integer, got '" + text + "'");
+    }
+    choice.seed = value;
+  }
+  return choice;
 }
 
 std::string timeout_command_seconds(std::chrono::milliseconds wall) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,13 +39,15 @@ std::string resolve_python(const std::string& configured);
 
 // How one evaluation is run: everything after `python ENTRY`.
 struct HarnessInvocation {
-  std::string device;  // sim | neuron | fake
+  std::string device;  // sim | sim-perturbed | neuron | fake
   int fake_ms = 0;     // only for device fake; 0 leaves the harness default
   std::string kernel_path;
   std::string problem_path;
   std::string workdir;
   // The harness's own --timeout in seconds (it then reports a timeout failure itself); 0: none.
   double timeout_s = 0;
+  int device_seed = -1;         // only for device sim-perturbed: --device-seed
+  std::string cost_table_path;  // --cost-table when not empty
 };
 
 // The harness's own timeout for a request: a little under the wall timeout the backend enforces
@@ -69,6 +72,9 @@ struct WorkFileNames {
   std::string kernel;
   std::string problem;
 };
+// The name of the request's cost table file in its work folder ("cost_table.json": kernel,
+// problem and modules all end in .py), or "" when the request carries none.
+std::string cost_table_file_name(const EvalRequest& request);
 // The kernel goes below request.kernel_folder when that is a safe_kernel_folder.
 WorkFileNames work_file_names(const EvalRequest& request);
 
@@ -82,7 +88,20 @@ core::Status check_kernel_modules(const EvalRequest& request, const WorkFileName
 // (harness_timeout_seconds of the request's).
 std::vector<std::string> evaluation_arguments(const EvalRequest& request, const std::string& dir,
                                               const WorkFileNames& files, const std::string& device,
-                                              int fake_ms, const std::string& default_target);
+                                              int fake_ms, const std::string& default_target,
+                                              int device_seed = -1);
+
+// The device options a spec gives: "device" (one of `allowed`, default `default_device`) and,
+// for sim-perturbed, "seed" (a non-negative integer, default 0). Fails naming the spec.
+struct DeviceChoice {
+  std::string device;
+  int seed = -1;  // >= 0 only for sim-perturbed
+  // "?device=D" plus "&seed=N" for sim-perturbed: the part of an identity the device decides.
+  std::string identity_query() const;
+};
+core::Result<DeviceChoice> device_choice(const std::string& spec_text,
+                                         const std::map<std::string, std::string>& params,
+                                         const std::string& default_device);
 
 // A wall limit as timeout(1) takes it: seconds with three decimals ("12.500").
 std::string timeout_command_seconds(std::chrono::milliseconds wall);

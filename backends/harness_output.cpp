@@ -217,6 +217,10 @@ EvalResult parse_harness_output(const std::string& stdout_text, const std::strin
   if (const json* receipt = member(document, "receipt"); receipt && receipt->is_object()) {
     read_receipt(*receipt, result.receipt);
   }
+  if (const json* costs = member(document, "cost_table"); costs && costs->is_object()) {
+    result.receipt.cost_table = string_or(*costs, "name");
+    result.receipt.cost_table_digest = string_or(*costs, "digest");
+  }
   if (const json* problem = member(document, "problem"); problem && problem->is_object()) {
     result.input_signature = string_or(*problem, "signature");
   }

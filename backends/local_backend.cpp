@@ -32,6 +32,7 @@ struct LocalConfig {
   std::string identity;
   std::string device;
   int fake_ms = 0;
+  int device_seed = -1;  // device sim-perturbed only
   int slots = 1;
   std::string target;
   std::string python;
@@ -149,6 +150,9 @@ class LocalBackend final : public Backend {
     if (written.ok()) {
       written = write_file(work / files.problem, request.problem_source);
     }
+    if (written.ok() && !cost_table_file_name(request).empty()) {
+      written = write_file(work / cost_table_file_name(request), request.cost_table_json);
+    }
     if (written.ok()) {
       written = check_kernel_modules(request, files);
     }
@@ -166,7 +170,7 @@ class LocalBackend final : public Backend {
       core::ProcessSpec spec;
       spec.argv = {m_config.python, "-I", "-B", m_config.bundle.entry().string()};
       auto args = evaluation_arguments(request, work.string(), files, m_config.device,
-                                       m_config.fake_ms, m_config.target);
+                                       m_config.fake_ms, m_config.target, m_config.device_seed);
       spec.argv.insert(spec.argv.end(), args.begin(), args.end());
       spec.cwd = work.string();
       spec.timeout = request.timeout;
@@ -228,7 +232,8 @@ core::Result<std::shared_ptr<Backend>> make_local_backend(const std::vector<Back
                               "a local backend cannot be pooled with other specs");
   }
   const BackendSpec& spec = specs.front();
-  static const std::vector<std::string> k_known{"device", "fake_ms", "slots", "target", "python"};
+  static const std::vector<std::string> k_known{"device", "fake_ms", "slots",
+                                                "target", "python",  "seed"};
   for (const auto& [name, value] : spec.params) {
     if (std::find(k_known.begin(), k_known.end(), name) == k_known.end()) {
       std::string known;
@@ -241,13 +246,13 @@ core::Result<std::shared_ptr<Backend>> make_local_backend(const std::vector<Back
     }
   }
   LocalConfig config;
-  config.device = spec.param("device").value_or(
-      options.default_device.empty() ? "sim" : options.default_device);
-  if (config.device != "sim" && config.device != "fake" && config.device != "neuron") {
-    return core::make_failure(core::FailureKind::invalid_argument, "backend",
-                              "invalid backend spec '" + spec.text + "': unknown device '" +
-                                  config.device + "' (sim, neuron or fake)");
+  auto device = device_choice(spec.text, spec.params,
+                              options.default_device.empty() ? "sim" : options.default_device);
+  if (!device.ok()) {
+    return device.failure();
   }
+  config.device = device->device;
+  config.device_seed = device->seed;
   auto fake_ms = spec.int_param("fake_ms");
   auto slots = spec.int_param("slots");
   if (!fake_ms.ok()) {
@@ -267,7 +272,7 @@ core::Result<std::shared_ptr<Backend>> make_local_backend(const std::vector<Back
   if (spec.scheme == "sim" && config.device == "sim") {
     config.identity = "sim";
   } else {
-    config.identity = "local?device=" + config.device;
+    config.identity = "local" + DeviceChoice{config.device, config.device_seed}.identity_query();
     if (config.device == "fake" && config.fake_ms > 0) {
       config.identity += "&fake_ms=" + std::to_string(config.fake_ms);
     }

@@ -1,6 +1,8 @@
 #include <array>
+#include <optional>
 
 #include "backends/backend.hpp"
+#include "backends/calibrated_backend.hpp"
 #include "backends/hosts_file.hpp"
 #include "backends/local_backend.hpp"
 #include "backends/slurm_backend.hpp"
@@ -95,6 +97,12 @@ std::string Receipt::summary() const {
   if (iters > 0) {
     out += " x" + std::to_string(iters);
   }
+  // The simulator's costs: a calibration profile's name, else the shipped table (a result from
+  // before the harness reported its table priced with the shipped one too).
+  if (cost_table.empty() ? device == "sim" : cost_table != "hidden") {
+    out += cost_table.empty() || cost_table == "shipped" ? " shipped costs"
+                                                         : " calibration " + cost_table;
+  }
   if (!job.empty()) {
     out += " job " + job;
   }
@@ -145,9 +153,42 @@ core::Result<std::shared_ptr<Backend>> make_backend(const std::string& spec_text
       return *failure;
     }
   }
+  // "calibration=NAME|latest" is the same for every spec of a pool and is taken off before the
+  // backend sees the spec: the table travels with each request (calibrated_backend.hpp).
+  std::optional<std::string> calibration = specs.front().param("calibration");
+  for (auto& spec : specs) {
+    if (spec.param("calibration") != calibration) {
+      return core::make_failure(core::FailureKind::invalid_argument, "backend",
+                                "every spec of a pool must name the same calibration ('" +
+                                    specs.front().text + "', '" + spec.text + "')");
+    }
+    spec.params.erase("calibration");
+  }
   for (const auto& entry : k_backends) {
     if (entry.scheme == specs.front().scheme) {
-      return entry.factory(specs, options);
+      auto made = entry.factory(specs, options);
+      if (!made.ok() || !calibration) {
+        return made;
+      }
+      if (made.value()->device() != "sim") {
+        return core::make_failure(core::FailureKind::invalid_argument, "backend",
+                                  "invalid backend spec '" + specs.front().text +
+                                      "': a calibration prices the simulator, but this backend "
+                                      "runs on device '" +
+                                      made.value()->device() + "'");
+      }
+      if (!options.resolve_calibration) {
+        return core::make_failure(core::FailureKind::invalid_argument, "backend",
+                                  "invalid backend spec '" + specs.front().text +
+                                      "': calibration profiles are read from the store, which "
+                                      "is not open here");
+      }
+      const std::string target = specs.front().param("target").value_or(options.default_target);
+      auto table = options.resolve_calibration(*calibration, target);
+      if (!table.ok()) {
+        return table.failure();
+      }
+      return make_calibrated_backend(std::move(made).value(), std::move(table).value());
     }
   }
   std::string known;

@@ -56,6 +56,7 @@ struct SlurmConfig {
   std::string identity;
   std::string device;
   int fake_ms = 0;
+  int device_seed = -1;  // device sim-perturbed only
   std::string target;
   std::string python;        // on the compute nodes
   std::string local_python;  // for `version` on this machine
@@ -265,8 +266,9 @@ class SlurmBackend final : public Backend {
     script += "timeout -k " + std::to_string(k_kill_after_s) + " " +
               timeout_command_seconds(request.timeout) + " " + shell_quote(m_config.python) +
               " -I -B " + shell_quote(bundle_dir + "/harness/autocomp_harness.py");
-    for (const auto& arg : evaluation_arguments(request, dir, files, m_config.device,
-                                                m_config.fake_ms, m_config.target)) {
+    for (const auto& arg :
+         evaluation_arguments(request, dir, files, m_config.device, m_config.fake_ms,
+                              m_config.target, m_config.device_seed)) {
       script += " " + shell_quote(arg);
     }
     script += " < /dev/null > out.json 2> err.txt\necho $? > rc.tmp && mv rc.tmp rc\n";
@@ -374,6 +376,10 @@ class SlurmBackend final : public Backend {
       }
       if (status.ok()) {
         status = m_head->write_file(task.dir + "/" + files.problem, request.problem_source);
+      }
+      if (status.ok() && !cost_table_file_name(request).empty()) {
+        status = m_head->write_file(task.dir + "/" + cost_table_file_name(request),
+                                    request.cost_table_json);
       }
       if (status.ok()) {
         status = check_kernel_modules(request, files);
@@ -822,6 +828,7 @@ core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<Back
   bool remote = spec.scheme == "slurm+ssh";
   static const std::set<std::string> k_known{"partition",
                                              "device",
+                                             "seed",
                                              "python",
                                              "stage",
                                              "account",
@@ -853,11 +860,13 @@ core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<Back
   }
   SlurmConfig config;
   config.remote = remote;
-  config.device = spec.param("device").value_or(
-      options.default_device.empty() ? "neuron" : options.default_device);
-  if (config.device != "neuron" && config.device != "sim" && config.device != "fake") {
-    return bad("unknown device '" + config.device + "' (neuron, sim or fake)");
+  auto device = device_choice(spec.text, spec.params,
+                              options.default_device.empty() ? "neuron" : options.default_device);
+  if (!device.ok()) {
+    return device.failure();
   }
+  config.device = device->device;
+  config.device_seed = device->seed;
   for (const char* name : {"fake_ms", "slots", "cores_per_task", "max_parallel", "queue_timeout",
                            "poll_ms", "connect_timeout"}) {
     auto value = spec.int_param(name);
@@ -900,7 +909,8 @@ core::Result<std::shared_ptr<Backend>> make_slurm_backend(const std::vector<Back
   config.clock = options.clock;
   config.python = spec.param("python").value_or(remote ? "python3" : config.local_python);
 
-  std::string query = "partition=" + config.partition + "&device=" + config.device;
+  std::string query = "partition=" + config.partition + "&" +
+                      DeviceChoice{config.device, config.device_seed}.identity_query().substr(1);
   if (config.device == "fake" && config.fake_ms > 0) {
     query += "&fake_ms=" + std::to_string(config.fake_ms);
   }

@@ -69,6 +69,7 @@ struct HostConfig {
   std::string python;
   std::string remote_dir;  // absolute, or relative to the remote home
   int fake_ms = 0;
+  int device_seed = -1;  // device sim-perturbed only
 };
 
 struct Host {
@@ -130,7 +131,7 @@ class SshPool final : public Backend {
         add_slots(*host, config.slots.value_or(1));
       }
       m_identity += (m_identity.empty() ? "" : ",") + std::string("ssh://") + config.label +
-                    "?device=" + config.device;
+                    DeviceChoice{config.device, config.device_seed}.identity_query();
       if (config.device == "fake" && config.fake_ms > 0) {
         m_identity += "&fake_ms=" + std::to_string(config.fake_ms);
       }
@@ -578,8 +579,8 @@ class SshPool final : public Backend {
         " NEURON_RT_VISIBLE_CORES=" + std::to_string(slot.index) + " " +
         shell_quote(config.python) + " -I -B " +
         shell_quote(bundle_dir + "/harness/autocomp_harness.py");
-    for (const auto& arg :
-         evaluation_arguments(request, work, files, config.device, config.fake_ms, config.target)) {
+    for (const auto& arg : evaluation_arguments(request, work, files, config.device, config.fake_ms,
+                                                config.target, config.device_seed)) {
       command += " " + shell_quote(arg);
     }
     return command;
@@ -654,6 +655,10 @@ class SshPool final : public Backend {
       }
       if (status.ok()) {
         status = connection.write_file(work + "/" + files.problem, request.problem_source);
+      }
+      if (status.ok() && !cost_table_file_name(request).empty()) {
+        status = connection.write_file(work + "/" + cost_table_file_name(request),
+                                       request.cost_table_json);
       }
       if (status.ok()) {
         status = check_kernel_modules(request, files);
@@ -810,16 +815,10 @@ core::Result<HostConfig> host_config(const BackendSpec& spec, const BackendOptio
                               (spec.origin.empty() ? "" : spec.origin + ": ") +
                                   "invalid backend spec '" + spec.text + "': " + why);
   };
-  static const std::vector<std::string> k_known{"device",
-                                                "slots",
-                                                "target",
-                                                "key",
-                                                "known_hosts",
-                                                "python",
-                                                "accept_new_host_key",
-                                                "remote_dir",
-                                                "fake_ms",
-                                                "connect_timeout"};
+  static const std::vector<std::string> k_known{
+      "device",     "seed",        "slots",          "target",
+      "key",        "known_hosts", "python",         "accept_new_host_key",
+      "remote_dir", "fake_ms",     "connect_timeout"};
   for (const auto& [name, value] : spec.params) {
     if (std::find(k_known.begin(), k_known.end(), name) == k_known.end()) {
       return bad("unknown option '" + name + "'");
@@ -836,11 +835,17 @@ core::Result<HostConfig> host_config(const BackendSpec& spec, const BackendOptio
   config.endpoint.known_hosts = expand_home(spec.param("known_hosts").value_or(""));
   config.endpoint.accept_new_host_key =
       spec.flag("accept_new_host_key") || options.accept_new_host_keys;
-  config.device = spec.param("device").value_or(
-      options.default_device.empty() ? "neuron" : options.default_device);
-  if (config.device != "neuron" && config.device != "sim" && config.device != "fake") {
-    return bad("unknown device '" + config.device + "' (neuron, sim or fake)");
+  auto device = device_choice(spec.text, spec.params,
+                              options.default_device.empty() ? "neuron" : options.default_device);
+  if (!device.ok()) {
+    auto failure = device.failure();
+    if (!spec.origin.empty()) {
+      failure.message = spec.origin + ": " + failure.message;
+    }
+    return failure;
   }
+  config.device = device->device;
+  config.device_seed = device->seed;
   for (const char* name : {"slots", "fake_ms", "connect_timeout"}) {
     auto value = spec.int_param(name);
     if (!value.ok()) {

@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_service.hpp"
@@ -17,6 +18,46 @@ std::string format_us(double us) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.2f us", us);
   return buffer;
+}
+
+// A measurement on a device (not the simulator) is recorded with the simulator's estimate of the
+// same kernel beside it (the plain simulator, answered from the store when it can be), so that
+// every device measurement can feed `autocomp-mcp calibrate --from-history`. Returns the
+// simulator's median, or nothing when it could not be had (the device answer stands either way).
+std::optional<double> record_device_pair(ToolEnv& env, const EvalArgs& args,
+                                         const EvaluationOutcome& outcome,
+                                         server::ToolContext& context) {
+  const auto& result = outcome.result;
+  if (outcome.cached || result.device == "sim" || !result.latency) {
+    return std::nullopt;
+  }
+  EvalArgs simulated = args;
+  simulated.backend = "sim";
+  simulated.fresh = false;
+  simulated.target = outcome.target;
+  auto sim = evaluate_kernel_file(env, simulated, context);
+  if (!sim.ok() || !sim->result.ok() || !sim->result.latency) {
+    return std::nullopt;
+  }
+  auto db = env.store();
+  if (!db.ok()) {
+    return std::nullopt;
+  }
+  search::store::DevicePair pair;
+  pair.kernel_digest = outcome.candidate_key;
+  pair.kernel_source = outcome.kernel.text;
+  pair.kernel_name = args.kernel_name;
+  pair.problem_source = outcome.problem.text;
+  pair.problem_key = outcome.problem_key;
+  pair.target = outcome.target;
+  pair.device_spec = result.backend_identity;
+  pair.sim_spec = sim->result.backend_identity;
+  pair.measured_us = result.latency->median_us;
+  pair.simulated_us = sim->result.latency->median_us;
+  if (!db.value()->calibrations().record_pair(pair).ok()) {
+    return std::nullopt;
+  }
+  return pair.simulated_us;
 }
 
 }  // namespace
@@ -73,6 +114,11 @@ server::ToolDef make_benchmark_kernel_tool(std::shared_ptr<ToolEnv> env) {
       }
     }
     out["diverged"] = diverged;
+    if (auto simulated = record_device_pair(*env, parse_eval_args(arguments), *outcome, context)) {
+      out["simulator_us"] = round_sig(*simulated);
+      lines.push_back("the simulator's estimate: " + format_us(*simulated) +
+                      " (recorded for calibrate --from-history)");
+    }
     if (auto db = env->store(); db.ok()) {
       if (auto attempt = last_attempt(db.value()->files(), db.value()->evaluations(),
                                       outcome->kernel.path, outcome->candidate_key)) {

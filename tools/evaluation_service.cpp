@@ -143,7 +143,7 @@ core::Result<EvaluationOutcome> evaluate_kernel_file(ToolEnv& env, const EvalArg
     return opened.failure();
   }
   const std::shared_ptr<store::Store>& db = opened.value();
-  auto backend = env.backend(args.backend);
+  auto backend = env.backend(args.backend, env.target_for(args.target, problem.value().text));
   if (!backend.ok()) {
     return backend.failure();
   }

@@ -449,8 +449,9 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
       request.budgets = budgets;
     }
     auto launch = search::launch::prepare(
-        request, db.value(),
-        [env](const std::string& spec, const std::string&) { return env->backend(spec); });
+        request, db.value(), [env](const std::string& spec, const std::string& target) {
+          return env->backend(spec, target);
+        });
     if (!launch.ok()) {
       return server::tool_failure(launch.failure());
     }

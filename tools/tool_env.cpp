@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "backends/backend.hpp"
+#include "search/calibration/calibrate.hpp"
 #include "search/launch/launcher.hpp"
 
 namespace autocomp::tools {
@@ -73,8 +74,12 @@ std::string ToolEnv::default_backend_spec() const {
   return joined;
 }
 
-core::Result<std::shared_ptr<backends::Backend>> ToolEnv::backend(const std::string& spec) {
-  const std::string key = spec.empty() ? default_backend_spec() : spec;
+core::Result<std::shared_ptr<backends::Backend>> ToolEnv::backend(const std::string& spec,
+                                                                  const std::string& target) {
+  const std::string text = spec.empty() ? default_backend_spec() : spec;
+  // A calibrated spec is resolved for the evaluation's target, so it is kept per target.
+  const bool per_target = !target.empty() && text.find("calibration=") != std::string::npos;
+  const std::string key = per_target ? text + "\n" + target : text;
   {
     std::lock_guard lock(m_mutex);
     if (auto found = m_backends.find(key); found != m_backends.end()) {
@@ -86,10 +91,21 @@ core::Result<std::shared_ptr<backends::Backend>> ToolEnv::backend(const std::str
   // calls must not wait for that.
   backends::BackendOptions backend_options;
   backend_options.harness_dir = m_options.harness_dir;
-  if (!m_options.target.empty()) {
+  if (per_target) {
+    backend_options.default_target = target;
+  } else if (!m_options.target.empty()) {
     backend_options.default_target = m_options.target;
   }
-  auto made = backends::make_backend(key, backend_options);
+  backend_options.resolve_calibration =
+      [this](const std::string& name,
+             const std::string& wanted_target) -> core::Result<backends::CalibrationTable> {
+    auto db = shared_store();
+    if (!db.ok()) {
+      return db.failure();
+    }
+    return search::calibration::calibration_resolver(db.value())(name, wanted_target);
+  };
+  auto made = backends::make_backend(text, backend_options);
   if (!made.ok()) {
     return made.failure();
   }

@@ -35,7 +35,10 @@ class ToolEnv {
   // at most k_backend_cache of them: beyond that the least recently used one that nobody holds
   // is let go (a backend in use is never evicted). Building one (e.g. reading a hosts file)
   // happens outside the lock.
-  core::Result<std::shared_ptr<backends::Backend>> backend(const std::string& spec);
+  // `target` (when not empty) is the evaluation's: "calibration=latest" finds that target's
+  // newest profile.
+  core::Result<std::shared_ptr<backends::Backend>> backend(const std::string& spec,
+                                                           const std::string& target = "");
   std::string default_backend_spec() const;
   // How many backends are kept (for tests).
   std::size_t cached_backends();

@@ -5,6 +5,7 @@
 
 #include "backends/kernel_modules.hpp"
 #include "core/targets.hpp"
+#include "search/calibration/calibrate.hpp"
 #include "search/launch/proposers.hpp"
 #include "search/store/store.hpp"
 
@@ -25,13 +26,16 @@ std::string filename_of(const std::string& path, const std::string& fallback) {
 
 }  // namespace
 
-BackendSource fresh_backends(std::string harness_dir) {
-  return [harness_dir = std::move(harness_dir)](
+BackendSource fresh_backends(std::string harness_dir, std::shared_ptr<store::Store> db) {
+  return [harness_dir = std::move(harness_dir), db = std::move(db)](
              const std::string& spec,
              const std::string& target) -> core::Result<std::shared_ptr<backends::Backend>> {
     backends::BackendOptions options;
     options.harness_dir = harness_dir;
     options.default_target = target;
+    if (db) {
+      options.resolve_calibration = calibration::calibration_resolver(db);
+    }
     return backends::make_backend(spec, options);
   };
 }
@@ -129,7 +133,7 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
     backend_spec = request.default_backend_spec.empty() ? "sim" : request.default_backend_spec;
   }
 
-  const BackendSource& source = backends ? backends : fresh_backends(request.harness_dir);
+  const BackendSource& source = backends ? backends : fresh_backends(request.harness_dir, db);
   auto backend =
       source(backend_spec, target.empty() ? std::string(core::k_default_target) : target);
   if (!backend.ok()) {

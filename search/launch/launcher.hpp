@@ -68,7 +68,8 @@ using BackendSource = std::function<core::Result<std::shared_ptr<backends::Backe
     const std::string& spec, const std::string& target)>;
 
 // A BackendSource that builds a fresh backend with the given harness folder.
-BackendSource fresh_backends(std::string harness_dir);
+// With `db`, specs may name a calibration profile of it ("sim?calibration=NAME").
+BackendSource fresh_backends(std::string harness_dir, std::shared_ptr<store::Store> db = nullptr);
 
 // A known target (core/targets.hpp): `explicit_target` when set, else the problem's `TARGET =
 // "..."` line, else `fallback` when set, else trn2. A TARGET line naming an unknown target is

@@ -136,6 +136,8 @@ std::string receipt_text(const backends::EvalResult& result) {
               {"node", receipt.node},
               {"harness_version", or_else(receipt.harness_version, result.harness_version)},
               {"simulator_version", receipt.simulator_version},
+              {"cost_table", receipt.cost_table},
+              {"cost_table_digest", receipt.cost_table_digest},
               {"sdk", receipt.sdk},
               {"neff_hash", receipt.neff_hash},
               {"profile_format", receipt.profile_format},
@@ -165,6 +167,8 @@ backends::Receipt receipt_from_json(const std::string& text) {
   receipt.node = text_of("node");
   receipt.harness_version = text_of("harness_version");
   receipt.simulator_version = text_of("simulator_version");
+  receipt.cost_table = text_of("cost_table");
+  receipt.cost_table_digest = text_of("cost_table_digest");
   receipt.neff_hash = text_of("neff_hash");
   receipt.profile_format = text_of("profile_format");
   receipt.profile_schema = text_of("profile_schema");

@@ -269,11 +269,59 @@ const std::string& v6() {
   return sql;
 }
 
+// Version 7: device calibration. Profiles (the simulator's cost table fitted to one device), the
+// probe measurements of a calibration not yet stored (so an interrupted one resumes), and every
+// kernel measured on a device with the simulator's estimate beside it (a search's confirmations,
+// benchmark_kernel on a device), from which a profile can be refitted.
+constexpr std::string_view k_v7 = R"sql(
+CREATE TABLE calibration_profiles (
+  id          INTEGER PRIMARY KEY,
+  name        TEXT NOT NULL UNIQUE,
+  target      TEXT NOT NULL,
+  device_spec TEXT NOT NULL,
+  versions    TEXT NOT NULL DEFAULT '{}',
+  table_json  TEXT NOT NULL,
+  fit_json    TEXT NOT NULL,
+  source      TEXT NOT NULL DEFAULT 'probes',
+  created_at  INTEGER NOT NULL
+);
+CREATE INDEX calibration_profiles_by_target ON calibration_profiles (target, created_at);
+CREATE TABLE calibration_measurements (
+  id           INTEGER PRIMARY KEY,
+  name         TEXT NOT NULL,
+  device_spec  TEXT NOT NULL,
+  target       TEXT NOT NULL,
+  probe_id     TEXT NOT NULL,
+  probe_digest TEXT NOT NULL,
+  latency_us   REAL NOT NULL,
+  receipt      TEXT NOT NULL DEFAULT '',
+  created_at   INTEGER NOT NULL,
+  UNIQUE (name, device_spec, target, probe_id, probe_digest)
+);
+CREATE TABLE device_pairs (
+  id             INTEGER PRIMARY KEY,
+  kernel_digest  TEXT NOT NULL,
+  kernel_source  TEXT NOT NULL,
+  kernel_name    TEXT NOT NULL DEFAULT '',
+  problem_source TEXT NOT NULL,
+  problem_key    TEXT NOT NULL DEFAULT '',
+  target         TEXT NOT NULL,
+  device_spec    TEXT NOT NULL,
+  sim_spec       TEXT NOT NULL,
+  measured_us    REAL NOT NULL,
+  simulated_us   REAL NOT NULL,
+  run_id         TEXT NOT NULL DEFAULT '',
+  created_at     INTEGER NOT NULL
+);
+CREATE INDEX device_pairs_by_target ON device_pairs (target, device_spec, id);
+CREATE INDEX device_pairs_by_run ON device_pairs (run_id, id);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& migrations() {
-  static const std::vector<Migration> k_migrations{{1, k_v1}, {2, k_v2}, {3, k_v3},
-                                                   {4, k_v4}, {5, k_v5}, {6, v6()}};
+  static const std::vector<Migration> k_migrations{{1, k_v1}, {2, k_v2}, {3, k_v3}, {4, k_v4},
+                                                   {5, k_v5}, {6, v6()}, {7, k_v7}};
   return k_migrations;
 }
 

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string_view>
 
+#include "search/store/calibrations.hpp"
 #include "search/store/database.hpp"
 #include "search/store/evaluation_cache.hpp"
 #include "search/store/file_history.hpp"
@@ -41,6 +42,28 @@ class SqlEvaluationCache final : public EvaluationCache {
   core::Result<std::string> put_candidate(std::string_view source,
                                           std::string_view origin) override;
   core::Result<std::optional<Candidate>> get_candidate(const std::string& key) override;
+
+ private:
+  std::shared_ptr<Database> m_db;
+};
+
+class SqlCalibrations final : public Calibrations {
+ public:
+  explicit SqlCalibrations(std::shared_ptr<Database> db) : m_db(std::move(db)) {}
+  core::Result<std::int64_t> put_profile(const CalibrationProfile& profile) override;
+  core::Result<std::optional<CalibrationProfile>> get_profile(const std::string& name) override;
+  core::Result<std::optional<CalibrationProfile>> latest_profile(
+      const std::string& target) override;
+  core::Result<std::vector<CalibrationProfile>> list_profiles() override;
+  core::Status record_measurement(const std::string& name, const std::string& device_spec,
+                                  const std::string& target,
+                                  const CalibrationMeasurement& measurement) override;
+  core::Result<std::vector<CalibrationMeasurement>> pending_measurements(
+      const std::string& name, const std::string& device_spec, const std::string& target) override;
+  core::Result<std::int64_t> record_pair(const DevicePair& pair) override;
+  core::Result<std::vector<DevicePair>> pairs(const std::string& target,
+                                              const std::string& device_spec) override;
+  core::Result<std::vector<DevicePair>> pairs_for_run(const std::string& run_id) override;
 
  private:
   std::shared_ptr<Database> m_db;

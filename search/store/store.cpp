@@ -14,7 +14,8 @@ Store::Store(std::shared_ptr<Database> db)
       m_files(std::make_unique<SqlFileHistory>(m_db)),
       m_runs(std::make_unique<SqlRunJournal>(m_db)),
       m_llm_calls(std::make_unique<SqlLlmCallLog>(m_db)),
-      m_memory(std::make_unique<SqlMemory>(m_db)) {}
+      m_memory(std::make_unique<SqlMemory>(m_db)),
+      m_calibrations(std::make_unique<SqlCalibrations>(m_db)) {}
 
 Store::~Store() = default;
 
@@ -71,6 +72,10 @@ LlmCallLog& Store::llm_calls() {
 
 Memory& Store::memory() {
   return *m_memory;
+}
+
+Calibrations& Store::calibrations() {
+  return *m_calibrations;
 }
 
 }  // namespace autocomp::search::store

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/result.hpp"
+#include "search/store/calibrations.hpp"
 #include "search/store/evaluation_cache.hpp"
 #include "search/store/file_history.hpp"
 #include "search/store/llm_call_log.hpp"
@@ -13,7 +14,8 @@
 
 // The SQLite store: the one database that records workloads, candidate kernels, evaluations (the
 // evaluation cache), kernel file versions, search runs with their beams, candidates and LLM calls,
-// and optimization memory. docs/store.md describes the schema, keys and durability.
+// optimization memory, and calibration profiles with the device measurements behind them.
+// docs/store.md describes the schema, keys and durability.
 //
 // A Store owns the connection; callers use the part they need (evaluations(), files(), runs(),
 // llm_calls(), memory()) and depend only on that part's interface. Contract shared by every part:
@@ -32,6 +34,7 @@ class SqlFileHistory;
 class SqlRunJournal;
 class SqlLlmCallLog;
 class SqlMemory;
+class SqlCalibrations;
 
 class Store {
  public:
@@ -58,6 +61,7 @@ class Store {
   RunJournal& runs();
   LlmCallLog& llm_calls();
   Memory& memory();
+  Calibrations& calibrations();
 
  private:
   explicit Store(std::shared_ptr<Database> db);
@@ -68,6 +72,7 @@ class Store {
   std::unique_ptr<SqlRunJournal> m_runs;
   std::unique_ptr<SqlLlmCallLog> m_llm_calls;
   std::unique_ptr<SqlMemory> m_memory;
+  std::unique_ptr<SqlCalibrations> m_calibrations;
 };
 
 // One part of a shared store as a shared pointer that keeps the whole store alive, e.g.

@@ -454,5 +454,51 @@ TEST_F(SshBackendTest, HostsFilePoolEvaluatesOnItsHosts) {
   EXPECT_EQ(used, expected);
 }
 
+// Calibration over SSH: the fake device's seed and a calibration profile's table reach the
+// remote harness (the table travels with the request), and the answers equal the local ones.
+TEST_F(SshBackendTest, FakeDeviceSeedAndCalibrationTableTravelToTheHost) {
+  auto& server = start_server("a");
+  auto known = known_hosts({&server}, "known_hosts");
+  const fs::path probes =
+      fs::path(AUTOCOMP_SOURCE_DIR) / "backends" / "nkisim" / "calibration" / "device" / "probes";
+  EvalRequest request;
+  request.command = EvalCommand::benchmark;
+  request.kernel_source = testing::read_text(probes / "vector_copy.py");
+  request.problem_source = testing::read_text(probes / "copy_w1024_problem.py");
+  ASSERT_FALSE(request.kernel_source.empty() || request.problem_source.empty());
+  request.target = "trn1";
+  request.iters = 2;
+  request.timeout = 120s;
+
+  BackendOptions options = private_bundle();
+  options.default_target = "trn1";
+  options.resolve_calibration = [](const std::string& name,
+                                   const std::string& target) -> core::Result<CalibrationTable> {
+    return CalibrationTable{
+        name, target,
+        R"({"target": "trn1", "name": "slow-vector", "values": {"vector_cycles_per_elem": 2.0}})"};
+  };
+  auto median = [&](const std::string& spec) {
+    auto backend = make(spec, options);
+    EXPECT_TRUE(backend);
+    if (!backend) {
+      return 0.0;
+    }
+    auto results = backend->evaluate({request}, {}, {});
+    EXPECT_TRUE(results.at(0).ok()) << spec << ": " << results.at(0).failure->describe();
+    return results.at(0).latency ? results.at(0).latency->median_us : 0.0;
+  };
+  const double remote_fake = median(spec_for(server, known, "device=sim-perturbed&seed=3"));
+  const double local_fake = median("local?device=sim-perturbed&seed=3");
+  const double remote_calibrated =
+      median(spec_for(server, known, "device=sim&calibration=slow-vector"));
+  const double local_calibrated = median("sim?calibration=slow-vector");
+  const double shipped = median("sim");
+  EXPECT_NEAR(remote_fake, local_fake, local_fake * 0.02);
+  EXPECT_NE(local_fake, shipped);  // the fake device is not the simulator
+  EXPECT_DOUBLE_EQ(remote_calibrated, local_calibrated);
+  EXPECT_GT(local_calibrated, shipped * 1.3);  // twice the VectorE cost per element shows
+}
+
 }  // namespace
 }  // namespace autocomp::backends

@@ -88,7 +88,7 @@ TEST(HarnessArguments, FollowTheProtocol) {
   request.kernel_name = "my_kernel";
   request.warmup = 1;
   request.iters = 7;
-  HarnessInvocation invocation{"fake", 25, "/w/k.py", "/w/p.py", "/w", 9.5};
+  HarnessInvocation invocation{"fake", 25, "/w/k.py", "/w/p.py", "/w", 9.5, -1, ""};
   auto args = harness_arguments(request, invocation);
   std::vector<std::string> expected{
       "verify", "--kernel",  "/w/k.py", "--problem",     "/w/p.py",   "--target",

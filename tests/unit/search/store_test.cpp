@@ -376,7 +376,7 @@ TEST(StoreOpen, MigratesASchema4DatabaseMovingFactsOutOfText) {
   ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
   EXPECT_EQ(sqlite3_column_int(stmt, 0), Store::schema_version());
-  EXPECT_EQ(Store::schema_version(), 6);
+  EXPECT_EQ(Store::schema_version(), 7);
   sqlite3_finalize(stmt);
   sqlite3_close(db);
 }
