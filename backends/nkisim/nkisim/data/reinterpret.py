@@ -183,6 +183,7 @@ def reinterpret(t, dtype):
     new.written = st.written
     new.name = st.name
     new.alias = True  # dependencies cover the whole storage
+    new.base = st.base if st.base is not None else st  # the storage whose bytes it shows
     new.pdim = st.pdim
     r = Tensor.root(new)
     if new.live:
