@@ -92,7 +92,7 @@ def target_facts(target):
         "pass_us": {name: _round(ns / 1000.0) for name, ns in sorted(costs.items())},
         "pass_cost_vs_vector": {name: _round(ns / costs["VectorE"], 3)
                                 for name, ns in sorted(costs.items())},
-        # the simulator's cost table for this target (nkisim/cost_tables.json)
+        # the simulator's cost table for this target (nkisim/machine/cost_tables.json)
         "cost_table": {k: (_round(v) if isinstance(v, float) else v)
                        for k, v in K.table(target).as_dict().items() if k != "sources"},
     }

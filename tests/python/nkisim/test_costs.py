@@ -1,4 +1,4 @@
-"""The cost tables (nkisim/costs.py, cost_tables.json): one per target, read by the simulator."""
+"""The cost tables (nkisim/machine/costs.py, cost_tables.json): one per target, read by the simulator."""
 import unittest
 
 import numpy as np
