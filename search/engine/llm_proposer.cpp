@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "search/engine/proposer.hpp"
 
 namespace autocomp::search::engine {
@@ -112,6 +114,13 @@ class LlmProposer : public Proposer {
     if (auto tried = ctx.history.tried_plans.find(parent.candidate->key);
         tried != ctx.history.tried_plans.end()) {
       prompt.tried_plans = tried->second;
+    }
+    for (const auto& result : ctx.history.recent_results) {
+      // A result already listed among this parent's tried plans is not repeated.
+      if (std::find(prompt.tried_plans.begin(), prompt.tried_plans.end(), result) ==
+          prompt.tried_plans.end()) {
+        prompt.recent_results.push_back(result);
+      }
     }
     prompt.recent_failures = ctx.recent_failures;
     prompt.lessons = ctx.lessons;

@@ -11,6 +11,7 @@
 #include "search/prompts/code_extract.hpp"
 #include "search/prompts/facts.hpp"
 #include "search/prompts/menu.hpp"
+#include "search/prompts/profile_text.hpp"
 
 namespace autocomp::search::prompts {
 
@@ -542,6 +543,10 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
   if (!input.kernel.bottleneck.empty()) {
     profile += "Bottleneck: " + input.kernel.bottleneck + "\n";
   }
+  for (const auto& line : profile_lines(input.kernel.hotspots, input.kernel.waits,
+                                        input.kernel.floors, input.kernel.source)) {
+    profile += line + "\n";
+  }
   if (!input.kernel.roofline.empty()) {
     profile += "Roofline:\n";
     for (const auto& [name, value] : input.kernel.roofline) {
@@ -576,7 +581,9 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
                       {"failures", bullet_list(input.recent_failures, 600)},
                       {"lessons", bullet_list(input.lessons, 600)},
                       {"reflexions", bullet_list(reflexion_items, 800)},
-                      {"tried_plans", bullet_list(input.tried_plans, 300)},
+                      {"tried_plans", bullet_list(input.tried_plans, 600)},
+                      {"recent_results", bullet_list(input.recent_results, 700)},
+                      {"sibling_plans", bullet_list(input.sibling_plans, 700)},
                       {"menu", trim_trailing(menu_text)},
                       {"variant_instruction", trim_trailing(variant.value())},
                       {"iteration", std::to_string(input.iteration)},

@@ -7,9 +7,11 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/backend.hpp"
 #include "core/failure.hpp"
 #include "core/result.hpp"
 #include "search/llm/provider.hpp"
+#include "search/prompts/floors.hpp"
 #include "search/prompts/library.hpp"
 #include "search/prompts/reflexion_record.hpp"
 
@@ -24,9 +26,12 @@ struct KernelSnapshot {
   std::string source;
   std::string function_name;  // empty: detected from the source
   std::optional<double> latency_us;
-  std::map<std::string, double> metrics;   // neuron-profile summary names
-  std::map<std::string, double> roofline;  // PROTOCOL.md roofline names
-  std::string bottleneck;                  // compute-bound | memory-bound | underutilized | ""
+  std::map<std::string, double> metrics;    // neuron-profile summary names
+  std::map<std::string, double> roofline;   // PROTOCOL.md roofline names
+  std::string bottleneck;                   // compute-bound | memory-bound | underutilized | ""
+  std::vector<backends::Hotspot> hotspots;  // busiest source lines first
+  std::vector<backends::EngineWait> waits;  // engines idle on others, largest first
+  std::optional<Floors> floors;             // busy time per engine and the modelled floor
 };
 
 // How a planning prompt asks for its strategy.
@@ -47,7 +52,11 @@ struct PlanPromptInput {
   std::vector<std::string> lessons;           // optimization memory; empty: section omitted
   std::vector<std::string> reflexions;        // empty: section omitted
   std::vector<std::string> tried_plans;       // plans already tried on this kernel; may be empty
-  int iteration = 1;                          // 1-based
+  // The previous iteration's children: plan, outcome and profile difference from their parent.
+  std::vector<std::string> recent_results;
+  // Plans already chosen for this kernel in this iteration (being implemented now).
+  std::vector<std::string> sibling_plans;
+  int iteration = 1;  // 1-based
   int total_iterations = 10;
   double dropout = 0.7;               // probability of dropping each menu item
   double inspired_probability = 0.1;  // chance of the `inspired` variant
