@@ -83,8 +83,20 @@ class TemplatePromptFactory : public PromptFactory {
     }
     prompts::SummarizeLessonsInput in;
     in.target = input.target;
-    in.existing_lessons =
-        prompts::lessons_for(input.existing_lessons, workload_of(input.problem_source));
+    in.problem_notes = prompts::describe_problem(input.problem_source, input.input_signature);
+    if (input.existing_ids.empty()) {
+      in.existing_lessons =
+          prompts::lessons_for(input.existing_lessons, workload_of(input.problem_source));
+    } else {
+      // The workload's own lessons, one for one with their ids (no merging here: the reply
+      // merges them).
+      for (const auto& lesson : input.existing_lessons) {
+        const auto shown = prompts::lessons_for({lesson}, workload_of(input.problem_source));
+        in.existing_lessons.push_back(shown.empty() ? lesson : shown.front());
+      }
+      in.existing_ids = input.existing_ids;
+      in.existing_evidence = input.existing_evidence;
+    }
     for (const auto& attempt : input.attempts) {
       in.attempts.push_back(prompts::AttemptRecord{attempt.plan, attempt.parent_latency_us,
                                                    attempt.latency_us, attempt.outcome});

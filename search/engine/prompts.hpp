@@ -67,9 +67,14 @@ struct LessonAttempt {
 
 struct SummarizePromptInput {
   std::string target;
-  std::string problem_source;  // scopes the lessons to this workload
+  std::string problem_source;   // scopes the lessons to this workload
+  std::string input_signature;  // the measured inputs, for shapes and dtypes
   std::vector<LessonAttempt> attempts;
   std::vector<std::string> existing_lessons;
+  // When not empty, parallel to existing_lessons: the workload's recorded lessons' ids and
+  // evidence; the reply is then the complete merged list (prompts::parse_merged_lessons).
+  std::vector<std::int64_t> existing_ids;
+  std::vector<std::string> existing_evidence;
 };
 
 // One evaluated attempt to reflect on (single-path search).

@@ -106,8 +106,13 @@ struct AttemptRecord {
 
 struct SummarizeLessonsInput {
   std::string target = "trn2";
+  std::string problem_notes;  // shapes, dtypes and tolerances; empty: section omitted
   std::vector<AttemptRecord> attempts;
   std::vector<std::string> existing_lessons;
+  // Parallel to existing_lessons when not empty: each lesson's store id (shown as "L<id>", so a
+  // reply can name what it keeps or merges) and its evidence in words.
+  std::vector<std::int64_t> existing_ids;
+  std::vector<std::string> existing_evidence;
   int max_lessons = 8;
 };
 
@@ -172,6 +177,23 @@ std::vector<std::string> merge_lessons(const std::vector<std::string>& lessons,
 std::vector<std::string> new_lessons(std::string_view reply,
                                      const std::vector<std::string>& existing,
                                      std::size_t max_lessons = 8);
+
+// One lesson of a merged summary: its text and the recorded lessons ("(L3, L7) text") it keeps
+// or merges.
+struct MergedLesson {
+  std::string text;
+  std::vector<std::int64_t> from;
+};
+// The lessons of a summarize reply with the ids they name; at most `max_lessons`; each bounded by
+// whole sentences (cut_at_sentence, 400 characters).
+std::vector<MergedLesson> parse_merged_lessons(std::string_view reply, std::size_t max_lessons = 8);
+
+// `text` when it fits in `max_chars`, else its leading whole sentences that fit; when even the
+// first sentence does not fit, that whole sentence (never a cut mid-sentence).
+std::string cut_at_sentence(const std::string& text, std::size_t max_chars);
+
+// How much two lessons say the same (Jaccard similarity of their word sets, scope ignored).
+double lesson_similarity(const std::string& a, const std::string& b);
 
 // Lessons carry their workload (the problem's kernel function) in the text: "[workload] lesson".
 std::string scope_lesson(const std::string& lesson, const std::string& workload);

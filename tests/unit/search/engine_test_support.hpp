@@ -33,7 +33,8 @@ namespace autocomp::search::engine::testing {
 //                        instructions, all on that marker's line (line 2), kept in raw_json as
 //                        the harness reports it, so the store reads it back
 //   "# wait: ENGINE ON PCT"   (with a latency) ENGINE idle PCT% waiting on ON
-// Signature requests answer the problem's "# shape: TEXT" marker (default "x:float32[4]");
+// Signature requests answer the problem's "# shape: TEXT" marker (default "x:float32[4]"), and
+// evaluations of a problem with that marker report it as their measured inputs;
 // verify requests (re-verifications) are counted apart from evaluations.
 inline std::string kernel(const std::string& name, const std::string& marker) {
   return "def " + name + "(x):\n    # " + marker + "\n    return x\n";
@@ -114,6 +115,12 @@ class FakeBackend : public backends::Backend {
         result.metrics["total_time"] = us * 1e-6;
         result.bottleneck = "memory-bound";
         add_profile(source, us, result);
+        // As a harness reports the inputs it measured (only when the problem names them).
+        static const std::regex measured_shape(R"(# shape: (\S+))");
+        std::smatch shape;
+        if (std::regex_search(request.problem_source, shape, measured_shape)) {
+          result.input_signature = shape[1].str();
+        }
       } else {
         result.failure = core::make_failure(core::FailureKind::compile_error, "load", "no marker");
       }
