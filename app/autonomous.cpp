@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "search/engine/run_store.hpp"
 #include "search/launch/launcher.hpp"
 #include "search/report/report.hpp"
 #include "search/store/store.hpp"
@@ -418,6 +419,7 @@ int autonomous_main(int argc, char** argv) {
   report_input.best_path = best_path;
   report_input.backend = info.backend;
   report_input.llm_specs = options.llm_specs;
+  report_input.candidates = engine::load_candidates(engine::parts_of(db), outcome.run_id);
   if (auto lessons = db->memory().lessons(outcome.config.target, 200); lessons.ok()) {
     for (const auto& lesson : lessons.value()) {
       if (lesson.source_run == outcome.run_id) {
