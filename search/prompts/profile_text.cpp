@@ -198,7 +198,7 @@ std::string profile_difference(const backends::EvalResult& parent,
     parts.push_back(busy.empty() ? "engine busy times unchanged" : "busy: " + busy);
   }
   // The child's top line against the parent's line of the same text and engine (lines move
-  // when code is added), else the parent's line of the same number and engine.
+  // when code is added), else, when a text is unknown, the parent's line of the same number.
   auto find = [](const std::vector<backends::Hotspot>& list, const backends::Hotspot& like) {
     auto same_text = std::find_if(list.begin(), list.end(), [&like](const backends::Hotspot& h) {
       return h.engine == like.engine && !like.text.empty() && h.text == like.text;
@@ -206,8 +206,10 @@ std::string profile_difference(const backends::EvalResult& parent,
     if (same_text != list.end()) {
       return same_text;
     }
+    // A line of the same number but other text is another statement: no match.
     return std::find_if(list.begin(), list.end(), [&like](const backends::Hotspot& h) {
-      return h.engine == like.engine && h.line == like.line;
+      return h.engine == like.engine && h.line == like.line &&
+             (h.text.empty() || like.text.empty());
     });
   };
   if (!child.hotspots.empty()) {

@@ -30,7 +30,7 @@ namespace autocomp::search::engine::testing {
 //   "# fails_reverify"   as its latency marker says when evaluated, but a mismatch when verified
 //                        again (the search's re-verification of its winner)
 //   "# hot: ENGINE US INSTR"  (with a latency) a profile: ENGINE busy US us over INSTR
-//                        instructions, all on that marker's line (line 2), kept in raw_json as
+//                        instructions, all on line 2 ("x = work(x)"), kept in raw_json as
 //                        the harness reports it, so the store reads it back
 //   "# wait: ENGINE ON PCT"   (with a latency) ENGINE idle PCT% waiting on ON
 // Signature requests answer the problem's "# shape: TEXT" marker (default "x:float32[4]"), and
@@ -139,7 +139,7 @@ class FakeBackend : public backends::Backend {
     if (std::regex_search(source, found, hot)) {
       backends::Hotspot spot;
       spot.line = 2;
-      spot.text = "# " + found[0].str().substr(2);
+      spot.text = "x = work(x)";  // the same statement in every kernel
       spot.engine = found[1].str();
       spot.time_us = std::stod(found[2]);
       spot.instructions = std::stol(found[3]);

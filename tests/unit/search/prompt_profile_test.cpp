@@ -87,6 +87,11 @@ TEST(PromptProfile, ProfileDifferenceNamesLatencyBusyDeltasAndTheChangedHotLine)
   EXPECT_EQ(difference.find("DMA"), std::string::npos) << "an unchanged engine is not listed";
   EXPECT_NE(difference.find("4096 -> 1024 instructions"), std::string::npos) << difference;
   EXPECT_NE(difference.find("largest wait: TensorE 12.5% on VectorE"), std::string::npos);
+  // Another statement now on line 42 is not compared with the old one.
+  auto moved = child;
+  moved.hotspots[0].text = "acc = nl.multiply(acc, row)";
+  EXPECT_NE(prompts::profile_difference(parent, moved).find("(new hot line, 1024 instructions)"),
+            std::string::npos);
 }
 
 TEST(PromptProfile, HistoryCarriesEachChildOfTheLastIterationWithItsProfileDifference) {
