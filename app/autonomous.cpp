@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "search/engine/run_store.hpp"
 #include "search/launch/launcher.hpp"
 #include "search/report/report.hpp"
 #include "search/store/store.hpp"
@@ -57,6 +58,8 @@ const char* const k_usage =
     "  --no-memory           neither write nor read the target's optimization lessons\n"
     "  --reflexions N        with --beam 1: reflect on each plan, show the last N (3; 0: off)\n"
     "  --divergence X        members X times slower than the best leave the beam (1.5)\n"
+    "  --min-gain PCT        least latency gain (percent) for a child to enter the beam\n"
+    "                        (default: 0 on the simulator, the measured spread on hardware)\n"
     "  --db PATH             the store (default: the user's autocomp store)\n"
     "  --resume RUN_ID       continue a stopped or killed run\n"
     "  --in-place            also overwrite KERNEL with the best version\n"
@@ -87,6 +90,7 @@ struct Options {
   bool no_memory = false;
   std::optional<int> reflexions;
   std::optional<double> divergence;
+  std::optional<double> min_gain;
   std::string db_path;
   std::string resume_id;
   bool in_place = false;
@@ -157,6 +161,8 @@ core::Result<Options> parse(int argc, char** argv) {
         options.reflexions = std::stoi(text);
       } else if (arg == "--divergence") {
         options.divergence = std::stod(text);
+      } else if (arg == "--min-gain") {
+        options.min_gain = std::stod(text);
       } else if (arg == "--seed") {
         options.seed = std::stoull(text);
       } else if (arg == "--db") {
@@ -313,8 +319,8 @@ int autonomous_main(int argc, char** argv) {
     request.budgets = options.budgets;
   }
   if (!options.resume_id.empty()) {
-    if (options.no_memory || options.reflexions || options.divergence || options.beam ||
-        options.plans || options.impls || options.iterations || options.dropout) {
+    if (options.no_memory || options.reflexions || options.divergence || options.min_gain ||
+        options.beam || options.plans || options.impls || options.iterations || options.dropout) {
       std::cerr << "autocomp-mcp --autonomous: note: a resumed run keeps its stored settings; "
                    "search-shape and learning options are ignored with --resume (budgets apply)\n";
     }
@@ -343,6 +349,7 @@ int autonomous_main(int argc, char** argv) {
     shape.memory = !options.no_memory;
     shape.reflexions = options.reflexions.value_or(shape.reflexions);
     shape.divergence = options.divergence.value_or(shape.divergence);
+    shape.min_gain = options.min_gain;
     shape.seed = options.seed ? *options.seed : std::random_device{}();
   }
   auto prepared = launch::prepare(request, db);
@@ -412,6 +419,7 @@ int autonomous_main(int argc, char** argv) {
   report_input.best_path = best_path;
   report_input.backend = info.backend;
   report_input.llm_specs = options.llm_specs;
+  report_input.candidates = engine::load_candidates(engine::parts_of(db), outcome.run_id);
   if (auto lessons = db->memory().lessons(outcome.config.target, 200); lessons.ok()) {
     for (const auto& lesson : lessons.value()) {
       if (lesson.source_run == outcome.run_id) {

@@ -11,6 +11,7 @@ packages=(
   python3 python3-numpy libopenblas0-pthread ccache clang-format
   bubblewrap libseccomp2
   slurm-wlm munge
+  chromium  # the report test renders report.html in headless chromium
 )
 
 missing=()

@@ -312,20 +312,21 @@ json search_input_schema() {
         {"backend", typed("string", "Backend spec.")},
         {"target", std::move(target)},
         {"llm", std::move(llm)},
-        {"use_client_model", typed("boolean", "Use sampling (true).")},
+        {"use_client_model", typed("boolean", "Sampling (true).")},
         {"beam", bounded("integer", 1, 64, "Beam width (6).")},
         {"plans", bounded("integer", 1, 64, "Plans per member (6).")},
         {"impls", bounded("integer", 1, 16, "Codes per plan (2).")},
         {"iterations", bounded("integer", 1, 1000, "Iterations (10).")},
-        {"dropout", bounded("number", 0, 1, "Menu share hidden (0.7).")},
+        {"dropout", bounded("number", 0, 1, "Menu dropout (0.7).")},
         {"seed", bounded("integer", 0, 0, "Random seed.")},
         {"memory", typed("boolean", "Use lessons (true).")},
         {"reflexions", bounded("integer", 0, 20, "Reflexions shown (3).")},
-        {"divergence", bounded("number", 0, 0, "Beam cut-off ratio (1.5).")},
-        {"max_llm_calls", bounded("integer", 1, 0, "Budget: LLM calls.")},
-        {"max_tokens", bounded("integer", 1, 0, "Budget: tokens.")},
-        {"max_cost_usd", bounded("number", 0, 0, "Budget: USD.")},
-        {"max_wall_s", bounded("number", 1, 0, "Budget: seconds.")},
+        {"divergence", bounded("number", 0, 0, "Cut-off ratio (1.5).")},
+        {"min_gain", typed("number", "Min gain %.")},
+        {"max_llm_calls", bounded("integer", 1, 0, "LLM calls.")},
+        {"max_tokens", bounded("integer", 1, 0, "Tokens.")},
+        {"max_cost_usd", bounded("number", 0, 0, "USD.")},
+        {"max_wall_s", bounded("number", 1, 0, "Seconds.")},
         {"wait_s", bounded("number", 0, static_cast<int>(k_max_wait_s), "Wait for progress.")}}},
       {"additionalProperties", false},
   };
@@ -426,6 +427,9 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
       shape.memory = arguments.value("memory", shape.memory);
       shape.reflexions = arguments.value("reflexions", shape.reflexions);
       shape.divergence = arguments.value("divergence", shape.divergence);
+      if (arguments.contains("min_gain")) {
+        shape.min_gain = arguments.at("min_gain").get<double>();
+      }
     }
     engine::Budgets budgets;
     bool budgets_given = false;

@@ -6,14 +6,18 @@
 #include <set>
 #include <string>
 
+#include "search/engine/gain.hpp"
+
 namespace autocomp::search::engine {
 
 double slack_for(int iteration, const SearchConfig& config) {
   return iteration <= config.slack_iterations ? std::max(1.0, config.early_slack) : 1.0;
 }
 
-bool accepts(const Candidate& child, double parent_latency_us, int iteration,
-             const SearchConfig& config) {
+namespace {
+
+bool accepts_with_gain(const Candidate& child, double parent_latency_us, double gain_pct,
+                       int iteration, const SearchConfig& config) {
   if (!child.correct() || child.duplicate) {
     return false;
   }
@@ -21,7 +25,24 @@ bool accepts(const Candidate& child, double parent_latency_us, int iteration,
   if (slack > 1.0) {
     return child.latency_us() <= parent_latency_us * slack;
   }
+  if (gain_pct > 0) {
+    return child.latency_us() <= parent_latency_us * (1 - gain_pct / 100);
+  }
   return child.latency_us() < parent_latency_us;
+}
+
+}  // namespace
+
+bool accepts(const Candidate& child, const Candidate& parent, int iteration,
+             const SearchConfig& config) {
+  return accepts_with_gain(child, parent.latency_us(), required_gain_pct(parent, child, config),
+                           iteration, config);
+}
+
+bool accepts(const Candidate& child, double parent_latency_us, int iteration,
+             const SearchConfig& config) {
+  return accepts_with_gain(child, parent_latency_us, config.min_gain.value_or(0), iteration,
+                           config);
 }
 
 std::vector<Candidate> select_next_beam(const std::vector<Candidate>& old_beam,
@@ -111,8 +132,40 @@ std::vector<Candidate> BeamStrategy::generate(int iteration) {
 
 bool BeamStrategy::admits(const Candidate& child) const {
   const auto member = static_cast<std::size_t>(child.origin.member);
-  return member < m_beam.size() &&
-         accepts(child, m_beam[member].latency_us(), m_iteration, m_config);
+  return member < m_beam.size() && accepts(child, m_beam[member], m_iteration, m_config);
+}
+
+void BeamStrategy::refill(std::vector<Candidate>& next,
+                          const std::vector<Candidate>& children) const {
+  if (next.empty()) {
+    return;
+  }
+  const double bound = next.front().latency_us() * m_config.divergence;
+  std::set<std::string> keys;
+  for (const auto& member : next) {
+    keys.insert(member.key);
+  }
+  std::vector<const Candidate*> spare;
+  for (const auto& child : children) {
+    if (child.correct() && !child.duplicate && !child.key.empty() && keys.count(child.key) == 0 &&
+        child.latency_us() <= bound) {
+      spare.push_back(&child);
+    }
+  }
+  std::stable_sort(spare.begin(), spare.end(), [](const Candidate* a, const Candidate* b) {
+    if (a->latency_us() != b->latency_us()) {
+      return a->latency_us() < b->latency_us();
+    }
+    return a->origin < b->origin;
+  });
+  for (const Candidate* child : spare) {
+    if (static_cast<int>(next.size()) >= m_config.beam) {
+      break;
+    }
+    if (keys.insert(child->key).second) {
+      next.push_back(*child);
+    }
+  }
 }
 
 Selection BeamStrategy::notify(int iteration, const std::vector<Candidate>& children) {
@@ -129,6 +182,9 @@ Selection BeamStrategy::notify(int iteration, const std::vector<Candidate>& chil
   selection.next =
       select_next_beam(m_beam, accepted, m_config.beam, m_config.divergence, &diverged);
   selection.diverged = diverged;
+  if (diverged > 0) {
+    refill(selection.next, children);
+  }
   m_beam = selection.next;
   return selection;
 }

@@ -14,8 +14,12 @@ namespace autocomp::search::engine {
 // first slack_iterations iterations, 1 afterwards.
 double slack_for(int iteration, const SearchConfig& config);
 
-// A child may enter the beam when it is correct, not a duplicate, and faster than its parent
-// (strictly), or within the slack while the slack applies.
+// A child may enter the beam when it is correct, not a duplicate, and faster than its parent by
+// more than the required gain (required_gain_pct, engine/gain.hpp; strictly faster when it is
+// 0), or within the slack while the slack applies.
+bool accepts(const Candidate& child, const Candidate& parent, int iteration,
+             const SearchConfig& config);
+// The same against a bare latency measured on a deterministic backend (config.min_gain or 0).
 bool accepts(const Candidate& child, double parent_latency_us, int iteration,
              const SearchConfig& config);
 
@@ -29,7 +33,10 @@ std::vector<Candidate> select_next_beam(const std::vector<Candidate>& old_beam,
 
 // Beam search (issue #5): a generation of at most `beam` kernels; a child passes the gate when
 // accepts() says so against its own parent; the next generation is select_next_beam() of the old
-// one and the children that passed, with the divergence guard.
+// one and the children that passed, with the divergence guard. When the guard leaves places free,
+// they are refilled from the batch's next-best correct children within the guard's bound (a
+// child slower than its own parent included), so the next iteration runs at full width when
+// such kernels exist.
 class BeamStrategy : public SearchStrategy {
  public:
   explicit BeamStrategy(const SearchConfig& config) : m_config(config) {}
@@ -42,6 +49,9 @@ class BeamStrategy : public SearchStrategy {
   std::vector<Candidate> generation() const override { return m_beam; }
 
  private:
+  // Fills free places of `next` (best first) after the divergence guard.
+  void refill(std::vector<Candidate>& next, const std::vector<Candidate>& children) const;
+
   const SearchConfig& m_config;
   std::vector<Candidate> m_beam;
   int m_iteration = 0;  // of the batch in flight

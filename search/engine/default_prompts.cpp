@@ -5,6 +5,7 @@
 #include "search/engine/prompts.hpp"
 #include "search/prompts/code_extract.hpp"
 #include "search/prompts/problem_notes.hpp"
+#include "search/prompts/profile_text.hpp"
 #include "search/prompts/prompt_builder.hpp"
 
 namespace autocomp::search::engine {
@@ -21,6 +22,11 @@ prompts::KernelSnapshot snapshot(const std::string& source, const backends::Eval
     kernel.metrics = eval->metrics;
     kernel.roofline = eval->roofline;
     kernel.bottleneck = eval->bottleneck;
+    kernel.hotspots = eval->hotspots;
+    kernel.waits = eval->waits;
+    if (eval->ok()) {
+      kernel.floors = prompts::compute_floors(*eval);
+    }
   }
   return kernel;
 }
@@ -77,8 +83,20 @@ class TemplatePromptFactory : public PromptFactory {
     }
     prompts::SummarizeLessonsInput in;
     in.target = input.target;
-    in.existing_lessons =
-        prompts::lessons_for(input.existing_lessons, workload_of(input.problem_source));
+    in.problem_notes = prompts::describe_problem(input.problem_source, input.input_signature);
+    if (input.existing_ids.empty()) {
+      in.existing_lessons =
+          prompts::lessons_for(input.existing_lessons, workload_of(input.problem_source));
+    } else {
+      // The workload's own lessons, one for one with their ids (no merging here: the reply
+      // merges them).
+      for (const auto& lesson : input.existing_lessons) {
+        const auto shown = prompts::lessons_for({lesson}, workload_of(input.problem_source));
+        in.existing_lessons.push_back(shown.empty() ? lesson : shown.front());
+      }
+      in.existing_ids = input.existing_ids;
+      in.existing_evidence = input.existing_evidence;
+    }
     for (const auto& attempt : input.attempts) {
       in.attempts.push_back(prompts::AttemptRecord{attempt.plan, attempt.parent_latency_us,
                                                    attempt.latency_us, attempt.outcome});
@@ -171,6 +189,8 @@ prompts::PlanPromptInput plan_builder_input(const PlanPromptInput& input) {
   in.lessons = prompts::lessons_for(input.lessons, workload_of(input.problem_source));
   in.reflexions = input.reflexions;
   in.tried_plans = input.tried_plans;
+  in.recent_results = input.recent_results;
+  in.sibling_plans = input.sibling_plans;
   in.iteration = input.iteration;
   in.total_iterations = input.iterations;
   in.dropout = input.dropout;
@@ -183,20 +203,38 @@ prompts::PlanPromptInput plan_builder_input(const PlanPromptInput& input) {
 }
 
 PromptHistory prompt_history(const std::vector<Candidate>& candidates, const Candidate& baseline,
-                             int iteration, std::size_t max_plans_per_parent) {
+                             int iteration, std::size_t max_plans_per_parent,
+                             std::size_t max_recent_results) {
   PromptHistory history;
   if (baseline.correct()) {
     history.baseline_latency_us = baseline.latency_us();
   }
-  std::map<std::string, double> latency;  // key -> median us of correct kernels
+  std::map<std::string, double> latency;            // key -> median us of correct kernels
+  std::map<std::string, const Candidate*> correct;  // key -> a correct, measured kernel
   if (baseline.correct()) {
     latency[baseline.key] = baseline.latency_us();
+    correct[baseline.key] = &baseline;
   }
   for (const auto& c : candidates) {
     if (!c.key.empty() && c.correct()) {
       latency[c.key] = c.latency_us();
+      correct.emplace(c.key, &c);
     }
   }
+  // "[outcome] plan; profile: difference from the parent" for a correct child.
+  auto describe = [&correct](const Candidate& c, const std::string& outcome) {
+    std::string plan = core::utf8_prefix(c.plan, 400);
+    std::replace(plan.begin(), plan.end(), '\n', ' ');
+    std::string line = "[" + outcome + "] " + plan;
+    auto parent = correct.find(c.parent_key);
+    if (c.correct() && !c.duplicate && parent != correct.end()) {
+      const auto difference = prompts::profile_difference(parent->second->eval, c.eval);
+      if (!difference.empty()) {
+        line += " | profile vs parent: " + difference;
+      }
+    }
+    return line;
+  };
   // (parent, plan) -> best attempt, in origin order of the first attempt
   std::vector<const Candidate*> ordered;
   for (const auto& c : candidates) {
@@ -223,13 +261,28 @@ PromptHistory prompt_history(const std::vector<Candidate>& candidates, const Can
     if (auto it = latency.find(where.first); it != latency.end()) {
       parent_us = it->second;
     }
-    std::string plan = c.plan;
-    std::replace(plan.begin(), plan.end(), '\n', ' ');
     auto& list = history.tried_plans[where.first];
-    list.push_back("[" + outcome_words(c, parent_us) + "] " + plan);
+    list.push_back(describe(c, outcome_words(c, parent_us)));
     if (list.size() > max_plans_per_parent) {
       list.erase(list.begin());
     }
+  }
+  // The previous iteration's children, in origin order (the best of each plan, as above).
+  for (const auto& where : order) {
+    const Candidate& c = *best.at(where);
+    if (c.origin.iteration != iteration - 1) {
+      continue;
+    }
+    std::optional<double> parent_us;
+    if (auto it = latency.find(where.first); it != latency.end()) {
+      parent_us = it->second;
+    }
+    history.recent_results.push_back(describe(c, outcome_words(c, parent_us)));
+  }
+  if (history.recent_results.size() > max_recent_results) {
+    history.recent_results.erase(
+        history.recent_results.begin(),
+        history.recent_results.end() - static_cast<std::ptrdiff_t>(max_recent_results));
   }
   return history;
 }

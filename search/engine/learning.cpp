@@ -3,11 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
 #include "core/hash.hpp"
 #include "core/text.hpp"
+#include "search/engine/gain.hpp"
+#include "search/prompts/profile_text.hpp"
+#include "search/prompts/prompt_builder.hpp"
 
 namespace autocomp::search::engine {
 
@@ -15,25 +19,38 @@ namespace {
 
 constexpr double k_lesson_speedup = 1.04;       // a child this much faster than its parent
 constexpr double k_regression_slowdown = 1.25;  // a correct child this much slower
-constexpr double k_noise_pct = 2.0;             // latency changes below this are noise
+constexpr double k_same_lesson = 0.6;           // word overlap of two lessons saying the same
+
+// How strongly a speedup supports a lesson: far from 1 either way; unknown (0) counts as 1.
+double evidence_value(double speedup) {
+  if (!(speedup > 0) || !std::isfinite(speedup)) {
+    return 1.0;
+  }
+  return std::max(speedup, 1.0 / speedup);
+}
+
+std::string format_ratio(double ratio) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.2fx", ratio);
+  return buffer;
+}
+
+// A recorded lesson's evidence in words for the merge prompt.
+std::string evidence_words(const store::Lesson& lesson) {
+  std::string out;
+  if (lesson.speedup > 1) {
+    out = "a child " + format_ratio(lesson.speedup) + " faster";
+  } else if (lesson.speedup > 0) {
+    out = "a child " + format_ratio(1 / lesson.speedup) + " slower";
+  }
+  if (!lesson.evidence.empty()) {
+    out += (out.empty() ? "" : "; ") + lesson.evidence;
+  }
+  return out.empty() ? "no measured speedup recorded" : out;
+}
 
 bool was_cancelled(const backends::EvalResult& result) {
   return result.failure && result.failure->kind == core::FailureKind::cancelled;
-}
-
-// The measured outcome of a correct child in words, with its latency change in percent.
-std::string change_outcome(double parent_us, double child_us) {
-  const double pct = (child_us - parent_us) / parent_us * 100.0;
-  char buffer[96];
-  if (pct <= -k_noise_pct) {
-    std::snprintf(buffer, sizeof(buffer), "faster (latency %.1f%%)", pct);
-  } else if (pct >= k_noise_pct) {
-    std::snprintf(buffer, sizeof(buffer), "slower (latency +%.1f%%)", pct);
-  } else {
-    std::snprintf(buffer, sizeof(buffer), "within noise (latency %+.1f%%, under %.0f%%)", pct,
-                  k_noise_pct);
-  }
-  return buffer;
 }
 
 // The measured outcome of a child against its parent, in words.
@@ -64,6 +81,7 @@ bool better_attempt(const Candidate& a, const Candidate& b) {
 
 std::vector<std::string> LessonsStep::for_prompts() {
   m_lessons.clear();
+  m_records.clear();
   const SearchConfig& config = m_context.config;
   if (config.lesson_limit <= 0) {
     return m_lessons;
@@ -72,6 +90,7 @@ std::vector<std::string> LessonsStep::for_prompts() {
     for (const auto& lesson : lessons.value()) {
       m_lessons.push_back(lesson.text);
     }
+    m_records = std::move(lessons).value();
   } else {
     spdlog::warn("could not load lessons: {}", lessons.failure().describe());
   }
@@ -87,9 +106,24 @@ void LessonsStep::apply(const Batch& batch) {
   SummarizePromptInput input;
   input.target = config.target;
   input.problem_source = config.problem_source;
-  input.existing_lessons = m_lessons;
+  if (!batch.parents.empty()) {
+    input.input_signature = batch.parents.front().eval.input_signature;
+  }
+  // The workload's recorded lessons, which the reply replaces; other workloads' stay as they are.
+  const std::string problem_key = core::source_key(config.problem_source);
+  std::vector<const store::Lesson*> recorded;
+  for (const auto& lesson : m_records) {
+    if (lesson.problem_key == problem_key) {
+      recorded.push_back(&lesson);
+      input.existing_lessons.push_back(lesson.text);
+      input.existing_ids.push_back(lesson.id);
+      input.existing_evidence.push_back(evidence_words(lesson));
+    }
+  }
   double best_speedup = 0;
   double worst_speedup = 0;
+  std::string best_key;  // the kernels that showed them
+  std::string worst_key;
   for (const auto& child : batch.children) {
     const auto member = static_cast<std::size_t>(child.origin.member);
     if (child.key.empty() || child.duplicate || child.plan.empty() ||
@@ -100,11 +134,23 @@ void LessonsStep::apply(const Batch& batch) {
     LessonAttempt attempt{child.plan, parent_us, std::nullopt, ""};
     if (child.correct() && parent_us > 0 && child.latency_us() > 0) {
       const double speedup = parent_us / child.latency_us();
-      attempt.outcome = change_outcome(parent_us, child.latency_us());  // neutral ones teach too
+      // Neutral ones teach too; exact on deterministic backends, noise only where measured.
+      attempt.outcome = change_words(batch.parents[member], child);
+      if (const auto difference =
+              prompts::profile_difference(batch.parents[member].eval, child.eval);
+          !difference.empty()) {
+        attempt.outcome += "; profile vs parent: " + difference;
+      }
       if (speedup >= k_lesson_speedup) {
-        best_speedup = std::max(best_speedup, speedup);
+        if (speedup > best_speedup) {
+          best_speedup = speedup;
+          best_key = child.key.substr(0, 12);
+        }
       } else if (speedup <= 1.0 / k_regression_slowdown) {
-        worst_speedup = worst_speedup == 0 ? speedup : std::min(worst_speedup, speedup);
+        if (worst_speedup == 0 || speedup < worst_speedup) {
+          worst_speedup = speedup;
+          worst_key = child.key.substr(0, 12);
+        }
       }
       attempt.latency_us = child.latency_us();
     } else if (!child.correct()) {
@@ -129,8 +175,8 @@ void LessonsStep::apply(const Batch& batch) {
                  answer.failure().describe());
     return;
   }
-  auto parsed = m_context.prompts.parse_lessons(answer->text, input);
-  if (parsed.empty()) {
+  const auto merged = prompts::parse_merged_lessons(answer->text);
+  if (merged.empty()) {
     spdlog::warn("lesson summary of iteration {} held no lessons", iteration);
     return;
   }
@@ -141,19 +187,68 @@ void LessonsStep::apply(const Batch& batch) {
   const std::string kind = best_speedup > 0    ? (had_loss ? "" : "improvement")
                            : worst_speedup > 0 ? "regression"
                                                : "";
-  const double evidence = best_speedup > 0 ? (had_loss ? 0 : best_speedup) : worst_speedup;
-  // Stored newest first: recorded last to first, a reply's lessons load in the order written.
-  for (auto it = parsed.rbegin(); it != parsed.rend(); ++it) {
+  const double speedup = best_speedup > 0 ? (had_loss ? 0 : best_speedup) : worst_speedup;
+  std::string evidence = "run " + m_context.run_id + " iteration " + std::to_string(iteration);
+  if (best_speedup > 0) {
+    evidence +=
+        ": kernel " + best_key + " " + format_ratio(best_speedup) + " faster than its parent";
+  } else if (worst_speedup > 0) {
+    evidence +=
+        ": kernel " + worst_key + " " + format_ratio(1 / worst_speedup) + " slower than its parent";
+  }
+  const std::string workload = workload_of(config.problem_source);
+  std::vector<store::Lesson> lessons;
+  for (const auto& reply : merged) {
     store::Lesson lesson;
     lesson.target = config.target;
-    lesson.text = *it;
-    lesson.kind = kind;
+    lesson.text = prompts::scope_lesson(reply.text, workload);
     lesson.source_run = m_context.run_id;
-    lesson.problem_key = core::source_key(config.problem_source);
-    lesson.speedup = evidence;
-    if (auto id = m_context.memory.add_lesson(lesson); !id) {
-      spdlog::warn("could not store a lesson: {}", id.failure().describe());
+    lesson.problem_key = problem_key;
+    // The recorded lessons it keeps or merges: those it names, else one it repeats.
+    std::vector<const store::Lesson*> sources;
+    for (const store::Lesson* old : recorded) {
+      const bool named =
+          std::find(reply.from.begin(), reply.from.end(), old->id) != reply.from.end();
+      if (named || (reply.from.empty() &&
+                    prompts::lesson_similarity(old->text, lesson.text) >= k_same_lesson)) {
+        sources.push_back(old);
+      }
     }
+    if (sources.empty()) {
+      lesson.kind = kind;
+      lesson.speedup = speedup;
+      lesson.evidence = evidence;
+    } else {
+      // The strongest evidence of what it merges (a speedup far from 1 either way).
+      const store::Lesson* strongest = sources.front();
+      for (const store::Lesson* old : sources) {
+        if (evidence_value(old->speedup) > evidence_value(strongest->speedup)) {
+          strongest = old;
+        }
+      }
+      lesson.kind = strongest->kind;
+      lesson.speedup = strongest->speedup;
+      lesson.evidence = strongest->evidence;
+      lesson.source_run = strongest->source_run;
+    }
+    // A near-duplicate of a lesson already in the list is merged into it.
+    auto same = std::find_if(lessons.begin(), lessons.end(), [&lesson](const store::Lesson& l) {
+      return prompts::lesson_similarity(l.text, lesson.text) >= k_same_lesson;
+    });
+    if (same == lessons.end()) {
+      lessons.push_back(std::move(lesson));
+    } else if (evidence_value(lesson.speedup) > evidence_value(same->speedup)) {
+      same->speedup = lesson.speedup;
+      same->evidence = lesson.evidence;
+      same->kind = lesson.kind;
+    }
+  }
+  std::vector<std::int64_t> retired;
+  for (const store::Lesson* old : recorded) {
+    retired.push_back(old->id);
+  }
+  if (auto replaced = m_context.memory.replace_lessons(retired, lessons); !replaced) {
+    spdlog::warn("could not store the lessons: {}", replaced.failure().describe());
   }
 }
 

@@ -24,7 +24,11 @@ struct LearningContext {
 };
 
 // Optimization memory (config.memory): gives each iteration's prompts the target's lessons, and
-// after a finished batch asks the LLM to summarize what its children taught into new lessons.
+// after a finished batch asks the LLM to merge what its children taught with the workload's
+// recorded lessons (shown with their ids and evidence). The reply is the workload's complete
+// list: it replaces the recorded lessons in one store transaction; a lesson that keeps or merges
+// recorded ones keeps their strongest evidence, a new one gets the batch's; near-duplicates are
+// merged. Lessons of other workloads are left alone.
 class LessonsStep : public AfterBatch {
  public:
   explicit LessonsStep(LearningContext context) : m_context(std::move(context)) {}
@@ -35,7 +39,8 @@ class LessonsStep : public AfterBatch {
 
  private:
   LearningContext m_context;
-  std::vector<std::string> m_lessons;  // those the current iteration's prompts were given
+  std::vector<std::string> m_lessons;    // those the current iteration's prompts were given
+  std::vector<store::Lesson> m_records;  // the same, as stored
 };
 
 // Reflexions (single path, config.reflexions > 0): after a finished batch, one reflection per

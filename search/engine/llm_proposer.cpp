@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <optional>
+
 #include "search/engine/proposer.hpp"
 
 namespace autocomp::search::engine {
@@ -10,7 +13,9 @@ bool stopping_failure(const core::Failure& failure) {
 }
 
 // Plan-then-implement: N plans per parent from the planning prompt, K implementations per plan,
-// and repairs of children that failed to compile or run.
+// and repairs of children that failed to compile or run. A parent's plans are asked one after
+// another, each shown the plans already chosen for that parent, so siblings differ; parents,
+// and the implementations of a chosen plan, run in parallel.
 class LlmProposer : public Proposer {
  public:
   std::string name() const override { return "llm"; }
@@ -23,11 +28,14 @@ class LlmProposer : public Proposer {
     TaskGroup group;
     const SearchConfig& config = *ctx.config;
     for (const Parent& parent : parents) {
-      for (int plan = 0; plan < config.plans; ++plan) {
-        group.run(*ctx.pool, [this, &ctx, &group, &sink, parent, plan] {
-          plan_one(ctx, group, sink, parent, plan);
-        });
-      }
+      group.run(*ctx.pool, [this, &ctx, &group, &sink, &config, parent] {
+        std::vector<std::string> chosen;
+        for (int plan = 0; plan < config.plans; ++plan) {
+          if (auto text = plan_one(ctx, group, sink, parent, plan, chosen)) {
+            chosen.push_back(std::move(*text));
+          }
+        }
+      });
     }
     group.wait();
   }
@@ -95,10 +103,13 @@ class LlmProposer : public Proposer {
     child.source = std::move(*code);
   }
 
-  void plan_one(const ProposeContext& ctx, TaskGroup& group, const ChildSink& sink,
-                const Parent& parent, int plan_index) {
+  // Asks for plan `plan_index` of `parent` and starts its implementations; returns the plan,
+  // or nullopt when none came.
+  std::optional<std::string> plan_one(const ProposeContext& ctx, TaskGroup& group,
+                                      const ChildSink& sink, const Parent& parent, int plan_index,
+                                      const std::vector<std::string>& siblings) {
     if (ctx.stop->stopping()) {
-      return;
+      return std::nullopt;
     }
     const SearchConfig& config = *ctx.config;
     Origin origin{ctx.iteration, parent.member, plan_index, 0, 0, name()};
@@ -113,6 +124,14 @@ class LlmProposer : public Proposer {
         tried != ctx.history.tried_plans.end()) {
       prompt.tried_plans = tried->second;
     }
+    for (const auto& result : ctx.history.recent_results) {
+      // A result already listed among this parent's tried plans is not repeated.
+      if (std::find(prompt.tried_plans.begin(), prompt.tried_plans.end(), result) ==
+          prompt.tried_plans.end()) {
+        prompt.recent_results.push_back(result);
+      }
+    }
+    prompt.sibling_plans = siblings;
     prompt.recent_failures = ctx.recent_failures;
     prompt.lessons = ctx.lessons;
     prompt.reflexions = ctx.reflexions;
@@ -128,7 +147,7 @@ class LlmProposer : public Proposer {
                           : core::Result<llm::Completion>(request.failure());
     if (!answer) {
       if (stopping_failure(answer.failure())) {
-        return;
+        return std::nullopt;
       }
       for (int impl = 0; impl < config.impls; ++impl) {
         Proposal child;
@@ -138,7 +157,7 @@ class LlmProposer : public Proposer {
         child.failure = answer.failure();
         sink(std::move(child));
       }
-      return;
+      return std::nullopt;
     }
     std::string plan = ctx.prompts->extract_plan(answer->text);
     for (int impl = 0; impl < config.impls; ++impl) {
@@ -146,6 +165,7 @@ class LlmProposer : public Proposer {
         implement_one(ctx, sink, parent, origin, plan, impl);
       });
     }
+    return plan;
   }
 
   void implement_one(const ProposeContext& ctx, const ChildSink& sink, const Parent& parent,

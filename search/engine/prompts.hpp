@@ -25,6 +25,8 @@ struct PlanPromptInput {
   std::string problem_source;
   std::optional<double> baseline_latency_us;  // the kernel the search started from
   std::vector<std::string> tried_plans;       // plans already tried on this parent, with outcome
+  std::vector<std::string> recent_results;    // the last iteration's children, with profile change
+  std::vector<std::string> sibling_plans;     // plans already chosen for this parent this iteration
   std::vector<std::string> recent_failures;
   std::vector<std::string> lessons;     // optimization memory of the target
   std::vector<std::string> reflexions;  // single path: what the last attempts taught
@@ -65,9 +67,14 @@ struct LessonAttempt {
 
 struct SummarizePromptInput {
   std::string target;
-  std::string problem_source;  // scopes the lessons to this workload
+  std::string problem_source;   // scopes the lessons to this workload
+  std::string input_signature;  // the measured inputs, for shapes and dtypes
   std::vector<LessonAttempt> attempts;
   std::vector<std::string> existing_lessons;
+  // When not empty, parallel to existing_lessons: the workload's recorded lessons' ids and
+  // evidence; the reply is then the complete merged list (prompts::parse_merged_lessons).
+  std::vector<std::int64_t> existing_ids;
+  std::vector<std::string> existing_evidence;
 };
 
 // One evaluated attempt to reflect on (single-path search).
@@ -81,18 +88,21 @@ struct ReflectPromptInput {
   std::string outcome;  // measured, in words ("1.32x faster", "compile_error: ...")
 };
 
-// The facts the engine knows before an iteration and the prompts state: the starting latency and,
-// per parent (by key), the plans already tried on it and their outcome.
+// The facts the engine knows before an iteration and the prompts state: the starting latency,
+// per parent (by key) the plans already tried on it and their outcome, and what each child of
+// the previous iteration did (outcome and profile difference from its parent).
 struct PromptHistory {
   std::optional<double> baseline_latency_us;
   std::map<std::string, std::vector<std::string>> tried_plans;
+  std::vector<std::string> recent_results;
 };
 
 // Builds the history for iteration `iteration` from the run's candidates (any order; those of
 // `iteration` and later are ignored, so a resumed run asks the same questions) and its baseline.
 // A plan tried by several implementations appears once, with the best outcome.
 PromptHistory prompt_history(const std::vector<Candidate>& candidates, const Candidate& baseline,
-                             int iteration, std::size_t max_plans_per_parent = 8);
+                             int iteration, std::size_t max_plans_per_parent = 8,
+                             std::size_t max_recent_results = 8);
 
 // The template builder's planning input for the engine's: problem notes from the problem source
 // and the measured input signature, lessons scoped to the workload. propose_plan and the engine

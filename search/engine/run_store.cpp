@@ -32,6 +32,7 @@ std::string settings_json(const SearchConfig& c) {
       {"lesson_limit", c.lesson_limit},
       {"reflexions", c.reflexions},
       {"divergence", c.divergence},
+      {"min_gain", c.min_gain ? json(*c.min_gain) : json(nullptr)},
       {"eval_seeds", c.eval_seeds},
       {"warmup", c.warmup},
       {"iters", c.iters},
@@ -59,6 +60,9 @@ void read_settings(const json& in, SearchConfig& c) {
   take("lesson_limit", c.lesson_limit);
   take("reflexions", c.reflexions);
   take("divergence", c.divergence);
+  if (auto it = in.find("min_gain"); it != in.end() && it->is_number()) {
+    c.min_gain = it->get<double>();
+  }
   take("eval_seeds", c.eval_seeds);
   take("warmup", c.warmup);
   take("iters", c.iters);

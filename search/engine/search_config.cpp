@@ -42,6 +42,9 @@ core::Status validate(const SearchConfig& config) {
         "divergence must be 0 (off) or greater than 1 (1.5 drops members 50% slower than the "
         "best)");
   }
+  if (config.min_gain && !(*config.min_gain >= 0 && *config.min_gain < 100)) {
+    return bad("min_gain is a percentage of the parent's latency: at least 0 and below 100");
+  }
   if (!core::is_known_target(config.target)) {
     return bad("target must be " + core::known_targets_text() + ", not '" + config.target + "'");
   }

@@ -52,6 +52,10 @@ struct SearchConfig {
   int lesson_limit = 16;  // lessons shown to planning prompts
   int reflexions = 3;     // single path (beam 1): reflect on each attempt, show the last this-many
   double divergence = 1.5;  // a member this much slower than the best leaves the beam; 0: off
+  // The least latency gain, in percent, for a child to count as faster than its parent (after the
+  // early slack). Unset: 0 on deterministic backends (strictly faster), the measured spread of
+  // the two evaluations on noisy ones (engine/gain.hpp).
+  std::optional<double> min_gain;
 
   // Evaluation.
   std::vector<int> eval_seeds;  // empty: the problem's SEEDS

@@ -464,6 +464,52 @@ std::vector<RankedItem> rank_menu(const std::vector<MenuItem>& items, const Menu
   return ranked;
 }
 
+std::map<std::string, std::string> applied_items(const std::vector<MenuItem>& items,
+                                                 std::string_view kernel_source) {
+  struct Sign {
+    const char* id;
+    const char* pattern;  // found in the source: the item is applied
+    const char* unless;   // found too: only partly applied, not marked ("" none)
+    const char* words;
+  };
+  static const Sign k_signs[] = {
+      {"bf16_compute", R"(bfloat16)", "", "it already uses bfloat16"},
+      {"moving_free_512", R"(\b512\b)", "", "a 512-wide tile already appears"},
+      {"affine_range", R"(affine_range)", "sequential_range", "its loops already use affine_range"},
+      {"activation_reduce", R"(reduce_res\s*=|reduce_op\s*=)", "",
+       "it already uses activation's fused reduction"},
+      {"bn_stats", R"(bn_stats)", "", "it already uses bn_stats"},
+      {"spmd_grid", R"(program_id)", "", "it already reads its program_id (SPMD grid)"},
+      {"transpose_tensore", R"(nc_transpose)", "", "it already transposes on TensorE"},
+      {"dma_transpose", R"(dma_transpose)", "", "it already uses a DMA transpose"},
+      {"tensor_scalar_two_ops", R"(op1\s*=)", "", "it already combines two ops in tensor_scalar"},
+      {"activation_fused", R"(activation\([^)]*(bias|scale)\s*=)", "",
+       "it already folds scale or bias into activation"},
+      {"reciprocal_scalar", R"(reciprocal)", "", "it already uses a reciprocal"},
+      {"scan_instruction", R"(tensor_tensor_scan)", "", "it already uses tensor_tensor_scan"},
+      {"mask_with_affine_select", R"(affine_select)", "", "it already masks with affine_select"},
+  };
+  std::set<std::string> ids;
+  for (const auto& item : items) {
+    ids.insert(item.id);
+  }
+  const std::string source(kernel_source);
+  std::map<std::string, std::string> out;
+  for (const auto& sign : k_signs) {
+    if (ids.count(sign.id) == 0) {
+      continue;
+    }
+    if (!std::regex_search(source, std::regex(sign.pattern))) {
+      continue;
+    }
+    if (*sign.unless != '\0' && std::regex_search(source, std::regex(sign.unless))) {
+      continue;
+    }
+    out[sign.id] = sign.words;
+  }
+  return out;
+}
+
 std::set<std::string> mentioned_items(const std::vector<MenuItem>& items, std::string_view text) {
   const std::string haystack = lower(text);
   std::set<std::string> found;

@@ -74,6 +74,12 @@ struct RankedItem {
 // to the end rather than vanish. Deterministic: no sampling.
 std::vector<RankedItem> rank_menu(const std::vector<MenuItem>& items, const MenuContext& context);
 
+// Menu items the kernel already applies, by id, with what in its source shows it (e.g.
+// "bf16_compute" -> "it already uses nl.bfloat16"): a planning prompt marks them so a plan does
+// not offer what is done. Judged from the source text only; an item absent may still be applied.
+std::map<std::string, std::string> applied_items(const std::vector<MenuItem>& items,
+                                                 std::string_view kernel_source);
+
 // Ids of `items` that `text` names: the id itself ("double_buffer") or its words ("double
 // buffer", "double-buffer"), case-insensitively.
 std::set<std::string> mentioned_items(const std::vector<MenuItem>& items, std::string_view text);

@@ -11,6 +11,7 @@
 #include "search/prompts/code_extract.hpp"
 #include "search/prompts/facts.hpp"
 #include "search/prompts/menu.hpp"
+#include "search/prompts/profile_text.hpp"
 
 namespace autocomp::search::prompts {
 
@@ -60,6 +61,15 @@ std::string bullet_list(const std::vector<std::string>& items, std::size_t max_c
     std::string line = truncate(trim_trailing(item), max_chars_each);
     std::replace(line.begin(), line.end(), '\n', ' ');
     out += "- " + line + "\n";
+  }
+  return trim_trailing(out);
+}
+
+// Lessons as a bullet list, each bounded by whole sentences (never cut mid-sentence).
+std::string lesson_list(const std::vector<std::string>& items, std::size_t max_chars_each) {
+  std::string out;
+  for (const auto& item : items) {
+    out += "- " + cut_at_sentence(trim_trailing(item), max_chars_each) + "\n";
   }
   return trim_trailing(out);
 }
@@ -520,9 +530,18 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
     prompt.variant = PlanVariant::pick;
   }
   std::string menu_text;
+  const auto applied = applied_items(kept, input.kernel.source);
   for (const auto& item : kept) {
     prompt.menu_ids.push_back(item.id);
-    menu_text += "- [" + item.id + "] " + item.text + "\n";
+    std::string text = item.text;
+    if (auto found = applied.find(item.id); found != applied.end()) {
+      // The mark goes on the item's own line, before the text's line break.
+      const auto end = text.find_last_not_of("\r\n");
+      const std::string tail = end == std::string::npos ? text : text.substr(end + 1);
+      text = text.substr(0, end == std::string::npos ? 0 : end + 1) +
+             " (ALREADY APPLIED: " + found->second + ")" + tail;
+    }
+    menu_text += "- [" + item.id + "] " + text + "\n";
   }
   auto variant =
       m_library.read("templates/variant_" + std::string(to_string(prompt.variant)) + ".md");
@@ -541,6 +560,10 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
   std::string profile;
   if (!input.kernel.bottleneck.empty()) {
     profile += "Bottleneck: " + input.kernel.bottleneck + "\n";
+  }
+  for (const auto& line : profile_lines(input.kernel.hotspots, input.kernel.waits,
+                                        input.kernel.floors, input.kernel.source)) {
+    profile += line + "\n";
   }
   if (!input.kernel.roofline.empty()) {
     profile += "Roofline:\n";
@@ -574,9 +597,11 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
                       {"code", trim_trailing(input.kernel.source)},
                       {"profile", trim_trailing(profile)},
                       {"failures", bullet_list(input.recent_failures, 600)},
-                      {"lessons", bullet_list(input.lessons, 600)},
+                      {"lessons", lesson_list(input.lessons, 600)},
                       {"reflexions", bullet_list(reflexion_items, 800)},
-                      {"tried_plans", bullet_list(input.tried_plans, 300)},
+                      {"tried_plans", bullet_list(input.tried_plans, 600)},
+                      {"recent_results", bullet_list(input.recent_results, 700)},
+                      {"sibling_plans", bullet_list(input.sibling_plans, 700)},
                       {"menu", trim_trailing(menu_text)},
                       {"variant_instruction", trim_trailing(variant.value())},
                       {"iteration", std::to_string(input.iteration)},
@@ -619,7 +644,7 @@ core::Result<llm::CompletionRequest> PromptBuilder::implement(
                                         {"architecture", target->architecture},
                                         {"instruction_notes", notes->text},
                                         {"problem_notes", trim_trailing(input.problem_notes)},
-                                        {"lessons", bullet_list(lessons, 300)},
+                                        {"lessons", lesson_list(lessons, 400)},
                                         {"code", trim_trailing(input.kernel.source)},
                                         {"plan", trim_trailing(input.plan)},
                                         {"function_name", name},
@@ -715,10 +740,23 @@ core::Result<llm::CompletionRequest> PromptBuilder::summarize_lessons(
     }
     attempts += "Outcome: " + truncate_middle(trim_trailing(attempt.outcome), 600) + "\n\n";
   }
+  std::string existing;
+  for (std::size_t i = 0; i < input.existing_lessons.size(); ++i) {
+    existing += "- ";
+    if (i < input.existing_ids.size()) {
+      existing += "L" + std::to_string(input.existing_ids[i]) + ": ";
+    }
+    existing += cut_at_sentence(trim_trailing(input.existing_lessons[i]), 600);
+    if (i < input.existing_evidence.size() && !input.existing_evidence[i].empty()) {
+      existing += " (evidence: " + input.existing_evidence[i] + ")";
+    }
+    existing += "\n";
+  }
   auto user = render("templates/summarize_lessons.md",
                      {{"target", input.target},
+                      {"problem_notes", trim_trailing(input.problem_notes)},
                       {"attempts", trim_trailing(attempts)},
-                      {"existing_lessons", bullet_list(input.existing_lessons, 600)},
+                      {"existing_lessons", trim_trailing(existing)},
                       {"max_lessons", std::to_string(input.max_lessons)}});
   if (!user.ok()) {
     return user.failure();
@@ -868,6 +906,58 @@ std::vector<std::string> new_lessons(std::string_view reply,
   for (const auto& lesson : merged) {
     if (old.count(lesson) == 0 && std::find(out.begin(), out.end(), lesson) == out.end()) {
       out.push_back(lesson);
+    }
+  }
+  return out;
+}
+
+std::string cut_at_sentence(const std::string& text, std::size_t max_chars) {
+  if (text.size() <= max_chars) {
+    return text;
+  }
+  // Sentence ends: ". ", "! ", "? " (and "; " as a clause end when no sentence end fits).
+  std::size_t best = std::string::npos;
+  std::size_t first_end = std::string::npos;
+  for (std::size_t i = 0; i + 1 < text.size(); ++i) {
+    const char c = text[i];
+    if ((c == '.' || c == '!' || c == '?') && text[i + 1] == ' ') {
+      if (first_end == std::string::npos) {
+        first_end = i + 1;
+      }
+      if (i + 1 <= max_chars) {
+        best = i + 1;
+      }
+    }
+  }
+  if (best != std::string::npos) {
+    return text.substr(0, best);
+  }
+  return first_end == std::string::npos ? text : text.substr(0, first_end);
+}
+
+double lesson_similarity(const std::string& a, const std::string& b) {
+  return similarity(lesson_words(split_scope(a).second), lesson_words(split_scope(b).second));
+}
+
+std::vector<MergedLesson> parse_merged_lessons(std::string_view reply, std::size_t max_lessons) {
+  static const std::regex k_ids(R"(^\(?\[?((?:L[0-9]+[ ,;]*)+)\]?\)?[:.]?\s*)");
+  static const std::regex k_id(R"(L([0-9]+))");
+  std::vector<MergedLesson> out;
+  for (const auto& line : parse_lessons(reply, max_lessons)) {
+    MergedLesson lesson;
+    std::smatch found;
+    std::string text = line;
+    if (std::regex_search(line, found, k_ids) && found.position(0) == 0 && found.length(0) > 0) {
+      const std::string ids = found[1].str();
+      for (auto it = std::sregex_iterator(ids.begin(), ids.end(), k_id);
+           it != std::sregex_iterator(); ++it) {
+        lesson.from.push_back(std::stoll((*it)[1].str()));
+      }
+      text = line.substr(static_cast<std::size_t>(found.length(0)));
+    }
+    lesson.text = cut_at_sentence(text, 400);
+    if (!lesson.text.empty()) {
+      out.push_back(std::move(lesson));
     }
   }
   return out;

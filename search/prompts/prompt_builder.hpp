@@ -7,9 +7,11 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/backend.hpp"
 #include "core/failure.hpp"
 #include "core/result.hpp"
 #include "search/llm/provider.hpp"
+#include "search/prompts/floors.hpp"
 #include "search/prompts/library.hpp"
 #include "search/prompts/reflexion_record.hpp"
 
@@ -24,9 +26,12 @@ struct KernelSnapshot {
   std::string source;
   std::string function_name;  // empty: detected from the source
   std::optional<double> latency_us;
-  std::map<std::string, double> metrics;   // neuron-profile summary names
-  std::map<std::string, double> roofline;  // PROTOCOL.md roofline names
-  std::string bottleneck;                  // compute-bound | memory-bound | underutilized | ""
+  std::map<std::string, double> metrics;    // neuron-profile summary names
+  std::map<std::string, double> roofline;   // PROTOCOL.md roofline names
+  std::string bottleneck;                   // compute-bound | memory-bound | underutilized | ""
+  std::vector<backends::Hotspot> hotspots;  // busiest source lines first
+  std::vector<backends::EngineWait> waits;  // engines idle on others, largest first
+  std::optional<Floors> floors;             // busy time per engine and the modelled floor
 };
 
 // How a planning prompt asks for its strategy.
@@ -47,7 +52,11 @@ struct PlanPromptInput {
   std::vector<std::string> lessons;           // optimization memory; empty: section omitted
   std::vector<std::string> reflexions;        // empty: section omitted
   std::vector<std::string> tried_plans;       // plans already tried on this kernel; may be empty
-  int iteration = 1;                          // 1-based
+  // The previous iteration's children: plan, outcome and profile difference from their parent.
+  std::vector<std::string> recent_results;
+  // Plans already chosen for this kernel in this iteration (being implemented now).
+  std::vector<std::string> sibling_plans;
+  int iteration = 1;  // 1-based
   int total_iterations = 10;
   double dropout = 0.7;               // probability of dropping each menu item
   double inspired_probability = 0.1;  // chance of the `inspired` variant
@@ -97,8 +106,13 @@ struct AttemptRecord {
 
 struct SummarizeLessonsInput {
   std::string target = "trn2";
+  std::string problem_notes;  // shapes, dtypes and tolerances; empty: section omitted
   std::vector<AttemptRecord> attempts;
   std::vector<std::string> existing_lessons;
+  // Parallel to existing_lessons when not empty: each lesson's store id (shown as "L<id>", so a
+  // reply can name what it keeps or merges) and its evidence in words.
+  std::vector<std::int64_t> existing_ids;
+  std::vector<std::string> existing_evidence;
   int max_lessons = 8;
 };
 
@@ -163,6 +177,23 @@ std::vector<std::string> merge_lessons(const std::vector<std::string>& lessons,
 std::vector<std::string> new_lessons(std::string_view reply,
                                      const std::vector<std::string>& existing,
                                      std::size_t max_lessons = 8);
+
+// One lesson of a merged summary: its text and the recorded lessons ("(L3, L7) text") it keeps
+// or merges.
+struct MergedLesson {
+  std::string text;
+  std::vector<std::int64_t> from;
+};
+// The lessons of a summarize reply with the ids they name; at most `max_lessons`; each bounded by
+// whole sentences (cut_at_sentence, 400 characters).
+std::vector<MergedLesson> parse_merged_lessons(std::string_view reply, std::size_t max_lessons = 8);
+
+// `text` when it fits in `max_chars`, else its leading whole sentences that fit; when even the
+// first sentence does not fit, that whole sentence (never a cut mid-sentence).
+std::string cut_at_sentence(const std::string& text, std::size_t max_chars);
+
+// How much two lessons say the same (Jaccard similarity of their word sets, scope ignored).
+double lesson_similarity(const std::string& a, const std::string& b);
 
 // Lessons carry their workload (the problem's kernel function) in the text: "[workload] lesson".
 std::string scope_lesson(const std::string& lesson, const std::string& workload);

@@ -4,7 +4,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <sstream>
+
+#include "search/engine/gain.hpp"
+#include "search/prompts/floors.hpp"
+#include "search/prompts/profile_text.hpp"
 
 namespace autocomp::search::report {
 
@@ -62,6 +67,263 @@ std::string step_title(const engine::Candidate& step, std::size_t index) {
 
 std::string plan_or_none(const engine::Candidate& step) {
   return step.plan.empty() ? std::string("(no plan recorded)") : step.plan;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::string line;
+  std::istringstream in(text);
+  while (std::getline(in, line)) {
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+std::string one_line(const std::string& text, std::size_t max_chars) {
+  std::string out;
+  for (char c : text) {
+    out += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  }
+  if (out.size() > max_chars) {
+    std::size_t cut = max_chars;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) {
+      --cut;
+    }
+    out = out.substr(0, cut) + "...";
+  }
+  return out;
+}
+
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// The candidate a report should read a profile from: the run's stored evaluation of `key` (the
+// outcome's copy may be a re-verification without a profile).
+const engine::Candidate* profiled(const ReportInput& input, const engine::Candidate& kernel) {
+  if (!kernel.eval.metrics.empty()) {
+    return &kernel;
+  }
+  for (const auto& candidate : input.candidates) {
+    if (candidate.key == kernel.key && candidate.correct() && !candidate.eval.metrics.empty()) {
+      return &candidate;
+    }
+  }
+  return &kernel;
+}
+
+}  // namespace
+
+std::vector<CandidateRow> candidate_rows(const ReportInput& input) {
+  const engine::SearchOutcome& outcome = *input.outcome;
+  std::map<std::string, const engine::Candidate*> measured;
+  if (outcome.baseline.correct()) {
+    measured[outcome.baseline.key] = &outcome.baseline;
+  }
+  for (const auto& candidate : input.candidates) {
+    if (candidate.correct() && !candidate.key.empty()) {
+      measured.emplace(candidate.key, &candidate);
+    }
+  }
+  std::vector<CandidateRow> rows;
+  for (const auto& candidate : input.candidates) {
+    if (candidate.parent_key.empty()) {
+      continue;  // the input kernel
+    }
+    CandidateRow row;
+    row.origin = candidate.origin.label();
+    row.plan = candidate.plan.empty() ? "(no plan)" : one_line(candidate.plan, 240);
+    if (candidate.duplicate) {
+      row.outcome = "duplicate of an earlier candidate";
+    } else if (!candidate.correct()) {
+      row.outcome =
+          "failed: " + one_line(candidate.eval.failure ? candidate.eval.failure->describe()
+                                                       : std::string("incorrect result"),
+                                160);
+    } else {
+      row.latency_us = candidate.latency_us();
+      std::string verdict = candidate.key == outcome.best.key ? "winner"
+                            : candidate.verdict.empty()       ? "measured"
+                                                              : candidate.verdict;
+      auto parent = measured.find(candidate.parent_key);
+      row.outcome = parent == measured.end()
+                        ? verdict
+                        : verdict + ", " + engine::change_words(*parent->second, candidate);
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<BusyBar> busy_bars(const ReportInput& input) {
+  const engine::SearchOutcome& outcome = *input.outcome;
+  const auto before = prompts::compute_floors(profiled(input, outcome.baseline)->eval);
+  const auto after = prompts::compute_floors(profiled(input, outcome.best)->eval);
+  std::vector<BusyBar> bars;
+  if (!before && !after) {
+    return bars;
+  }
+  for (const char* engine : prompts::k_floor_engines) {
+    BusyBar bar;
+    bar.engine = prompts::engine_name(engine);
+    if (before) {
+      if (auto it = before->busy_us.find(engine); it != before->busy_us.end()) {
+        bar.input_us = it->second;
+      }
+    }
+    if (after) {
+      if (auto it = after->busy_us.find(engine); it != after->busy_us.end()) {
+        bar.winner_us = it->second;
+      }
+    }
+    if (bar.input_us > 0 || bar.winner_us > 0) {
+      bars.push_back(bar);
+    }
+  }
+  return bars;
+}
+
+std::string render_busy_svg(const std::vector<BusyBar>& bars) {
+  constexpr double width = 640;
+  constexpr double left = 90;
+  constexpr double right = 90;
+  constexpr double top = 30;
+  constexpr double bar_height = 14;
+  constexpr double group_gap = 12;
+  const double height = top + static_cast<double>(bars.size()) * (2 * bar_height + group_gap) + 30;
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"busy-chart\" width=\"" << width
+      << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << ' ' << height
+      << "\" role=\"img\" aria-label=\"Busy time per engine and DMA, input and winner\">\n";
+  svg << "<rect x=\"0\" y=\"0\" width=\"" << width << "\" height=\"" << height
+      << "\" fill=\"#ffffff\"/>\n";
+  double max_us = 0;
+  for (const auto& bar : bars) {
+    max_us = std::max({max_us, bar.input_us, bar.winner_us});
+  }
+  if (bars.empty() || max_us <= 0) {
+    svg << "<text x=\"20\" y=\"40\">No profile</text>\n</svg>\n";
+    return svg.str();
+  }
+  const double span = width - left - right;
+  svg << "<rect x=\"" << left << "\" y=\"8\" width=\"12\" height=\"10\" fill=\"#9aa5b1\"/>"
+      << "<text x=\"" << left + 16 << "\" y=\"17\" font-size=\"11\">input</text>\n";
+  svg << "<rect x=\"" << left + 70 << "\" y=\"8\" width=\"12\" height=\"10\" fill=\"#1f77b4\"/>"
+      << "<text x=\"" << left + 86 << "\" y=\"17\" font-size=\"11\">winner</text>\n";
+  double y = top;
+  for (const auto& bar : bars) {
+    svg << "<text x=\"" << left - 8 << "\" y=\"" << fixed(y + bar_height + 4, 1)
+        << "\" font-size=\"12\" text-anchor=\"end\">" << html_escape(bar.engine) << "</text>\n";
+    const std::pair<const char*, double> kernels[] = {{"input", bar.input_us},
+                                                      {"winner", bar.winner_us}};
+    for (const auto& [kernel, us] : kernels) {
+      const double w = span * us / max_us;
+      svg << "<rect class=\"bar\" data-engine=\"" << html_escape(bar.engine) << "\" data-kernel=\""
+          << kernel << "\" data-us=\"" << fixed(us, 3) << "\" x=\"" << left << "\" y=\""
+          << fixed(y, 1) << "\" width=\"" << fixed(w, 2) << "\" height=\"" << bar_height
+          << "\" fill=\"" << (std::string(kernel) == "input" ? "#9aa5b1" : "#1f77b4")
+          << "\"><title>" << html_escape(bar.engine) << ", " << kernel << ": " << fixed(us, 3)
+          << " us</title></rect>\n";
+      svg << "<text x=\"" << fixed(left + w + 4, 1) << "\" y=\"" << fixed(y + bar_height - 3, 1)
+          << "\" font-size=\"10\">" << fixed(us, 1) << " us</text>\n";
+      y += bar_height;
+    }
+    y += group_gap;
+  }
+  svg << "</svg>\n";
+  return svg.str();
+}
+
+std::string unified_diff(const std::string& before, const std::string& after,
+                         const std::string& before_name, const std::string& after_name) {
+  if (before == after) {
+    return {};
+  }
+  const auto a = split_lines(before);
+  const auto b = split_lines(after);
+  const std::size_t n = a.size();
+  const std::size_t m = b.size();
+  // Longest common subsequence of lines, then the edit script.
+  std::vector<std::vector<unsigned>> lcs(n + 1, std::vector<unsigned>(m + 1, 0));
+  for (std::size_t i = n; i-- > 0;) {
+    for (std::size_t j = m; j-- > 0;) {
+      lcs[i][j] = a[i] == b[j] ? lcs[i + 1][j + 1] + 1 : std::max(lcs[i + 1][j], lcs[i][j + 1]);
+    }
+  }
+  struct Edit {
+    char kind;  // ' ', '-', '+'
+    std::size_t a_line;
+    std::size_t b_line;
+    std::string text;
+  };
+  std::vector<Edit> edits;
+  std::size_t i = 0;
+  std::size_t j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && a[i] == b[j]) {
+      edits.push_back({' ', i, j, a[i]});
+      ++i;
+      ++j;
+    } else if (i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1])) {
+      edits.push_back({'-', i, j, a[i]});  // removals before additions, as diff(1) shows them
+      ++i;
+    } else {
+      edits.push_back({'+', i, j, b[j]});
+      ++j;
+    }
+  }
+  constexpr std::size_t context = 3;
+  std::ostringstream out;
+  out << "--- " << before_name << "\n+++ " << after_name << "\n";
+  std::size_t k = 0;
+  while (k < edits.size()) {
+    if (edits[k].kind == ' ') {
+      ++k;
+      continue;
+    }
+    // A hunk: from `context` lines before this change to `context` lines after the last change
+    // that is within 2 * context lines of the previous one.
+    const std::size_t start = k >= context ? k - context : 0;
+    std::size_t end = k;
+    std::size_t last_change = k;
+    while (end < edits.size()) {
+      if (edits[end].kind != ' ') {
+        last_change = end;
+      } else if (end - last_change > 2 * context) {
+        break;
+      }
+      ++end;
+    }
+    end = std::min(edits.size(), last_change + context + 1);
+    std::size_t a_count = 0;
+    std::size_t b_count = 0;
+    for (std::size_t e = start; e < end; ++e) {
+      a_count += edits[e].kind != '+' ? 1 : 0;
+      b_count += edits[e].kind != '-' ? 1 : 0;
+    }
+    out << "@@ -" << edits[start].a_line + 1 << ',' << a_count << " +" << edits[start].b_line + 1
+        << ',' << b_count << " @@\n";
+    for (std::size_t e = start; e < end; ++e) {
+      out << edits[e].kind << edits[e].text << "\n";
+    }
+    k = end;
+  }
+  return out.str();
+}
+
+namespace {
+
+std::string winner_diff(const ReportInput& input) {
+  const engine::SearchOutcome& outcome = *input.outcome;
+  return unified_diff(outcome.baseline.source, outcome.best.source, "input kernel", "winner");
 }
 
 }  // namespace
@@ -199,6 +461,27 @@ std::string render_markdown(const ReportInput& input) {
       md << "\n";
     }
   }
+  if (const auto rows = candidate_rows(input); !rows.empty()) {
+    md << "## Every candidate\n\n| origin | plan | outcome | latency (us) |\n|---|---|---|---|\n";
+    for (const auto& row : rows) {
+      md << "| " << row.origin << " | " << markdown_cell(row.plan) << " | "
+         << markdown_cell(row.outcome) << " | "
+         << (row.latency_us > 0 ? fixed(row.latency_us, 3) : std::string("-")) << " |\n";
+    }
+    md << "\n";
+  }
+  if (const auto bars = busy_bars(input); !bars.empty()) {
+    md << "## Engine and DMA busy time, input and winner\n\n| engine | input (us) | winner (us) "
+          "|\n|---|---|---|\n";
+    for (const auto& bar : bars) {
+      md << "| " << bar.engine << " | " << fixed(bar.input_us, 3) << " | "
+         << fixed(bar.winner_us, 3) << " |\n";
+    }
+    md << "\n";
+  }
+  if (const auto diff = winner_diff(input); !diff.empty()) {
+    md << "## The winner against the input\n\n```diff\n" << diff << "```\n\n";
+  }
   if (!input.lessons.empty()) {
     md << "## Lessons learned\n\n";
     for (const auto& lesson : input.lessons) {
@@ -225,7 +508,9 @@ std::string render_html(const ReportInput& input) {
           "text-align:left}\n"
        << "blockquote{border-left:3px solid #1f77b4;margin:0.5em 0;padding:0.2em 1em;"
           "white-space:pre-wrap}\n"
-       << "pre{background:#f6f8fa;padding:1em;overflow:auto}\n</style>\n</head>\n<body>\n";
+       << "pre{background:#f6f8fa;padding:1em;overflow:auto}\n"
+       << ".add{background:#e6ffec;color:#116329}.del{background:#ffebe9;color:#82071e}"
+          ".hunk{color:#6639ba}.file{font-weight:bold}\n</style>\n</head>\n<body>\n";
   html << "<h1>autocomp search report: run " << html_escape(outcome.run_id) << "</h1>\n";
   html << "<table>\n";
   auto row = [&html](const std::string& name, const std::string& value) {
@@ -269,6 +554,33 @@ std::string render_html(const ReportInput& input) {
     html << "</li>\n";
   }
   html << "</ol>\n";
+  if (const auto rows = candidate_rows(input); !rows.empty()) {
+    html << "<h2>Every candidate</h2>\n<table id=\"candidates\">\n<tr><th>origin</th><th>plan</th>"
+            "<th>outcome</th><th>latency (us)</th></tr>\n";
+    for (const auto& candidate : rows) {
+      html << "<tr><td><code>" << html_escape(candidate.origin) << "</code></td><td>"
+           << html_escape(candidate.plan) << "</td><td>" << html_escape(candidate.outcome)
+           << "</td><td>"
+           << (candidate.latency_us > 0 ? fixed(candidate.latency_us, 3) : std::string("-"))
+           << "</td></tr>\n";
+    }
+    html << "</table>\n";
+  }
+  if (const auto bars = busy_bars(input); !bars.empty()) {
+    html << "<h2>Engine and DMA busy time, input and winner</h2>\n" << render_busy_svg(bars);
+  }
+  if (const auto diff = winner_diff(input); !diff.empty()) {
+    html << "<h2>The winner against the input</h2>\n<pre id=\"winner-diff\"><code>";
+    for (const auto& line : split_lines(diff)) {
+      const char* cls = line.rfind("+++", 0) == 0 || line.rfind("---", 0) == 0 ? "file"
+                        : line.rfind("@@", 0) == 0                             ? "hunk"
+                        : !line.empty() && line[0] == '+'                      ? "add"
+                        : !line.empty() && line[0] == '-'                      ? "del"
+                                                                               : "ctx";
+      html << "<span class=\"" << cls << "\">" << html_escape(line) << "</span>\n";
+    }
+    html << "</code></pre>\n";
+  }
   if (!input.lessons.empty()) {
     html << "<h2>Lessons learned</h2>\n<ul>\n";
     for (const auto& lesson : input.lessons) {

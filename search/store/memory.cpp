@@ -32,87 +32,110 @@ core::Result<std::int64_t> SqlMemory::add_lesson(const Lesson& lesson) {
     return core::make_failure(FailureKind::invalid_argument, "store",
                               "a lesson needs a target and a text");
   }
-  return m_db->guarded("add_lesson", [&] {
+  return m_db->guarded("add_lesson",
+                       [&] { return m_db->transaction([&] { return insert_lesson(lesson); }); });
+}
+
+std::int64_t SqlMemory::insert_lesson(const Lesson& lesson) {
+  const std::int64_t now = now_ms();
+  std::int64_t id = 0;
+  {
+    auto find = m_db->prepare("SELECT id, speedup FROM lessons WHERE target = ? AND text = ?");
+    find.bind(lesson.target).bind(lesson.text);
+    if (find.step()) {
+      id = find.int64(0);
+      const double old_speedup = find.real(1);
+      const bool stronger = lesson_value(lesson.speedup) > lesson_value(old_speedup);
+      auto update = m_db->prepare(
+          "UPDATE lessons SET created_at = ?, speedup = ?, evidence = ?, kind = ?, "
+          "source_run = ?, seq = (SELECT max(seq) + 1 FROM lessons) WHERE id = ?");
+      update.bind(now);
+      if (stronger) {
+        update.bind(lesson.speedup).bind(lesson.evidence).bind(lesson.kind).bind(lesson.source_run);
+      } else {
+        // Keep the stronger evidence already stored.
+        update.bind(old_speedup);
+        auto keep = m_db->prepare("SELECT evidence, kind, source_run FROM lessons WHERE id = ?");
+        keep.bind(id);
+        keep.step();
+        update.bind(keep.text(0)).bind(keep.text(1)).bind(keep.text(2));
+      }
+      update.bind(id);
+      update.run();
+    }
+  }
+  if (id == 0) {
+    auto insert = m_db->prepare(
+        "INSERT INTO lessons (target, text, kind, source_run, speedup, evidence, created_at, "
+        "problem_key, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 "
+        "FROM lessons))");
+    insert.bind(lesson.target)
+        .bind(lesson.text)
+        .bind(lesson.kind)
+        .bind(lesson.source_run)
+        .bind(std::isfinite(lesson.speedup) ? lesson.speedup : 0.0)
+        .bind(lesson.evidence)
+        .bind(now)
+        .bind(lesson.problem_key);
+    insert.run();
+    id = m_db->last_insert_rowid();
+  }
+  // Enforce the bound: evict the least valuable others, oldest first among equals.
+  const int limit = std::max(1, m_db->options().lesson_limit);
+  struct Entry {
+    std::int64_t id;
+    double value;
+    std::int64_t seq;  // recency: larger is newer
+  };
+  std::vector<Entry> others;
+  {
+    auto all = m_db->prepare("SELECT id, speedup, seq FROM lessons WHERE target = ?");
+    all.bind(lesson.target);
+    while (all.step()) {
+      if (all.int64(0) != id) {
+        others.push_back({all.int64(0), lesson_value(all.real(1)), all.int64(2)});
+      }
+    }
+  }
+  const auto excess = static_cast<std::ptrdiff_t>(others.size() + 1) - limit;
+  if (excess > 0) {
+    std::sort(others.begin(), others.end(), [](const Entry& a, const Entry& b) {
+      if (a.value != b.value) {
+        return a.value < b.value;
+      }
+      return a.seq < b.seq;
+    });
+    for (std::ptrdiff_t i = 0; i < excess; ++i) {
+      auto evict = m_db->prepare("DELETE FROM lessons WHERE id = ?");
+      evict.bind(others[static_cast<std::size_t>(i)].id);
+      evict.run();
+    }
+  }
+  return id;
+}
+
+core::Result<int> SqlMemory::replace_lessons(const std::vector<std::int64_t>& retired,
+                                             const std::vector<Lesson>& lessons) {
+  for (const auto& lesson : lessons) {
+    if (lesson.target.empty() || lesson.text.empty()) {
+      return core::make_failure(FailureKind::invalid_argument, "store",
+                                "a lesson needs a target and a text");
+    }
+  }
+  return m_db->guarded("replace_lessons", [&] {
     return m_db->transaction([&] {
-      const std::int64_t now = now_ms();
-      std::int64_t id = 0;
-      {
-        auto find = m_db->prepare("SELECT id, speedup FROM lessons WHERE target = ? AND text = ?");
-        find.bind(lesson.target).bind(lesson.text);
-        if (find.step()) {
-          id = find.int64(0);
-          const double old_speedup = find.real(1);
-          const bool stronger = lesson_value(lesson.speedup) > lesson_value(old_speedup);
-          auto update = m_db->prepare(
-              "UPDATE lessons SET created_at = ?, speedup = ?, evidence = ?, kind = ?, "
-              "source_run = ?, seq = (SELECT max(seq) + 1 FROM lessons) WHERE id = ?");
-          update.bind(now);
-          if (stronger) {
-            update.bind(lesson.speedup)
-                .bind(lesson.evidence)
-                .bind(lesson.kind)
-                .bind(lesson.source_run);
-          } else {
-            // Keep the stronger evidence already stored.
-            update.bind(old_speedup);
-            auto keep =
-                m_db->prepare("SELECT evidence, kind, source_run FROM lessons WHERE id = ?");
-            keep.bind(id);
-            keep.step();
-            update.bind(keep.text(0)).bind(keep.text(1)).bind(keep.text(2));
-          }
-          update.bind(id);
-          update.run();
-        }
+      int removed = 0;
+      for (const auto id : retired) {
+        auto remove = m_db->prepare("DELETE FROM lessons WHERE id = ?");
+        remove.bind(id);
+        remove.run();
+        removed += m_db->changes();
       }
-      if (id == 0) {
-        auto insert = m_db->prepare(
-            "INSERT INTO lessons (target, text, kind, source_run, speedup, evidence, created_at, "
-            "problem_key, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 "
-            "FROM lessons))");
-        insert.bind(lesson.target)
-            .bind(lesson.text)
-            .bind(lesson.kind)
-            .bind(lesson.source_run)
-            .bind(std::isfinite(lesson.speedup) ? lesson.speedup : 0.0)
-            .bind(lesson.evidence)
-            .bind(now)
-            .bind(lesson.problem_key);
-        insert.run();
-        id = m_db->last_insert_rowid();
+      // Recorded last to first, so the list loads (newest first) in the order given.
+      for (auto it = lessons.rbegin(); it != lessons.rend(); ++it) {
+        insert_lesson(*it);
       }
-      // Enforce the bound: evict the least valuable others, oldest first among equals.
-      const int limit = std::max(1, m_db->options().lesson_limit);
-      struct Entry {
-        std::int64_t id;
-        double value;
-        std::int64_t seq;  // recency: larger is newer
-      };
-      std::vector<Entry> others;
-      {
-        auto all = m_db->prepare("SELECT id, speedup, seq FROM lessons WHERE target = ?");
-        all.bind(lesson.target);
-        while (all.step()) {
-          if (all.int64(0) != id) {
-            others.push_back({all.int64(0), lesson_value(all.real(1)), all.int64(2)});
-          }
-        }
-      }
-      const auto excess = static_cast<std::ptrdiff_t>(others.size() + 1) - limit;
-      if (excess > 0) {
-        std::sort(others.begin(), others.end(), [](const Entry& a, const Entry& b) {
-          if (a.value != b.value) {
-            return a.value < b.value;
-          }
-          return a.seq < b.seq;
-        });
-        for (std::ptrdiff_t i = 0; i < excess; ++i) {
-          auto evict = m_db->prepare("DELETE FROM lessons WHERE id = ?");
-          evict.bind(others[static_cast<std::size_t>(i)].id);
-          evict.run();
-        }
-      }
-      return id;
+      return removed;
     });
   });
 }

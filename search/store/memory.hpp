@@ -20,6 +20,10 @@ class Memory {
   // over the bound, lessons are evicted, never the one just added, in order of least value:
   // value = max(speedup, 1/speedup) (unknown counts as 1), ties broken by age (oldest first).
   virtual core::Result<std::int64_t> add_lesson(const Lesson& lesson) = 0;
+  // Merging: removes the lessons `retired` (ids) and adds `lessons` (as add_lesson does, first
+  // listed loads first), in one transaction. Returns how many were removed.
+  virtual core::Result<int> replace_lessons(const std::vector<std::int64_t>& retired,
+                                            const std::vector<Lesson>& lessons) = 0;
   // Newest first; empty target = all targets.
   virtual core::Result<std::vector<Lesson>> lessons(const std::string& target, int limit = 16) = 0;
   // Returns how many were removed; empty target = all targets.

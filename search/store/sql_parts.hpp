@@ -137,6 +137,8 @@ class SqlMemory final : public Memory {
  public:
   explicit SqlMemory(std::shared_ptr<Database> db) : m_db(std::move(db)) {}
   core::Result<std::int64_t> add_lesson(const Lesson& lesson) override;
+  core::Result<int> replace_lessons(const std::vector<std::int64_t>& retired,
+                                    const std::vector<Lesson>& lessons) override;
   core::Result<std::vector<Lesson>> lessons(const std::string& target, int limit) override;
   core::Result<int> clear_lessons(const std::string& target) override;
   core::Result<std::int64_t> add_reflexion(const Reflexion& reflexion) override;
@@ -144,6 +146,9 @@ class SqlMemory final : public Memory {
                                                          int limit) override;
 
  private:
+  // add_lesson's work inside an open transaction; returns the lesson's id.
+  std::int64_t insert_lesson(const Lesson& lesson);
+
   std::shared_ptr<Database> m_db;
 };
 

@@ -117,6 +117,7 @@ TEST(EngineStore, ARunsSettingsRoundTripThroughTheStore) {
   config.lesson_limit = 5;
   config.reflexions = 2;
   config.divergence = 2.5;
+  config.min_gain = 0.75;
 
   std::shared_ptr<store::Store> db(store::Store::open(":memory:").value());
   auto id = create_run(parts_of(db), config, RunFacts{"/k.py", "/p.py", "sim", {"fake"}});
@@ -147,6 +148,7 @@ TEST(EngineStore, ARunsSettingsRoundTripThroughTheStore) {
   EXPECT_EQ(back->repair_tries, 1);
   EXPECT_DOUBLE_EQ(back->early_slack, 1.2);
   EXPECT_EQ(back->slack_iterations, 1);
+  EXPECT_EQ(back->min_gain, 0.75) << "a resumed run keeps its minimum gain";
   EXPECT_EQ(back->proposers, config.proposers);
   EXPECT_EQ(back->recent_failures, 7);
   EXPECT_EQ(back->eval_seeds, config.eval_seeds);

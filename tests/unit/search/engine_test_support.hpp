@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 #include <thread>
@@ -28,7 +29,12 @@ namespace autocomp::search::engine::testing {
 //   "# wrong"            mismatch
 //   "# fails_reverify"   as its latency marker says when evaluated, but a mismatch when verified
 //                        again (the search's re-verification of its winner)
-// Signature requests answer the problem's "# shape: TEXT" marker (default "x:float32[4]");
+//   "# hot: ENGINE US INSTR"  (with a latency) a profile: ENGINE busy US us over INSTR
+//                        instructions, all on line 2 ("x = work(x)"), kept in raw_json as
+//                        the harness reports it, so the store reads it back
+//   "# wait: ENGINE ON PCT"   (with a latency) ENGINE idle PCT% waiting on ON
+// Signature requests answer the problem's "# shape: TEXT" marker (default "x:float32[4]"), and
+// evaluations of a problem with that marker report it as their measured inputs;
 // verify requests (re-verifications) are counted apart from evaluations.
 inline std::string kernel(const std::string& name, const std::string& marker) {
   return "def " + name + "(x):\n    # " + marker + "\n    return x\n";
@@ -108,12 +114,60 @@ class FakeBackend : public backends::Backend {
         result.latency = backends::LatencyStats{us, us, us, {us}};
         result.metrics["total_time"] = us * 1e-6;
         result.bottleneck = "memory-bound";
+        add_profile(source, us, result);
+        // As a harness reports the inputs it measured (only when the problem names them).
+        static const std::regex measured_shape(R"(# shape: (\S+))");
+        std::smatch shape;
+        if (std::regex_search(request.problem_source, shape, measured_shape)) {
+          result.input_signature = shape[1].str();
+        }
       } else {
         result.failure = core::make_failure(core::FailureKind::compile_error, "load", "no marker");
       }
       results.push_back(result);
     }
     return results;
+  }
+
+  // The "# hot:" and "# wait:" markers as a harness profile section.
+  static void add_profile(const std::string& source, double latency_us,
+                          backends::EvalResult& result) {
+    static const std::regex hot(R"(# hot: (\w+) ([0-9.]+) ([0-9]+))");
+    static const std::regex wait(R"(# wait: (\w+) (\w+) ([0-9.]+))");
+    std::smatch found;
+    nlohmann::json profile = nlohmann::json::object();
+    if (std::regex_search(source, found, hot)) {
+      backends::Hotspot spot;
+      spot.line = 2;
+      spot.text = "x = work(x)";  // the same statement in every kernel
+      spot.engine = found[1].str();
+      spot.time_us = std::stod(found[2]);
+      spot.instructions = std::stol(found[3]);
+      spot.share_pct = 100 * spot.time_us / latency_us;
+      result
+          .metrics[spot.engine == "dma" ? "dma_active_time" : spot.engine + "_engine_active_time"] =
+          spot.time_us * 1e-6;
+      profile["hotspots"] = {{{"line", spot.line},
+                              {"text", spot.text},
+                              {"engine", spot.engine},
+                              {"share_pct", spot.share_pct},
+                              {"time_us", spot.time_us},
+                              {"instructions", spot.instructions}}};
+      result.hotspots.push_back(spot);
+    }
+    if (std::regex_search(source, found, wait)) {
+      backends::EngineWait idle{found[1].str(), found[2].str(), std::stod(found[3]), 2};
+      profile["waits"] = {{{"engine", idle.engine},
+                           {"waiting_on", idle.waiting_on},
+                           {"idle_pct", idle.idle_pct},
+                           {"line", idle.line}}};
+      result.waits.push_back(idle);
+    }
+    if (!profile.empty()) {
+      result.raw_json =
+          nlohmann::json{{"schema", "autocomp-harness/1"}, {"status", "ok"}, {"profile", profile}}
+              .dump();
+    }
   }
 
   long evaluations_of(const std::string& source) const {

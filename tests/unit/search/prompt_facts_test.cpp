@@ -300,7 +300,7 @@ TEST(PromptFacts, LessonPromptKeepsEachAttemptsOutcomeAndMergesOnlyWhenThereAreL
   auto later = shipped()->summarize(input);
   ASSERT_TRUE(later.ok());
   text = user_text(*later);
-  EXPECT_NE(text.find("Merge them"), std::string::npos);
+  EXPECT_NE(text.find("Write the COMPLETE merged list"), std::string::npos);
   EXPECT_NE(text.find("- Keep rows on partitions."), std::string::npos);
 }
 

@@ -55,8 +55,8 @@ TEST(Report, ChartHasOnePointPerIterationIncludingTheInput) {
 
 TEST(Report, HtmlAndMarkdownShowTheLineageWithPlansInWords) {
   auto o = outcome();
-  ReportInput input{&o,    "/k/naive.py", "/k/problem.py",          "/k/naive.best.py",
-                    "sim", {"openai:m"},  {"Tiles <128> rows win."}};
+  ReportInput input{&o,    "/k/naive.py", "/k/problem.py",           "/k/naive.best.py",
+                    "sim", {"openai:m"},  {"Tiles <128> rows win."}, {}};
   std::string html = render_html(input);
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("Hoist the &lt;weight&gt; load &amp; broadcast."), std::string::npos)
@@ -73,7 +73,7 @@ TEST(Report, HtmlAndMarkdownShowTheLineageWithPlansInWords) {
 
 TEST(Report, WritesBothFilesIntoANewFolder) {
   auto o = outcome();
-  ReportInput input{&o, "k.py", "p.py", "", "sim", {}, {}};
+  ReportInput input{&o, "k.py", "p.py", "", "sim", {}, {}, {}};
   auto dir = std::filesystem::temp_directory_path() / "report_test_folder" / "nested";
   std::filesystem::remove_all(dir.parent_path());
   auto written = write_report(input, dir.string());
