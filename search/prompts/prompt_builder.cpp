@@ -17,6 +17,20 @@ namespace autocomp::search::prompts {
 
 namespace {
 
+// The roofline's floors are this kernel's own work on one resource; the modelled floor of the
+// profile lines is the workload's (every byte once, at the best rate). Said beside each so a
+// model does not read two floors for one thing.
+std::string roofline_note(const std::string& name) {
+  if (name == "floor_dma_us") {
+    return " (the bytes this kernel moves, at the rate its average run reaches; not the "
+           "modelled floor)";
+  }
+  if (name.rfind("floor_", 0) == 0) {
+    return " (this kernel's own work on that engine alone)";
+  }
+  return "";
+}
+
 std::string format_number(double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), "%.4g", value);
@@ -568,7 +582,7 @@ core::Result<PlanPrompt> PromptBuilder::plan(const PlanPromptInput& input) const
   if (!input.kernel.roofline.empty()) {
     profile += "Roofline:\n";
     for (const auto& [name, value] : input.kernel.roofline) {
-      profile += "- " + name + ": " + format_number(value) + "\n";
+      profile += "- " + name + ": " + format_number(value) + roofline_note(name) + "\n";
     }
   }
   if (!input.kernel.metrics.empty()) {

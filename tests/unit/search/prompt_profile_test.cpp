@@ -69,6 +69,27 @@ TEST(PromptProfile, PlanningPromptShowsHotLinesWaitsBusyTimeAndTheFloor) {
   EXPECT_NE(text.find("reaches 95% of it: it is AT THE MODELLED FLOOR"), std::string::npos);
 }
 
+TEST(PromptProfile, TheRooflineFloorsAreLabelledAsTheKernelsOwnNotTheModelledFloor) {
+  auto eval = profiled(200, 120, 150, 4096, R"({"hbm_bytes": 19000000, "dma_gbps": 100})");
+  eval.roofline["floor_dma_us"] = 210;
+  eval.roofline["floor_vector_us"] = 118;
+  PlanPromptInput input;
+  input.target = "trn2";
+  input.kernel_source = kernel_source();
+  input.evaluation = &eval;
+  input.dropout = 0;
+  auto request =
+      make_template_prompt_factory(std::string(AUTOCOMP_SOURCE_DIR) + "/prompts")->planning(input);
+  ASSERT_TRUE(request.ok()) << request.failure().describe();
+  const auto text = user_text(*request);
+  EXPECT_NE(text.find("floor_dma_us: 210 (the bytes this kernel moves, at the rate its average "
+                      "run reaches; not the modelled floor)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("floor_vector_us: 118 (this kernel's own work on that engine alone)"),
+            std::string::npos);
+}
+
 TEST(PromptProfile, AKernelFarFromTheFloorIsNotCalledAtIt) {
   const auto eval = profiled(400, 120, 150, 4096, R"({"hbm_bytes": 19000000, "dma_gbps": 100})");
   const auto floors = prompts::compute_floors(eval);
