@@ -91,14 +91,14 @@ TEST(EvaluationJson, ReceiptLineFallsBackToTheResultsOwnProvenance) {
   result.device = "sim";
   result.target = "trn2";
   result.host = "localhost";
-  EXPECT_EQ(receipt_line(result), "sim trn2 on localhost");
+  EXPECT_EQ(receipt_line(result), "sim trn2 shipped costs on localhost");
   result.receipt.device = "sim";
   result.receipt.target = "trn2";
   result.receipt.simulator_version = "0.1.0";
   result.receipt.seeds = {0, 1, 2, 3, 4};
   result.receipt.iters = 10;
   result.receipt.host = "localhost";
-  EXPECT_EQ(receipt_line(result), "sim trn2 nkisim 0.1.0 seeds 0-4 x10 on localhost");
+  EXPECT_EQ(receipt_line(result), "sim trn2 nkisim 0.1.0 seeds 0-4 x10 shipped costs on localhost");
 }
 
 TEST(EvaluationJson, FullResultCarriesHotspotsWaitsAndTheReceipt) {
@@ -109,7 +109,7 @@ TEST(EvaluationJson, FullResultCarriesHotspotsWaitsAndTheReceipt) {
   const auto json = full_result_json(result);
   EXPECT_EQ(json.at("hotspots").at(0).at("line"), 4);
   EXPECT_EQ(json.at("waits").at(0).at("waiting_on"), "dma");
-  EXPECT_EQ(json.at("measured"), "sim");
+  EXPECT_EQ(json.at("measured"), "sim shipped costs");
 }
 
 TEST(EvaluationJson, DetailIsBriefUnlessFullIsAsked) {

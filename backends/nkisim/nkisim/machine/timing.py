@@ -588,10 +588,10 @@ class Scheduler:
         rows = sorted(self.loads.items(), key=lambda kv: (-kv[1][0], kv[0] or 0))
         for line, (kept, total) in rows:
             if kept:
-                out.append("%s%s of %s nl.load transfers not issued (the same HBM region "
-                           "loaded earlier: the compiler keeps that tile, hoisting a "
-                           "loop-invariant load)" % ("line %d: " % line if line else "",
-                                                     format(kept, ","), format(total, ",")))
+                where = "line %d: " % line if line else ""
+                out.append("%s%s of %s nl.load transfers not issued (same region loaded "
+                           "before: the compiler keeps the tile)"
+                           % (where, format(kept, ","), format(total, ",")))
         rows = sorted(self.placements.items(), key=lambda kv: (-kv[1][0], kv[0][0] or 0))
         for (line, op), (moved, total) in rows:
             if moved:
