@@ -9,6 +9,8 @@
 #include "core/text.hpp"
 #include "search/autotune/knobs.hpp"
 #include "search/engine/beam_search.hpp"
+#include "search/engine/confirmation.hpp"
+#include "search/engine/run_store.hpp"
 #include "search/launch/launcher.hpp"
 #include "search/llm/provider.hpp"
 #include "server/protocol.hpp"
@@ -52,7 +54,47 @@ json progress_json(const engine::ProgressEvent& event) {
           {"tokens", event.tokens},
           {"cost_usd", event.cost_usd},
           {"elapsed_s", event.elapsed_s},
+          {"device_s", event.device_s},
+          {"device_measured", event.device_measured},
           {"phase", event.phase}};
+}
+
+// A confirmed run's device pairs: how well the simulator ranked like the device
+// (search/engine/confirmation.hpp), with the advice to recalibrate when it drifted.
+std::optional<json> confirmation_json(store::Store& db, const store::Run& run) {
+  auto settings = engine::config_of(run, db.evaluations());
+  const std::string spec = settings.ok() ? settings->confirm : std::string();
+  auto pairs = db.calibrations().pairs_for_run(run.id);
+  if (spec.empty() && (!pairs.ok() || pairs->empty())) {
+    return std::nullopt;
+  }
+  std::vector<engine::LatencyPair> figures;
+  if (pairs.ok()) {
+    for (const auto& pair : pairs.value()) {
+      figures.push_back({pair.simulated_us, pair.measured_us});
+    }
+  }
+  const engine::Agreement agreement = engine::agreement_of(figures, spec);
+  json out = {{"backend", spec}, {"pairs", agreement.pairs}};
+  if (settings.ok()) {
+    out["top_k"] = settings->confirm_top_k;
+    if (settings->max_device_s) {
+      out["max_device_s"] = *settings->max_device_s;
+    }
+  }
+  if (agreement.rank_correlation) {
+    out["rank_correlation"] = *agreement.rank_correlation;
+  }
+  if (agreement.pairs > 0) {
+    out["device_sim_ratio"] = {{"min", agreement.ratio_min},
+                               {"median", agreement.ratio_median},
+                               {"max", agreement.ratio_max}};
+  }
+  out["drifted"] = agreement.drifted;
+  if (agreement.drifted) {
+    out["advice"] = agreement.warning;
+  }
+  return out;
 }
 
 // The model source a stored run was started with, from its llm_specs.
@@ -85,6 +127,10 @@ json outcome_json(const engine::SearchOutcome& outcome) {
               {"tokens", outcome.tokens},
               {"cost_usd", outcome.cost_usd},
               {"elapsed_s", outcome.elapsed_s}};
+  if (!outcome.confirmation.empty()) {
+    out["device_s"] = outcome.device_s;
+    out["device_measured"] = outcome.device_measured;
+  }
   if (!outcome.stop_reason.empty()) {
     out["stop_reason"] = outcome.stop_reason;
   }
@@ -128,6 +174,9 @@ core::Result<json> stored_run_json(store::Store& db, const std::string& run_id) 
   }
   if (r.best_candidate_key) {
     out["best_candidate"] = *r.best_candidate_key;
+  }
+  if (auto confirmed = confirmation_json(db, r)) {
+    out["confirm"] = std::move(*confirmed);
   }
   if (auto counts = db.runs().run_counts(r.id); counts.ok()) {
     out["evaluated"] = counts->evaluated;
@@ -274,6 +323,24 @@ std::string run_status_text(const json& status) {
   if (status.contains("message")) {
     text += "\n" + status.at("message").get<std::string>();
   }
+  if (auto it = status.find("confirm"); it != status.end()) {
+    text += "\nconfirmed on " + it->value("backend", std::string()) + ": " +
+            std::to_string(it->value("pairs", 0)) + " device pairs";
+    if (it->contains("rank_correlation")) {
+      text += ", rank correlation " + format_number(it->at("rank_correlation").get<double>());
+    }
+    if (auto ratio = it->find("device_sim_ratio"); ratio != it->end()) {
+      text += ", device/sim ratio " + format_number(ratio->at("min").get<double>()) + "/" +
+              format_number(ratio->at("median").get<double>()) + "/" +
+              format_number(ratio->at("max").get<double>()) + " (min/median/max)";
+    }
+    if (auto live = status.find("live"); live != status.end()) {
+      text += ", " + format_number(live->value("device_s", 0.0)) + " device s";
+    }
+    if (it->contains("advice")) {
+      text += "\nwarning: " + it->at("advice").get<std::string>();
+    }
+  }
   const auto& rows = status.at("candidates");
   text += "\ncandidates (" + std::to_string(rows.size()) + " of " +
           std::to_string(status.value("candidates_total", std::size_t{0})) +
@@ -322,6 +389,9 @@ json search_input_schema() {
         {"memory", typed("boolean", "Use lessons (true).")},
         {"reflexions", bounded("integer", 0, 20, "Reflexions shown (3).")},
         {"divergence", bounded("number", 0, 0, "Beam cut-off ratio (1.5).")},
+        {"confirm", typed("string", "Device backend spec ranking the top children.")},
+        {"confirm_top_k", bounded("integer", 1, 64, "Children confirmed per iteration (2).")},
+        {"max_device_seconds", bounded("number", 1, 0, "Budget: device seconds.")},
         {"max_llm_calls", bounded("integer", 1, 0, "Budget: LLM calls.")},
         {"max_tokens", bounded("integer", 1, 0, "Budget: tokens.")},
         {"max_cost_usd", bounded("number", 0, 0, "Budget: USD.")},
@@ -426,6 +496,11 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
       shape.memory = arguments.value("memory", shape.memory);
       shape.reflexions = arguments.value("reflexions", shape.reflexions);
       shape.divergence = arguments.value("divergence", shape.divergence);
+      shape.confirm = arguments.value("confirm", shape.confirm);
+      shape.confirm_top_k = arguments.value("confirm_top_k", shape.confirm_top_k);
+      if (arguments.contains("max_device_seconds")) {
+        shape.max_device_s = arguments.at("max_device_seconds").get<double>();
+      }
     }
     engine::Budgets budgets;
     bool budgets_given = false;
