@@ -169,6 +169,32 @@ TEST(ConfirmedSearch, TheBeamRanksByTheDevicesLatenciesWhereTheSimulatorDisagree
   EXPECT_DOUBLE_EQ(*stored->best_latency_us, 50);
 }
 
+TEST(ConfirmedSearch, AResumedRunTakesItsDeviceFiguresFromTheStoredPairs) {
+  Rig rig;
+  auto device = std::make_shared<FakeDevice>();
+  auto config = confirmed_config("fake-device");
+  config.iterations = 2;
+  core::CancelToken cancel;
+  SearchHooks hooks;
+  hooks.progress = [&cancel](const ProgressEvent& event) {
+    if (event.phase == "iteration_done" && event.iteration == 1) {
+      cancel.cancel();
+    }
+  };
+  auto first = run_search(config, services_for(rig, device), cancel, hooks);
+  ASSERT_EQ(first.status, "cancelled") << first.stop_reason;
+  ASSERT_EQ(first.iterations_done, 1);
+  EXPECT_EQ(device->total_evaluations(), 3);
+
+  auto resumed = resume_search(first.run_id, services_for(rig, device), {});
+  ASSERT_EQ(resumed.status, "completed") << resumed.stop_reason;
+  // Nothing is measured again: the input and B keep the figures the device gave the first time.
+  EXPECT_EQ(device->total_evaluations(), 3);
+  EXPECT_EQ(resumed.best.key, core::source_key(k_b));
+  EXPECT_DOUBLE_EQ(resumed.best.latency_us(), 50);
+  EXPECT_DOUBLE_EQ(resumed.baseline.latency_us(), 100);
+}
+
 TEST(ConfirmedSearch, TopKOneMeasuresOnlyTheSimulatorsBestAndEstimatesTheRest) {
   Rig rig;
   auto device = std::make_shared<FakeDevice>();
