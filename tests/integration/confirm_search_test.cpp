@@ -137,6 +137,12 @@ class ConfirmSearch : public ::testing::Test {
     return Search{status, output, engine_of(read(folder / "kernel.best.py"))};
   }
   std::string db_path() const { return (m_dir / "store.db").string(); }
+  // A stored kernel's source, by candidate key.
+  std::string db_source(const std::string& key) const {
+    auto db = search::store::Store::open(db_path()).value();
+    auto candidate = db->evaluations().get_candidate(key).value();
+    return candidate ? candidate->source : std::string();
+  }
 
   fs::path m_dir;
 };
@@ -191,6 +197,50 @@ TEST_F(ConfirmSearch, TheConfirmedSearchPicksTheFakeDevicesBestWhereTheSimulator
   ASSERT_FALSE(listed.is_error) << listed.text;
   EXPECT_EQ(listed.structured.at("runs").at(0).at("confirm").at("pairs"), 3);
   EXPECT_FALSE(listed.structured.at("runs").at(1).contains("confirm"));
+}
+
+// run_beam_search takes confirm and confirm_top_k; with one kernel confirmed per iteration only
+// the simulator's favourite is measured, the other child ranks by its estimate (the price of a
+// small k), and the status counts the device's seconds apart.
+TEST_F(ConfirmSearch, TheSearchToolConfirmsTheTopKAndReportsDeviceTime) {
+  write(m_dir / "kernel.py", k_kernel);
+  write(m_dir / "problem.py", k_problem);
+  tools::ProductToolsOptions options;
+  options.db_path = db_path();
+  options.harness_dir = (fs::path(AUTOCOMP_SOURCE_DIR) / "backends").string();
+  server::Registries registries;
+  tools::register_product_tools(registries, options);
+  auto call = [&registries](const std::string& tool, const json& arguments) {
+    server::ToolContext context;
+    return registries.tools.find(tool)->handler(arguments, context);
+  };
+  auto started = call("run_beam_search", {{"kernel", (m_dir / "kernel.py").string()},
+                                          {"problem", (m_dir / "problem.py").string()},
+                                          {"backend", "sim"},
+                                          {"confirm", k_device},
+                                          {"confirm_top_k", 1},
+                                          {"beam", 1},
+                                          {"plans", 2},
+                                          {"impls", 1},
+                                          {"iterations", 1}});
+  ASSERT_FALSE(started.is_error) << started.text;
+  const std::string run_id = started.structured.at("run_id");
+  json status;
+  for (int i = 0; i < 24; ++i) {
+    auto reply = call("get_search_status", {{"run_id", run_id}, {"wait_s", 5}});
+    ASSERT_FALSE(reply.is_error) << reply.text;
+    status = reply.structured;
+    if (status.value("status", "") != "running") {
+      break;
+    }
+  }
+  ASSERT_EQ(status.value("status", ""), "completed") << status.dump();
+  EXPECT_EQ(status.at("confirm").at("top_k"), 1);
+  EXPECT_EQ(status.at("confirm").at("pairs"), 2);  // the input and the simulator's favourite
+  EXPECT_GT(status.at("live").at("device_s").get<double>(), 0);
+  EXPECT_EQ(status.at("live").at("device_measured"), 2);
+  EXPECT_EQ(status.at("result").at("device_measured"), 2);
+  EXPECT_EQ(engine_of(db_source(status.at("best_candidate"))), "scalar");
 }
 
 }  // namespace
