@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "core/hash.hpp"
 #include "core/targets.hpp"
@@ -205,6 +206,13 @@ json candidate_table(store::Store& db, const std::string& run_id, std::size_t& t
   }
   auto list = std::move(candidates).value();
   total = list.size();
+  // A confirmed run's device measurements, by kernel (the newest of each).
+  std::map<std::string, double> measured;
+  if (auto pairs = db.calibrations().pairs_for_run(run_id); pairs.ok()) {
+    for (const auto& pair : pairs.value()) {
+      measured[pair.kernel_digest] = pair.measured_us;
+    }
+  }
   std::stable_sort(list.begin(), list.end(),
                    [](const store::RunCandidate& a, const store::RunCandidate& b) {
                      const bool a_timed = a.correct && a.median_us.has_value();
@@ -232,6 +240,9 @@ json candidate_table(store::Store& db, const std::string& run_id, std::size_t& t
     if (candidate.median_us && candidate.correct) {
       row["us"] = round_sig(*candidate.median_us);
     }
+    if (auto it = measured.find(candidate.candidate_key); it != measured.end()) {
+      row["device_us"] = round_sig(it->second);
+    }
     rows.push_back(std::move(row));
   }
   return rows;
@@ -241,8 +252,11 @@ json candidate_table(store::Store& db, const std::string& run_id, std::size_t& t
 std::string candidate_table_text(const json& rows) {
   std::string text;
   for (const auto& row : rows) {
-    const std::string us =
+    std::string us =
         row.contains("us") ? format_number(row.at("us").get<double>()) + " us" : std::string("-");
+    if (row.contains("device_us")) {
+      us += " (device " + format_number(row.at("device_us").get<double>()) + " us)";
+    }
     text += "  i" + std::to_string(row.at("it").get<int>()) + "  " + us + "  " +
             row.at("status").get<std::string>() + "  " + row.at("plan").get<std::string>() + "\n";
   }

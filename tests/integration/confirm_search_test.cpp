@@ -192,6 +192,13 @@ TEST_F(ConfirmSearch, TheConfirmedSearchPicksTheFakeDevicesBestWhereTheSimulator
   EXPECT_LE(confirm.at("device_sim_ratio").at("min").get<double>(),
             confirm.at("device_sim_ratio").at("median").get<double>());
   EXPECT_NE(status.text.find("device pairs"), std::string::npos) << status.text;
+  // The candidate table shows each measured kernel's device figure beside the simulator's.
+  long with_device = 0;
+  for (const auto& row : status.structured.at("candidates")) {
+    with_device += row.contains("device_us") ? 1 : 0;
+  }
+  EXPECT_EQ(with_device, 3);
+  EXPECT_NE(status.text.find(" us (device "), std::string::npos) << status.text;
 
   auto listed = call("list_runs", json::object());
   ASSERT_FALSE(listed.is_error) << listed.text;
