@@ -1,6 +1,5 @@
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -94,7 +93,8 @@ class Confirmation {
   std::string summary() const;
 
  private:
-  // Measures `chosen` (indexes into `kernels`) and records the pairs; returns how many measured.
+  // Measures `chosen` on the device (store first, then one batch) unless the device budget is
+  // spent, records the pairs and sets each kernel's device figure.
   void measure(std::vector<Candidate*> chosen);
   bool budget_spent();
   double median_ratio() const;
