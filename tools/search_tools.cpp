@@ -380,7 +380,7 @@ json search_input_schema() {
     }
     return out;
   };
-  json target = typed("string", "Default: the problem's.");
+  json target = typed("string", "Else the problem's.");
   target["enum"] = core::known_target_names();
   json llm = typed("array", "LLM specs.");
   llm["items"] = {{"type", "string"}};
@@ -389,7 +389,7 @@ json search_input_schema() {
       {"properties",
        {{"kernel", typed("string", "Kernel file.")},
         {"problem", typed("string", "Problem file.")},
-        {"resume", typed("string", "Run id to continue.")},
+        {"resume", typed("string", "Run to resume.")},
         {"backend", typed("string", "Backend spec.")},
         {"target", std::move(target)},
         {"llm", std::move(llm)},
@@ -399,20 +399,59 @@ json search_input_schema() {
         {"impls", bounded("integer", 1, 16, "Codes per plan (2).")},
         {"iterations", bounded("integer", 1, 1000, "Iterations (10).")},
         {"dropout", bounded("number", 0, 1, "Menu share hidden (0.7).")},
-        {"seed", bounded("integer", 0, 0, "Random seed.")},
+        {"seed", bounded("integer", 0, 0, "Seed.")},
         {"memory", typed("boolean", "Use lessons (true).")},
         {"reflexions", bounded("integer", 0, 20, "Reflexions shown (3).")},
         {"divergence", bounded("number", 0, 0, "Beam cut-off ratio (1.5).")},
-        {"confirm", typed("string", "Device backend spec ranking the top children.")},
-        {"confirm_top_k", bounded("integer", 1, 64, "Children confirmed per iteration (2).")},
-        {"max_device_seconds", bounded("number", 1, 0, "Budget: device seconds.")},
+        {"confirm",
+         {{"type", {"string", "object"}},
+          {"description", "Device spec or {backend,top_k,max_device_s}."}}},
         {"max_llm_calls", bounded("integer", 1, 0, "Budget: LLM calls.")},
         {"max_tokens", bounded("integer", 1, 0, "Budget: tokens.")},
         {"max_cost_usd", bounded("number", 0, 0, "Budget: USD.")},
         {"max_wall_s", bounded("number", 1, 0, "Budget: seconds.")},
-        {"wait_s", bounded("number", 0, static_cast<int>(k_max_wait_s), "Wait for progress.")}}},
+        {"wait_s", bounded("number", 0, static_cast<int>(k_max_wait_s), "Wait (s).")}}},
       {"additionalProperties", false},
   };
+}
+
+// run_beam_search's `confirm`: a device spec, or {backend, top_k, max_device_s} (the
+// hardware-confirmed search, search/engine/confirmation.hpp). One property keeps tools/list small.
+core::Status parse_confirm(const json& arguments, engine::SearchConfig& shape) {
+  auto it = arguments.find("confirm");
+  if (it == arguments.end()) {
+    return core::ok_status();
+  }
+  auto bad = [](const std::string& message) {
+    return core::make_failure(core::FailureKind::invalid_argument, "search", "confirm: " + message);
+  };
+  if (it->is_string()) {
+    shape.confirm = it->get<std::string>();
+    return shape.confirm.empty() ? bad("the device spec is empty") : core::ok_status();
+  }
+  for (const auto& [key, value] : it->items()) {
+    if (key != "backend" && key != "top_k" && key != "max_device_s") {
+      return bad("unknown field '" + key + "' (known: backend, top_k, max_device_s)");
+    }
+  }
+  const auto backend = it->find("backend");
+  if (backend == it->end() || !backend->is_string() || backend->get<std::string>().empty()) {
+    return bad("'backend' must name the device's backend spec");
+  }
+  shape.confirm = backend->get<std::string>();
+  if (auto top_k = it->find("top_k"); top_k != it->end()) {
+    if (!top_k->is_number_integer() || top_k->get<long>() < 1 || top_k->get<long>() > 64) {
+      return bad("'top_k' must be an integer from 1 to 64");
+    }
+    shape.confirm_top_k = top_k->get<int>();
+  }
+  if (auto seconds = it->find("max_device_s"); seconds != it->end()) {
+    if (!seconds->is_number() || !(seconds->get<double>() > 0)) {
+      return bad("'max_device_s' must be a positive number of seconds");
+    }
+    shape.max_device_s = seconds->get<double>();
+  }
+  return core::ok_status();
 }
 
 // The output of run_beam_search, get_search_status and cancel_search (run_status's fields).
@@ -427,8 +466,8 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
   tool.name = "run_beam_search";
   tool.title = "Search";
   tool.description =
-      "Start a background beam search for a faster NKI kernel (LLM or client-model plans, knob "
-      "tuning); returns run_id. Follow with get_search_status.";
+      "Background beam search for a faster NKI kernel (LLM/client-model plans, knob tuning); "
+      "returns run_id for get_search_status.";
   tool.input_schema = search_input_schema();
   tool.output_schema = run_status_schema();
   tool.annotations = hints(false, false, false, true);
@@ -510,10 +549,8 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
       shape.memory = arguments.value("memory", shape.memory);
       shape.reflexions = arguments.value("reflexions", shape.reflexions);
       shape.divergence = arguments.value("divergence", shape.divergence);
-      shape.confirm = arguments.value("confirm", shape.confirm);
-      shape.confirm_top_k = arguments.value("confirm_top_k", shape.confirm_top_k);
-      if (arguments.contains("max_device_seconds")) {
-        shape.max_device_s = arguments.at("max_device_seconds").get<double>();
+      if (auto confirm = parse_confirm(arguments, shape); !confirm.ok()) {
+        return server::tool_failure(confirm.failure());
       }
     }
     engine::Budgets budgets;
@@ -603,9 +640,7 @@ server::ToolDef make_get_search_status_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "get_search_status";
   tool.title = "Search status";
-  tool.description =
-      "A search run's status, latencies, speedup and candidate table (iteration, median, status, "
-      "plan). wait_s: wait for the end.";
+  tool.description = "A run's status, speedup and candidates (iteration, median, status, plan).";
   tool.input_schema = {
       {"type", "object"},
       {"properties",
@@ -613,7 +648,7 @@ server::ToolDef make_get_search_status_tool(std::shared_ptr<ToolEnv> env) {
         {"wait_s",
          {{"type", "number"},
           {"minimum", 0},
-          {"maximum", k_max_wait_s},
+          {"maximum", static_cast<int>(k_max_wait_s)},
           {"description", "Wait for the end."}}}}},
       {"required", {"run_id"}},
       {"additionalProperties", false},

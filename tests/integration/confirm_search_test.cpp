@@ -200,13 +200,32 @@ TEST_F(ConfirmSearch, TheConfirmedSearchPicksTheFakeDevicesBestWhereTheSimulator
   EXPECT_EQ(with_device, 3);
   EXPECT_NE(status.text.find(" us (device "), std::string::npos) << status.text;
 
+  // Pairs that rank the other way round (as a drifted device would give) turn the status into a
+  // warning that names the calibrate command for the confirming device.
+  for (int i = 0; i < 4; ++i) {
+    search::store::DevicePair pair = pairs.front();
+    pair.simulated_us = 10.0 + i;
+    pair.measured_us = 40.0 - i;
+    ASSERT_TRUE(db->calibrations().record_pair(pair).ok());
+  }
+  auto drifted = call("get_search_status", {{"run_id", run_id}});
+  ASSERT_FALSE(drifted.is_error) << drifted.text;
+  EXPECT_TRUE(drifted.structured.at("confirm").at("drifted").get<bool>());
+  EXPECT_NE(drifted.text.find("warning: the simulator ranks kernels unlike the device"),
+            std::string::npos)
+      << drifted.text;
+  EXPECT_NE(drifted.text.find("autocomp-mcp calibrate --backend '" + k_device + "'"),
+            std::string::npos)
+      << drifted.text;
+
   auto listed = call("list_runs", json::object());
   ASSERT_FALSE(listed.is_error) << listed.text;
-  EXPECT_EQ(listed.structured.at("runs").at(0).at("confirm").at("pairs"), 3);
+  EXPECT_EQ(listed.structured.at("runs").at(0).at("confirm").at("pairs"), 7);
+  EXPECT_TRUE(listed.structured.at("runs").at(0).at("confirm").at("drifted").get<bool>());
   EXPECT_FALSE(listed.structured.at("runs").at(1).contains("confirm"));
 }
 
-// run_beam_search takes confirm and confirm_top_k; with one kernel confirmed per iteration only
+// run_beam_search takes confirm: {backend, top_k}; with one kernel confirmed per iteration only
 // the simulator's favourite is measured, the other child ranks by its estimate (the price of a
 // small k), and the status counts the device's seconds apart.
 TEST_F(ConfirmSearch, TheSearchToolConfirmsTheTopKAndReportsDeviceTime) {
@@ -224,14 +243,25 @@ TEST_F(ConfirmSearch, TheSearchToolConfirmsTheTopKAndReportsDeviceTime) {
   auto started = call("run_beam_search", {{"kernel", (m_dir / "kernel.py").string()},
                                           {"problem", (m_dir / "problem.py").string()},
                                           {"backend", "sim"},
-                                          {"confirm", k_device},
-                                          {"confirm_top_k", 1},
+                                          {"confirm", {{"backend", k_device}, {"top_k", 1}}},
                                           {"beam", 1},
                                           {"plans", 2},
                                           {"impls", 1},
                                           {"iterations", 1}});
   ASSERT_FALSE(started.is_error) << started.text;
   const std::string run_id = started.structured.at("run_id");
+  // Bad settings are refused before any work, naming the field.
+  auto refused = call("run_beam_search", {{"kernel", (m_dir / "kernel.py").string()},
+                                          {"problem", (m_dir / "problem.py").string()},
+                                          {"confirm", {{"backend", k_device}, {"top_k", 0}}}});
+  EXPECT_TRUE(refused.is_error);
+  EXPECT_NE(refused.text.find("confirm: 'top_k' must be an integer from 1 to 64"),
+            std::string::npos)
+      << refused.text;
+  refused = call("run_beam_search", {{"kernel", (m_dir / "kernel.py").string()},
+                                     {"problem", (m_dir / "problem.py").string()},
+                                     {"confirm", {{"device", k_device}}}});
+  EXPECT_NE(refused.text.find("unknown field 'device'"), std::string::npos) << refused.text;
   json status;
   for (int i = 0; i < 24; ++i) {
     auto reply = call("get_search_status", {{"run_id", run_id}, {"wait_s", 5}});
