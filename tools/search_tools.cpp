@@ -389,7 +389,7 @@ json search_input_schema() {
       {"properties",
        {{"kernel", typed("string", "Kernel file.")},
         {"problem", typed("string", "Problem file.")},
-        {"resume", typed("string", "Run to resume.")},
+        {"resume", typed("string", "Run id to continue.")},
         {"backend", typed("string", "Backend spec.")},
         {"target", std::move(target)},
         {"llm", std::move(llm)},
@@ -399,18 +399,17 @@ json search_input_schema() {
         {"impls", bounded("integer", 1, 16, "Codes per plan (2).")},
         {"iterations", bounded("integer", 1, 1000, "Iterations (10).")},
         {"dropout", bounded("number", 0, 1, "Menu share hidden (0.7).")},
-        {"seed", bounded("integer", 0, 0, "Seed.")},
+        {"seed", bounded("integer", 0, 0, "Random seed.")},
         {"memory", typed("boolean", "Use lessons (true).")},
         {"reflexions", bounded("integer", 0, 20, "Reflexions shown (3).")},
         {"divergence", bounded("number", 0, 0, "Beam cut-off ratio (1.5).")},
-        {"confirm",
-         {{"type", {"string", "object"}},
-          {"description", "Device spec or {backend,top_k,max_device_s}."}}},
+        // A string or an object (parse_confirm checks); no "type" keeps tools/list small.
+        {"confirm", {{"description", "Device spec or {backend,top_k,max_device_s}"}}},
         {"max_llm_calls", bounded("integer", 1, 0, "Budget: LLM calls.")},
         {"max_tokens", bounded("integer", 1, 0, "Budget: tokens.")},
         {"max_cost_usd", bounded("number", 0, 0, "Budget: USD.")},
         {"max_wall_s", bounded("number", 1, 0, "Budget: seconds.")},
-        {"wait_s", bounded("number", 0, static_cast<int>(k_max_wait_s), "Wait (s).")}}},
+        {"wait_s", bounded("number", 0, static_cast<int>(k_max_wait_s), "Wait for progress.")}}},
       {"additionalProperties", false},
   };
 }
@@ -428,6 +427,9 @@ core::Status parse_confirm(const json& arguments, engine::SearchConfig& shape) {
   if (it->is_string()) {
     shape.confirm = it->get<std::string>();
     return shape.confirm.empty() ? bad("the device spec is empty") : core::ok_status();
+  }
+  if (!it->is_object()) {
+    return bad("expected a device spec or {backend, top_k, max_device_s}");
   }
   for (const auto& [key, value] : it->items()) {
     if (key != "backend" && key != "top_k" && key != "max_device_s") {
@@ -640,7 +642,7 @@ server::ToolDef make_get_search_status_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "get_search_status";
   tool.title = "Search status";
-  tool.description = "A run's status, speedup and candidates (iteration, median, status, plan).";
+  tool.description = "A run's status, speedup and candidate table.";
   tool.input_schema = {
       {"type", "object"},
       {"properties",

@@ -262,6 +262,11 @@ TEST_F(ConfirmSearch, TheSearchToolConfirmsTheTopKAndReportsDeviceTime) {
                                      {"problem", (m_dir / "problem.py").string()},
                                      {"confirm", {{"device", k_device}}}});
   EXPECT_NE(refused.text.find("unknown field 'device'"), std::string::npos) << refused.text;
+  refused = call("run_beam_search", {{"kernel", (m_dir / "kernel.py").string()},
+                                     {"problem", (m_dir / "problem.py").string()},
+                                     {"confirm", 3}});
+  EXPECT_NE(refused.text.find("confirm: expected a device spec"), std::string::npos)
+      << refused.text;
   json status;
   for (int i = 0; i < 24; ++i) {
     auto reply = call("get_search_status", {{"run_id", run_id}, {"wait_s", 5}});
