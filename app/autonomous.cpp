@@ -60,6 +60,10 @@ const char* const k_usage =
     "  --divergence X        members X times slower than the best leave the beam (1.5)\n"
     "  --min-gain PCT        least latency gain (percent) for a child to enter the beam\n"
     "                        (default: 0 on the simulator, the measured spread on hardware)\n"
+    "  --confirm SPEC        measure each iteration's best children on this backend (a device)\n"
+    "                        and rank the beam by its latencies; the simulator screens the rest\n"
+    "  --confirm-top-k N     children confirmed per iteration (2)\n"
+    "  --max-device-seconds S   stop confirming (not the search) after S seconds on the device\n"
     "  --db PATH             the store (default: the user's autocomp store)\n"
     "  --resume RUN_ID       continue a stopped or killed run\n"
     "  --in-place            also overwrite KERNEL with the best version\n"
@@ -91,6 +95,9 @@ struct Options {
   std::optional<int> reflexions;
   std::optional<double> divergence;
   std::optional<double> min_gain;
+  std::string confirm;
+  std::optional<int> confirm_top_k;
+  std::optional<double> max_device_s;
   std::string db_path;
   std::string resume_id;
   bool in_place = false;
@@ -163,6 +170,12 @@ core::Result<Options> parse(int argc, char** argv) {
         options.divergence = std::stod(text);
       } else if (arg == "--min-gain") {
         options.min_gain = std::stod(text);
+      } else if (arg == "--confirm") {
+        options.confirm = text;
+      } else if (arg == "--confirm-top-k") {
+        options.confirm_top_k = std::stoi(text);
+      } else if (arg == "--max-device-seconds") {
+        options.max_device_s = std::stod(text);
       } else if (arg == "--seed") {
         options.seed = std::stoull(text);
       } else if (arg == "--db") {
@@ -320,7 +333,8 @@ int autonomous_main(int argc, char** argv) {
   }
   if (!options.resume_id.empty()) {
     if (options.no_memory || options.reflexions || options.divergence || options.min_gain ||
-        options.beam || options.plans || options.impls || options.iterations || options.dropout) {
+        options.beam || options.plans || options.impls || options.iterations || options.dropout ||
+        !options.confirm.empty() || options.confirm_top_k || options.max_device_s) {
       std::cerr << "autocomp-mcp --autonomous: note: a resumed run keeps its stored settings; "
                    "search-shape and learning options are ignored with --resume (budgets apply)\n";
     }
@@ -350,6 +364,9 @@ int autonomous_main(int argc, char** argv) {
     shape.reflexions = options.reflexions.value_or(shape.reflexions);
     shape.divergence = options.divergence.value_or(shape.divergence);
     shape.min_gain = options.min_gain;
+    shape.confirm = options.confirm;
+    shape.confirm_top_k = options.confirm_top_k.value_or(shape.confirm_top_k);
+    shape.max_device_s = options.max_device_s;
     shape.seed = options.seed ? *options.seed : std::random_device{}();
   }
   auto prepared = launch::prepare(request, db);
@@ -437,6 +454,11 @@ int autonomous_main(int argc, char** argv) {
             << "x over " << outcome.baseline.latency_us() << " us\n";
   for (const auto& note : outcome.notes) {
     std::cout << "re-verification: " << note << '\n';
+  }
+  std::cout << "evaluations: " << outcome.backend_evaluations << " on " << info.backend << " ("
+            << outcome.cache_hits << " from the store)\n";
+  if (!outcome.confirmation.empty()) {
+    std::cout << outcome.confirmation << '\n';
   }
   if (!best_path.empty()) {
     std::cout << "best kernel: " << best_path << (options.in_place ? " (and the input file)" : "")

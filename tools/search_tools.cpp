@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "core/hash.hpp"
 #include "core/targets.hpp"
 #include "core/text.hpp"
 #include "search/autotune/knobs.hpp"
 #include "search/engine/beam_search.hpp"
+#include "search/engine/confirmation.hpp"
+#include "search/engine/run_store.hpp"
 #include "search/launch/launcher.hpp"
 #include "search/llm/provider.hpp"
 #include "server/protocol.hpp"
@@ -52,7 +55,47 @@ json progress_json(const engine::ProgressEvent& event) {
           {"tokens", event.tokens},
           {"cost_usd", event.cost_usd},
           {"elapsed_s", event.elapsed_s},
+          {"device_s", event.device_s},
+          {"device_measured", event.device_measured},
           {"phase", event.phase}};
+}
+
+// A confirmed run's device pairs: how well the simulator ranked like the device
+// (search/engine/confirmation.hpp), with the advice to recalibrate when it drifted.
+std::optional<json> confirmation_json(store::Store& db, const store::Run& run) {
+  auto settings = engine::config_of(run, db.evaluations());
+  const std::string spec = settings.ok() ? settings->confirm : std::string();
+  auto pairs = db.calibrations().pairs_for_run(run.id);
+  if (spec.empty() && (!pairs.ok() || pairs->empty())) {
+    return std::nullopt;
+  }
+  std::vector<engine::LatencyPair> figures;
+  if (pairs.ok()) {
+    for (const auto& pair : pairs.value()) {
+      figures.push_back({pair.simulated_us, pair.measured_us});
+    }
+  }
+  const engine::Agreement agreement = engine::agreement_of(figures, spec);
+  json out = {{"backend", spec}, {"pairs", agreement.pairs}};
+  if (settings.ok()) {
+    out["top_k"] = settings->confirm_top_k;
+    if (settings->max_device_s) {
+      out["max_device_s"] = *settings->max_device_s;
+    }
+  }
+  if (agreement.rank_correlation) {
+    out["rank_correlation"] = *agreement.rank_correlation;
+  }
+  if (agreement.pairs > 0) {
+    out["device_sim_ratio"] = {{"min", agreement.ratio_min},
+                               {"median", agreement.ratio_median},
+                               {"max", agreement.ratio_max}};
+  }
+  out["drifted"] = agreement.drifted;
+  if (agreement.drifted) {
+    out["advice"] = agreement.warning;
+  }
+  return out;
 }
 
 // The model source a stored run was started with, from its llm_specs.
@@ -85,6 +128,10 @@ json outcome_json(const engine::SearchOutcome& outcome) {
               {"tokens", outcome.tokens},
               {"cost_usd", outcome.cost_usd},
               {"elapsed_s", outcome.elapsed_s}};
+  if (!outcome.confirmation.empty()) {
+    out["device_s"] = outcome.device_s;
+    out["device_measured"] = outcome.device_measured;
+  }
   if (!outcome.stop_reason.empty()) {
     out["stop_reason"] = outcome.stop_reason;
   }
@@ -129,6 +176,9 @@ core::Result<json> stored_run_json(store::Store& db, const std::string& run_id) 
   if (r.best_candidate_key) {
     out["best_candidate"] = *r.best_candidate_key;
   }
+  if (auto confirmed = confirmation_json(db, r)) {
+    out["confirm"] = std::move(*confirmed);
+  }
   if (auto counts = db.runs().run_counts(r.id); counts.ok()) {
     out["evaluated"] = counts->evaluated;
     out["failed"] = counts->failed;
@@ -156,6 +206,13 @@ json candidate_table(store::Store& db, const std::string& run_id, std::size_t& t
   }
   auto list = std::move(candidates).value();
   total = list.size();
+  // A confirmed run's device measurements, by kernel (the newest of each).
+  std::map<std::string, double> measured;
+  if (auto pairs = db.calibrations().pairs_for_run(run_id); pairs.ok()) {
+    for (const auto& pair : pairs.value()) {
+      measured[pair.kernel_digest] = pair.measured_us;
+    }
+  }
   std::stable_sort(list.begin(), list.end(),
                    [](const store::RunCandidate& a, const store::RunCandidate& b) {
                      const bool a_timed = a.correct && a.median_us.has_value();
@@ -183,6 +240,9 @@ json candidate_table(store::Store& db, const std::string& run_id, std::size_t& t
     if (candidate.median_us && candidate.correct) {
       row["us"] = round_sig(*candidate.median_us);
     }
+    if (auto it = measured.find(candidate.candidate_key); it != measured.end()) {
+      row["device_us"] = round_sig(it->second);
+    }
     rows.push_back(std::move(row));
   }
   return rows;
@@ -192,8 +252,11 @@ json candidate_table(store::Store& db, const std::string& run_id, std::size_t& t
 std::string candidate_table_text(const json& rows) {
   std::string text;
   for (const auto& row : rows) {
-    const std::string us =
+    std::string us =
         row.contains("us") ? format_number(row.at("us").get<double>()) + " us" : std::string("-");
+    if (row.contains("device_us")) {
+      us += " (device " + format_number(row.at("device_us").get<double>()) + " us)";
+    }
     text += "  i" + std::to_string(row.at("it").get<int>()) + "  " + us + "  " +
             row.at("status").get<std::string>() + "  " + row.at("plan").get<std::string>() + "\n";
   }
@@ -274,6 +337,24 @@ std::string run_status_text(const json& status) {
   if (status.contains("message")) {
     text += "\n" + status.at("message").get<std::string>();
   }
+  if (auto it = status.find("confirm"); it != status.end()) {
+    text += "\nconfirmed on " + it->value("backend", std::string()) + ": " +
+            std::to_string(it->value("pairs", 0)) + " device pairs";
+    if (it->contains("rank_correlation")) {
+      text += ", rank correlation " + format_number(it->at("rank_correlation").get<double>());
+    }
+    if (auto ratio = it->find("device_sim_ratio"); ratio != it->end()) {
+      text += ", device/sim ratio " + format_number(ratio->at("min").get<double>()) + "/" +
+              format_number(ratio->at("median").get<double>()) + "/" +
+              format_number(ratio->at("max").get<double>()) + " (min/median/max)";
+    }
+    if (auto live = status.find("live"); live != status.end()) {
+      text += ", " + format_number(live->value("device_s", 0.0)) + " device s";
+    }
+    if (it->contains("advice")) {
+      text += "\nwarning: " + it->at("advice").get<std::string>();
+    }
+  }
   const auto& rows = status.at("candidates");
   text += "\ncandidates (" + std::to_string(rows.size()) + " of " +
           std::to_string(status.value("candidates_total", std::size_t{0})) +
@@ -299,7 +380,7 @@ json search_input_schema() {
     }
     return out;
   };
-  json target = typed("string", "Default: the problem's.");
+  json target = typed("string", "Else the problem's.");
   target["enum"] = core::known_target_names();
   json llm = typed("array", "LLM specs.");
   llm["items"] = {{"type", "string"}};
@@ -323,6 +404,8 @@ json search_input_schema() {
         {"reflexions", bounded("integer", 0, 20, "Reflexions shown (3).")},
         {"divergence", bounded("number", 0, 0, "Cut-off ratio (1.5).")},
         {"min_gain", typed("number", "Min gain %.")},
+        // A string or an object (parse_confirm checks); no "type" keeps tools/list small.
+        {"confirm", {{"description", "Device spec or {backend,top_k,max_device_s}"}}},
         {"max_llm_calls", bounded("integer", 1, 0, "LLM calls.")},
         {"max_tokens", bounded("integer", 1, 0, "Tokens.")},
         {"max_cost_usd", bounded("number", 0, 0, "USD.")},
@@ -330,6 +413,48 @@ json search_input_schema() {
         {"wait_s", bounded("number", 0, static_cast<int>(k_max_wait_s), "Wait for progress.")}}},
       {"additionalProperties", false},
   };
+}
+
+// run_beam_search's `confirm`: a device spec, or {backend, top_k, max_device_s} (the
+// hardware-confirmed search, search/engine/confirmation.hpp). One property keeps tools/list small.
+core::Status parse_confirm(const json& arguments, engine::SearchConfig& shape) {
+  auto it = arguments.find("confirm");
+  if (it == arguments.end()) {
+    return core::ok_status();
+  }
+  auto bad = [](const std::string& message) {
+    return core::make_failure(core::FailureKind::invalid_argument, "search", "confirm: " + message);
+  };
+  if (it->is_string()) {
+    shape.confirm = it->get<std::string>();
+    return shape.confirm.empty() ? bad("the device spec is empty") : core::ok_status();
+  }
+  if (!it->is_object()) {
+    return bad("expected a device spec or {backend, top_k, max_device_s}");
+  }
+  for (const auto& [key, value] : it->items()) {
+    if (key != "backend" && key != "top_k" && key != "max_device_s") {
+      return bad("unknown field '" + key + "' (known: backend, top_k, max_device_s)");
+    }
+  }
+  const auto backend = it->find("backend");
+  if (backend == it->end() || !backend->is_string() || backend->get<std::string>().empty()) {
+    return bad("'backend' must name the device's backend spec");
+  }
+  shape.confirm = backend->get<std::string>();
+  if (auto top_k = it->find("top_k"); top_k != it->end()) {
+    if (!top_k->is_number_integer() || top_k->get<long>() < 1 || top_k->get<long>() > 64) {
+      return bad("'top_k' must be an integer from 1 to 64");
+    }
+    shape.confirm_top_k = top_k->get<int>();
+  }
+  if (auto seconds = it->find("max_device_s"); seconds != it->end()) {
+    if (!seconds->is_number() || !(seconds->get<double>() > 0)) {
+      return bad("'max_device_s' must be a positive number of seconds");
+    }
+    shape.max_device_s = seconds->get<double>();
+  }
+  return core::ok_status();
 }
 
 // The output of run_beam_search, get_search_status and cancel_search (run_status's fields).
@@ -344,8 +469,8 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
   tool.name = "run_beam_search";
   tool.title = "Search";
   tool.description =
-      "Start a background beam search for a faster NKI kernel (LLM or client-model plans, knob "
-      "tuning); returns run_id. Follow with get_search_status.";
+      "Background beam search for a faster NKI kernel (LLM/client-model plans, knob tuning); "
+      "returns run_id for get_search_status.";
   tool.input_schema = search_input_schema();
   tool.output_schema = run_status_schema();
   tool.annotations = hints(false, false, false, true);
@@ -429,6 +554,9 @@ server::ToolDef make_run_beam_search_tool(std::shared_ptr<ToolEnv> env) {
       shape.divergence = arguments.value("divergence", shape.divergence);
       if (arguments.contains("min_gain")) {
         shape.min_gain = arguments.at("min_gain").get<double>();
+      }
+      if (auto confirm = parse_confirm(arguments, shape); !confirm.ok()) {
+        return server::tool_failure(confirm.failure());
       }
     }
     engine::Budgets budgets;
@@ -518,9 +646,7 @@ server::ToolDef make_get_search_status_tool(std::shared_ptr<ToolEnv> env) {
   server::ToolDef tool;
   tool.name = "get_search_status";
   tool.title = "Search status";
-  tool.description =
-      "A search run's status, latencies, speedup and candidate table (iteration, median, status, "
-      "plan). wait_s: wait for the end.";
+  tool.description = "A run's status, speedup and candidate table.";
   tool.input_schema = {
       {"type", "object"},
       {"properties",
@@ -528,7 +654,7 @@ server::ToolDef make_get_search_status_tool(std::shared_ptr<ToolEnv> env) {
         {"wait_s",
          {{"type", "number"},
           {"minimum", 0},
-          {"maximum", k_max_wait_s},
+          {"maximum", static_cast<int>(k_max_wait_s)},
           {"description", "Wait for the end."}}}}},
       {"required", {"run_id"}},
       {"additionalProperties", false},

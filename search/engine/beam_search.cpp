@@ -9,6 +9,7 @@
 
 #include "core/hash.hpp"
 #include "search/engine/beam.hpp"
+#include "search/engine/confirmation.hpp"
 #include "search/engine/evaluator.hpp"
 #include "search/engine/generation.hpp"
 #include "search/engine/history.hpp"
@@ -95,6 +96,8 @@ class SearchRun {
   int restore();
   ProposeContext context_for(int iteration);
   SearchOutcome finish();
+  // A confirmed search: makes the confirmation and measures the input kernel on the device.
+  core::Status start_confirmation(Candidate& root, bool resumed);
   double elapsed_s() const { return m_clock->seconds_since(m_started); }
 
   SearchConfig m_config;
@@ -113,6 +116,7 @@ class SearchRun {
   std::unique_ptr<TaskPool> m_pool;
   std::unique_ptr<Evaluator> m_evaluator;
   std::unique_ptr<Generation> m_generation;
+  std::unique_ptr<Confirmation> m_confirmation;  // null unless the config names a device
   RunKernels m_kernels;
   // After-batch steps, in order; the typed pointers are the same steps.
   std::vector<std::shared_ptr<AfterBatch>> m_after_batch;
@@ -169,6 +173,10 @@ void SearchRun::emit(const std::string& phase, const ChildCounts& counts, bool f
     event.cost_usd = spend.cost_usd;
   }
   event.elapsed_s = elapsed_s();
+  if (m_confirmation) {
+    event.device_s = m_confirmation->device_seconds();
+    event.device_measured = m_confirmation->measured();
+  }
   event.phase = phase;
   event.finished = finished;
   m_hooks.progress(event);
@@ -202,7 +210,12 @@ core::Result<std::vector<std::shared_ptr<Proposer>>> SearchRun::make_proposers()
 }
 
 int SearchRun::restore() {
-  const std::vector<Candidate> stored = load_candidates(m_services.store, m_run_id);
+  std::vector<Candidate> stored = load_candidates(m_services.store, m_run_id);
+  if (m_confirmation) {
+    for (auto& candidate : stored) {
+      m_confirmation->place(candidate);
+    }
+  }
   auto loaded = m_services.store.runs->get_beams(m_run_id);
   if (!loaded) {
     spdlog::warn("could not load the run's beams: {}", loaded.failure().describe());
@@ -320,6 +333,9 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
   root.key = core::source_key(root.source);
   root.origin = Origin{0, 0, 0, 0, 0, "input"};
   root.eval = m_evaluator->evaluate_now(root.key, root.source, &root.eval_ref);
+  if (auto confirming = start_confirmation(root, resume_id.has_value()); !confirming) {
+    return fail(confirming.failure());
+  }
   if (was_cancelled(root.eval)) {
     m_outcome.status = m_stop.status().empty() ? "cancelled" : m_stop.status();
     m_outcome.stop_reason = m_stop.reason();
@@ -380,6 +396,9 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     }
     emit("iteration", m_generation->counts());
     std::vector<Candidate> children = m_generation->run(ctx, offered, m_kernels);
+    if (m_confirmation) {
+      m_confirmation->confirm(children);
+    }
 
     // The batch's results go to the strategy, which picks the next generation.
     const Selection selection = m_strategy->notify(iteration, children);
@@ -389,7 +408,11 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
           iteration, selection.diverged, m_config.divergence);
     }
     set_verdicts(children, selection);
-    m_generation->lower_best(selection.next.front().latency_us());
+    if (m_confirmation) {
+      m_generation->set_best(selection.next.front().latency_us());  // on the device's scale
+    } else {
+      m_generation->lower_best(selection.next.front().latency_us());
+    }
     m_kernels.add(children);
     // An unfinished iteration keeps its children; a resume runs it again from the store.
     const Batch batch{iteration, parents, children, selection, !m_stop.stopping()};
@@ -404,6 +427,30 @@ SearchOutcome SearchRun::run(const std::optional<std::string>& resume_id) {
     emit("iteration_done", m_generation->counts());
   }
   return finish();
+}
+
+core::Status SearchRun::start_confirmation(Candidate& root, bool resumed) {
+  if (m_config.confirm.empty()) {
+    return core::ok_status();
+  }
+  if (!m_services.confirm_backend) {
+    return core::make_failure(core::FailureKind::invalid_argument, "confirm",
+                              "no confirming backend was made for '" + m_config.confirm + "'");
+  }
+  Confirmation::Options options;
+  options.device = m_services.confirm_backend;
+  options.device_spec = m_config.confirm;
+  options.cache = m_services.store.evaluations;
+  options.pairs = m_services.store.calibrations;
+  options.run_id = m_run_id;
+  options.sim_identity = m_services.backend->identity();
+  options.request = m_evaluator->request_for("");
+  m_confirmation = std::make_unique<Confirmation>(std::move(options), m_config, m_stop);
+  if (resumed) {
+    m_confirmation->restore();
+  }
+  m_confirmation->confirm_input(root);
+  return core::ok_status();
 }
 
 SearchOutcome SearchRun::finish() {
@@ -449,6 +496,12 @@ SearchOutcome SearchRun::finish() {
   std::string message = m_outcome.stop_reason;
   for (const auto& note : m_outcome.notes) {
     message += (message.empty() ? "" : "; ") + note;
+  }
+  if (m_confirmation) {
+    m_outcome.device_s = m_confirmation->device_seconds();
+    m_outcome.device_measured = m_confirmation->measured();
+    m_outcome.confirmation = m_confirmation->summary();
+    message += (message.empty() ? "" : "; ") + m_outcome.confirmation;
   }
   set_status(m_outcome.status, message);
   emit("done", counts, true);

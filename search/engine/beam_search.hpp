@@ -37,6 +37,9 @@ struct SearchServices {
   // Steps to run after every batch, after the run's own (journal, prompt history, lessons,
   // reflexions).
   std::vector<std::shared_ptr<AfterBatch>> after_batch;
+  // The confirming backend of a hardware-confirmed search (SearchConfig::confirm, made from that
+  // spec); required when the config names one.
+  std::shared_ptr<backends::Backend> confirm_backend;
 };
 
 struct SearchHooks {
@@ -83,6 +86,11 @@ struct SearchOutcome {
   long tokens = 0;
   double cost_usd = 0;
   double elapsed_s = 0;
+  // A confirmed search: seconds spent on the confirming backend, kernels measured there, and the
+  // confirmation's summary in words (search/engine/confirmation.hpp); empty otherwise.
+  double device_s = 0;
+  long device_measured = 0;
+  std::string confirmation;
 
   double speedup() const {
     return best.latency_us() > 0 ? baseline.latency_us() / best.latency_us() : 0.0;

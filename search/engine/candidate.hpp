@@ -49,10 +49,18 @@ struct Candidate {
   bool duplicate = false;  // same source as an earlier candidate of the run: never evaluated again
   std::string verdict;     // "" until selection, then "accepted" (entered the beam) or "rejected"
   std::string eval_ref;    // the store's reference to `eval` ("" when it was not stored)
+  // A confirmed search (search/engine/confirmation.hpp) ranks on the confirming device's scale:
+  // the latency measured there, or the simulator's scaled by the run's median device/sim ratio.
+  // Unset in a search without a confirming device.
+  std::optional<double> device_us;
+  bool device_measured = false;  // device_us was measured, not estimated
 
   bool correct() const { return eval.ok() && eval.correct && eval.latency.has_value(); }
-  // Median latency in microseconds; only meaningful when correct().
-  double latency_us() const { return eval.latency ? eval.latency->median_us : 0.0; }
+  // The latency the search ranks by, in microseconds: device_us when set, else the evaluation's
+  // median; only meaningful when correct().
+  double latency_us() const { return device_us ? *device_us : evaluated_us(); }
+  // The evaluation's own median (the simulator's in a confirmed search).
+  double evaluated_us() const { return eval.latency ? eval.latency->median_us : 0.0; }
 };
 
 }  // namespace autocomp::search::engine

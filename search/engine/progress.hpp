@@ -20,7 +20,9 @@ struct ProgressEvent {
   long tokens = 0;
   double cost_usd = 0;
   double elapsed_s = 0;
-  std::string phase;  // "baseline", "iteration", "iteration_done", "done"
+  double device_s = 0;       // seconds on the confirming backend (a confirmed search)
+  long device_measured = 0;  // kernels measured there
+  std::string phase;         // "baseline", "iteration", "iteration_done", "done"
   bool finished = false;
 };
 

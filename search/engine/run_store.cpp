@@ -37,7 +37,12 @@ std::string settings_json(const SearchConfig& c) {
       {"warmup", c.warmup},
       {"iters", c.iters},
       {"eval_timeout_ms", c.eval_timeout.count()},
+      {"confirm", c.confirm},
+      {"confirm_top_k", c.confirm_top_k},
   };
+  if (c.max_device_s) {
+    out["max_device_s"] = *c.max_device_s;
+  }
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -66,6 +71,11 @@ void read_settings(const json& in, SearchConfig& c) {
   take("eval_seeds", c.eval_seeds);
   take("warmup", c.warmup);
   take("iters", c.iters);
+  take("confirm", c.confirm);
+  take("confirm_top_k", c.confirm_top_k);
+  if (auto it = in.find("max_device_s"); it != in.end() && it->is_number()) {
+    c.max_device_s = it->get<double>();
+  }
   long long timeout_ms = c.eval_timeout.count();
   take("eval_timeout_ms", timeout_ms);
   c.eval_timeout = std::chrono::milliseconds(timeout_ms);
@@ -103,7 +113,8 @@ std::optional<std::int64_t> evaluation_id(const std::string& ref) {
 
 RunStore parts_of(const std::shared_ptr<store::Store>& store) {
   return RunStore{store::share(store, store->runs()), store::share(store, store->llm_calls()),
-                  store::share(store, store->memory()), store::share(store, store->evaluations())};
+                  store::share(store, store->memory()), store::share(store, store->evaluations()),
+                  store::share(store, store->calibrations())};
 }
 
 core::Result<std::string> create_run(const RunStore& parts, const SearchConfig& config,

@@ -7,6 +7,7 @@
 #include "core/result.hpp"
 #include "search/engine/candidate.hpp"
 #include "search/engine/search_config.hpp"
+#include "search/store/calibrations.hpp"
 #include "search/store/evaluation_cache.hpp"
 #include "search/store/llm_call_log.hpp"
 #include "search/store/memory.hpp"
@@ -28,6 +29,8 @@ struct RunStore {
   std::shared_ptr<store::LlmCallLog> llm_calls;
   std::shared_ptr<store::Memory> memory;
   std::shared_ptr<store::EvaluationCache> evaluations;
+  // Where a confirmed search stores its (simulated, measured) pairs; optional.
+  std::shared_ptr<store::Calibrations> calibrations;
 
   bool complete() const { return runs && llm_calls && memory && evaluations; }
 };

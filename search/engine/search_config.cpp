@@ -57,6 +57,12 @@ core::Status validate(const SearchConfig& config) {
   if (config.warmup < 0 || config.iters < 1) {
     return bad("warmup must be >= 0 and iters >= 1");
   }
+  if (config.confirm_top_k < 1) {
+    return bad("confirm_top_k must be at least 1");
+  }
+  if (config.max_device_s && !(*config.max_device_s > 0)) {
+    return bad("max_device_seconds must be positive");
+  }
   return core::ok_status();
 }
 

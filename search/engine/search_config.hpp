@@ -64,6 +64,13 @@ struct SearchConfig {
   std::chrono::milliseconds eval_timeout{std::chrono::minutes(5)};
 
   Budgets budgets;
+
+  // The hardware-confirmed search (search/engine/confirmation.hpp): a backend spec whose
+  // measurements rank the beam ("" = none), how many of an iteration's best children it measures,
+  // and the seconds it may spend (unset: unlimited; when spent, confirming stops, not the search).
+  std::string confirm;
+  int confirm_top_k = 2;
+  std::optional<double> max_device_s;
 };
 
 // Checks ranges (beam >= 1, 0 <= dropout <= 1, ...); invalid_argument with the offending field.

@@ -79,6 +79,7 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
 
   std::string target;
   std::string backend_spec = request.backend_spec;
+  std::string confirm_spec;  // the confirming device of a hardware-confirmed search
   if (!request.resume_run_id.empty()) {
     auto run = db->runs().get_run(request.resume_run_id);
     if (!run.ok()) {
@@ -95,6 +96,9 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
     launch.services.facts.problem_path =
         request.problem_path.empty() ? stored.config.problem_path : request.problem_path;
     target = stored.config.target;
+    if (auto settings = engine::config_of(stored, db->evaluations()); settings.ok()) {
+      confirm_spec = settings->confirm;
+    }
     if (backend_spec.empty()) {
       backend_spec = stored.config.backend;
     }
@@ -128,6 +132,7 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
     launch.services.facts.kernel_path = request.kernel_path;
     launch.services.facts.problem_path = request.problem_path;
     target = config.target;
+    confirm_spec = config.confirm;
   }
   if (backend_spec.empty()) {
     backend_spec = request.default_backend_spec.empty() ? "sim" : request.default_backend_spec;
@@ -142,6 +147,14 @@ core::Result<Launch> prepare(const LaunchRequest& request, std::shared_ptr<store
   launch.backend_spec = backend_spec;
   launch.services.facts.backend = backend_spec;
   launch.services.backend = backend.value();
+  if (!confirm_spec.empty()) {
+    auto device =
+        source(confirm_spec, target.empty() ? std::string(core::k_default_target) : target);
+    if (!device.ok()) {
+      return usage("confirm '" + confirm_spec + "': " + device.failure().message);
+    }
+    launch.services.confirm_backend = device.value();
+  }
   launch.services.store = engine::parts_of(db);
   launch.services.make_proposer = [](const std::string& name) { return make_proposer(name); };
   return launch;

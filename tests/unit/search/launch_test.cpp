@@ -170,5 +170,21 @@ TEST(Proposers, TheTableNamesBothKinds) {
   EXPECT_NE(std::find(names.begin(), names.end(), "autotune"), names.end());
 }
 
+TEST_F(Launcher, AConfirmingDeviceIsMadeForTheRunsTargetAndABadSpecIsRefusedFirst) {
+  LaunchRequest asked = request(k_problem_trn1);
+  asked.shape.confirm = "local?device=sim-perturbed&seed=3";
+  auto launch = prepare(asked, m_store, recording());
+  ASSERT_TRUE(launch.ok()) << launch.failure().describe();
+  ASSERT_NE(launch->services.confirm_backend, nullptr);
+  EXPECT_EQ(m_asked.at("local?device=sim-perturbed&seed=3"), "trn1");
+  EXPECT_EQ(launch->config.confirm, "local?device=sim-perturbed&seed=3");
+
+  asked.shape.confirm = "nosuch://device";
+  auto refused = prepare(asked, m_store, recording());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.failure().message.find("confirm 'nosuch://device'"), std::string::npos)
+      << refused.failure().message;
+}
+
 }  // namespace
 }  // namespace autocomp::search::launch
