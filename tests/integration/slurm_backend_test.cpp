@@ -144,6 +144,50 @@ TEST_F(SlurmBackendTest, SimulatorResultThroughSlurmEqualsTheLocalOne) {
   EXPECT_TRUE(m_cluster->queued_jobs().empty());
 }
 
+// Calibration through Slurm: the fake device's seed and a calibration profile's table reach the
+// job (the table travels with the request) and its answers equal the local ones.
+TEST_F(SlurmBackendTest, FakeDeviceSeedAndCalibrationTableReachTheJob) {
+  const fs::path probes =
+      fs::path(AUTOCOMP_SOURCE_DIR) / "backends" / "nkisim" / "calibration" / "device" / "probes";
+  EvalRequest request;
+  request.command = EvalCommand::benchmark;
+  request.kernel_source = testing::read_text(probes / "vector_copy.py");
+  request.problem_source = testing::read_text(probes / "copy_w1024_problem.py");
+  ASSERT_FALSE(request.kernel_source.empty() || request.problem_source.empty());
+  request.target = "trn1";
+  request.iters = 2;
+  request.timeout = 120s;
+
+  BackendOptions options;
+  options.default_target = "trn1";
+  options.resolve_calibration = [](const std::string& name,
+                                   const std::string& target) -> core::Result<CalibrationTable> {
+    return CalibrationTable{
+        name, target,
+        R"({"target": "trn1", "name": "slow-vector", "values": {"vector_cycles_per_elem": 2.0}})"};
+  };
+  auto median = [&](const std::string& text) {
+    auto backend = make_backend(text, options);
+    EXPECT_TRUE(backend.ok()) << (backend.ok() ? "" : backend.failure().describe());
+    if (!backend.ok()) {
+      return 0.0;
+    }
+    auto results = backend.value()->evaluate({request}, {}, {});
+    EXPECT_TRUE(results.at(0).ok()) << text << ": " << results.at(0).failure->describe();
+    return results.at(0).latency ? results.at(0).latency->median_us : 0.0;
+  };
+  const double job_fake = median(spec("device=sim-perturbed&seed=3"));
+  const double local_fake = median("local?device=sim-perturbed&seed=3");
+  const double job_calibrated = median(spec("device=sim&calibration=slow-vector"));
+  const double local_calibrated = median("sim?calibration=slow-vector");
+  const double shipped = median("sim");
+  EXPECT_NEAR(job_fake, local_fake, local_fake * 0.02);
+  EXPECT_NE(local_fake, shipped);  // the fake device is not the simulator
+  EXPECT_DOUBLE_EQ(job_calibrated, local_calibrated);
+  EXPECT_GT(local_calibrated, shipped * 1.3);  // twice the VectorE cost per element shows
+  EXPECT_TRUE(m_cluster->queued_jobs().empty());
+}
+
 // A job sees the harness allow-list of the submitting environment (core/environment.hpp), the
 // same list the local and SSH backends apply: NEURON_* passes, API keys and tokens never do.
 TEST_F(SlurmBackendTest, JobsSeeTheHarnessAllowListAndNoSecrets) {
