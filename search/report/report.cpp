@@ -150,6 +150,10 @@ std::vector<CandidateRow> candidate_rows(const ReportInput& input) {
                                 160);
     } else {
       row.latency_us = candidate.latency_us();
+      if (candidate.device_us) {
+        row.scale = candidate.device_measured ? "device" : "estimate";
+        row.simulated_us = candidate.evaluated_us();
+      }
       std::string verdict = candidate.key == outcome.best.key ? "winner"
                             : candidate.verdict.empty()       ? "measured"
                                                               : candidate.verdict;
@@ -161,6 +165,20 @@ std::vector<CandidateRow> candidate_rows(const ReportInput& input) {
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+std::string latency_cell(const CandidateRow& row) {
+  if (row.latency_us <= 0) {
+    return "-";
+  }
+  if (row.scale == "device") {
+    return fixed(row.latency_us, 3) + " (device; simulator " + fixed(row.simulated_us, 3) + ")";
+  }
+  if (row.scale == "estimate") {
+    return "~" + fixed(row.latency_us, 3) + " (estimate; simulator " + fixed(row.simulated_us, 3) +
+           ")";
+  }
+  return fixed(row.latency_us, 3);
 }
 
 std::vector<BusyBar> busy_bars(const ReportInput& input) {
@@ -427,6 +445,9 @@ std::string render_markdown(const ReportInput& input) {
   md << "| baseline latency | " << fixed(outcome.baseline.latency_us(), 3) << " us |\n";
   md << "| best latency | " << fixed(outcome.best.latency_us(), 3) << " us |\n";
   md << "| speedup | " << fixed(outcome.speedup(), 3) << "x |\n";
+  if (!outcome.confirmation.empty()) {
+    md << "| device confirmation | " << markdown_cell(outcome.confirmation) << " |\n";
+  }
   md << "| iterations | " << outcome.iterations_done << " of " << outcome.config.iterations
      << " (beam " << outcome.config.beam << ", plans " << outcome.config.plans << ", impls "
      << outcome.config.impls << ", seed " << outcome.config.seed << ") |\n";
@@ -465,8 +486,7 @@ std::string render_markdown(const ReportInput& input) {
     md << "## Every candidate\n\n| origin | plan | outcome | latency (us) |\n|---|---|---|---|\n";
     for (const auto& row : rows) {
       md << "| " << row.origin << " | " << markdown_cell(row.plan) << " | "
-         << markdown_cell(row.outcome) << " | "
-         << (row.latency_us > 0 ? fixed(row.latency_us, 3) : std::string("-")) << " |\n";
+         << markdown_cell(row.outcome) << " | " << latency_cell(row) << " |\n";
     }
     md << "\n";
   }
@@ -529,6 +549,9 @@ std::string render_html(const ReportInput& input) {
   row("baseline latency", fixed(outcome.baseline.latency_us(), 3) + " us");
   row("best latency", fixed(outcome.best.latency_us(), 3) + " us");
   row("speedup", fixed(outcome.speedup(), 3) + "x");
+  if (!outcome.confirmation.empty()) {
+    row("device confirmation", outcome.confirmation);
+  }
   row("iterations",
       std::to_string(outcome.iterations_done) + " of " + std::to_string(outcome.config.iterations));
   row("candidates", std::to_string(outcome.candidates_evaluated) + " evaluated, " +
@@ -560,9 +583,7 @@ std::string render_html(const ReportInput& input) {
     for (const auto& candidate : rows) {
       html << "<tr><td><code>" << html_escape(candidate.origin) << "</code></td><td>"
            << html_escape(candidate.plan) << "</td><td>" << html_escape(candidate.outcome)
-           << "</td><td>"
-           << (candidate.latency_us > 0 ? fixed(candidate.latency_us, 3) : std::string("-"))
-           << "</td></tr>\n";
+           << "</td><td>" << html_escape(latency_cell(candidate)) << "</td></tr>\n";
     }
     html << "</table>\n";
   }

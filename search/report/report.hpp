@@ -29,8 +29,14 @@ struct CandidateRow {
   std::string plan;       // one line, bounded
   std::string outcome;    // "winner", "accepted, faster (latency -3.21%)", "rejected, slower ...",
                           // "failed: compile_error ...", "duplicate"
-  double latency_us = 0;  // 0 when not measured
+  double latency_us = 0;  // 0 when not measured; on the device's scale in a confirmed search
+  // A confirmed search: "device" (measured there) or "estimate" (simulated x the run's median
+  // device/sim ratio), with the simulated figure beside it; "" otherwise.
+  std::string scale;
+  double simulated_us = 0;
 };
+// "22.640 us" as a candidate table cell: "-" when not measured, "~" before an estimate.
+std::string latency_cell(const CandidateRow& row);
 std::vector<CandidateRow> candidate_rows(const ReportInput& input);
 
 // Busy time (us) per engine and for DMA of the input kernel and of the winner, from their

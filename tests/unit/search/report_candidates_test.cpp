@@ -110,5 +110,24 @@ TEST(ReportCandidates, EngineAndDmaTimeOfInputAndWinnerSideBySide) {
   EXPECT_EQ(render_html(f.input).find("<script"), std::string::npos) << "no scripts";
 }
 
+TEST(ReportCandidates, AConfirmedSearchShowsDeviceFiguresEstimatesAndItsAgreement) {
+  Fixture f;
+  f.outcome.confirmation = "device confirmation: 2 pairs, device/sim ratio 0.94-0.95";
+  f.input.candidates[1].device_us = 47.5;
+  f.input.candidates[1].device_measured = true;
+  f.input.candidates[2].device_us = 98.0;  // estimated from the ratio
+  const auto rows = candidate_rows(f.input);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(latency_cell(rows[0]), "47.500 (device; simulator 50.000)");
+  EXPECT_EQ(latency_cell(rows[1]), "~98.000 (estimate; simulator 104.000)");
+  EXPECT_EQ(latency_cell(rows[2]), "-");
+  const auto html = render_html(f.input);
+  EXPECT_NE(html.find("device confirmation: 2 pairs"), std::string::npos);
+  EXPECT_NE(html.find("47.500 (device; simulator 50.000)"), std::string::npos);
+  const auto md = render_markdown(f.input);
+  EXPECT_NE(md.find("| device confirmation | device confirmation: 2 pairs"), std::string::npos);
+  EXPECT_NE(md.find("~98.000 (estimate; simulator 104.000)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace autocomp::search::report
