@@ -260,21 +260,31 @@ def _choice(module, name, allowed, default):
     return value
 
 
+def _constant(v, what, k):
+    """A Python scalar, or a tuple (nested) of them, as a kernel's compile-time constant
+    argument (numpy scalars become Python ones); problem_error for anything else."""
+    if isinstance(v, np.generic) and not isinstance(v, np.ndarray):
+        v = v.item()
+    if isinstance(v, tuple):
+        return tuple(_constant(item, what, k) for item in v)
+    if not isinstance(v, (bool, int, float)):
+        raise HarnessFailure("problem_error", "%s[%r] is or holds %s, not a numpy array, a "
+                             "Python int/float/bool or a tuple of them"
+                             % (what, k, type(v).__name__))
+    if isinstance(v, float) and not math.isfinite(v):
+        raise HarnessFailure("problem_error", "%s[%r] is or holds %r: scalar inputs must "
+                             "be finite" % (what, k, v))
+    return v
+
+
 def _checked_inputs(value, what):
-    """A dict of numpy arrays and Python scalars (numpy scalars become Python ones)."""
+    """A dict of numpy arrays and constants: Python scalars and (nested) tuples of them, such
+    as a kernel's `padding=((0, 0), (1, 1))` (numpy scalars become Python ones)."""
     out = {}
     for k, v in value.items():
         if not isinstance(k, str):
             raise HarnessFailure("problem_error", "%s: key %r is not a string" % (what, k))
-        if isinstance(v, np.generic) and not isinstance(v, np.ndarray):
-            v = v.item()
-        if not isinstance(v, (np.ndarray, bool, int, float)):
-            raise HarnessFailure("problem_error", "%s[%r] is %s, not a numpy array "
-                                 "or a Python int/float/bool" % (what, k, type(v).__name__))
-        if isinstance(v, float) and not math.isfinite(v):
-            raise HarnessFailure("problem_error", "%s[%r] is %r: scalar inputs must "
-                                 "be finite" % (what, k, v))
-        out[k] = v
+        out[k] = v if isinstance(v, np.ndarray) else _constant(v, what, k)
     return out
 
 

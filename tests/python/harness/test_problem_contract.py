@@ -112,6 +112,20 @@ class OutputParameters(unittest.TestCase):
                 self.assertEqual(out["failure"]["kind"], "problem_error", out["failure"])
                 self.assertIn(text, out["failure"]["message"])
 
+    def test_a_tuple_constant_reaches_the_kernels_keyword_arguments(self):
+        # a published kernel taking `**kwargs` with a nested tuple, as conv kernels take padding
+        kernel = KERNEL.replace("def scale_kernel(x, alpha, out):",
+                                "def scale_kernel(x, out, **kwargs):\n"
+                                "    alpha = kwargs['window'][1][0]")
+        problem = PROBLEM.replace('"alpha": 2.5 + seed', '"window": ((0, 1), (2.5 + seed, 3))')
+        problem = problem.replace("def reference(x, alpha):\n    return (x * np.float32(alpha))",
+                                  "def reference(x, window):\n"
+                                  "    return (x * np.float32(window[1][0]))")
+        out = self.run_h(kernel, problem + '\nOUTPUTS = ("out",)\n', "evaluate")
+        self.assertEqual(out["status"], "ok", out)
+        self.assertEqual(out["problem"]["signature"],
+                         "window:tuple=((0, 1), (2.5, 3));x:float32[128,64]")
+
     def test_non_scalar_non_array_input_is_a_problem_error(self):
         out = self.run_h(RETURNING_KERNEL, PROBLEM.replace('"alpha": 2.5 + seed',
                                                            '"alpha": [2.5]'))
