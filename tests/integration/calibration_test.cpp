@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +18,7 @@
 #include "search/calibration/calibrate.hpp"
 #include "search/store/store.hpp"
 #include "server/tool.hpp"
+#include "support/run_program.hpp"
 #include "tools/product_tools.hpp"
 
 namespace autocomp::tools {
@@ -37,26 +37,6 @@ fs::path probes_dir() {
   return harness_dir() / "nkisim" / "calibration" / "device" / "probes";
 }
 
-// Runs `command`, returns (exit status, stdout).
-std::pair<int, std::string> run(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    return {-1, out};
-  }
-  char buffer[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) {
-    out.append(buffer, n);
-  }
-  int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string quote(const std::string& text) {
-  return "'" + text + "'";
-}
-
 class Calibration : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -71,10 +51,22 @@ class Calibration : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(m_dir); }
 
-  std::string calibrate_command(const std::string& extra) const {
-    return std::string(AUTOCOMP_BINARY) + " calibrate --backend " + quote(k_device) +
-           " --target trn1 --name host --json --db " + quote(m_options.db_path) +
-           " --harness-dir " + quote(harness_dir().string()) + " " + extra + " 2>/dev/null";
+  std::vector<std::string> calibrate_command(const std::vector<std::string>& extra) const {
+    std::vector<std::string> argv = {AUTOCOMP_BINARY,
+                                     "calibrate",
+                                     "--backend",
+                                     k_device,
+                                     "--target",
+                                     "trn1",
+                                     "--name",
+                                     "host",
+                                     "--json",
+                                     "--db",
+                                     m_options.db_path,
+                                     "--harness-dir",
+                                     harness_dir().string()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
   }
 
   server::ToolResult call(const std::string& tool, json arguments) {
@@ -138,7 +130,7 @@ TEST_F(Calibration, RecoversTheFakeDevicesCostsResumesAndThenMatchesIt) {
   }
 
   // Resumed by the command: the five are not measured again.
-  auto [status, out] = run(calibrate_command(""));
+  auto [status, out] = testing::run_program(calibrate_command({}));
   ASSERT_EQ(status, 0) << out;
   json report = json::parse(out, nullptr, false);
   ASSERT_TRUE(report.is_object()) << out;
@@ -147,10 +139,10 @@ TEST_F(Calibration, RecoversTheFakeDevicesCostsResumesAndThenMatchesIt) {
   EXPECT_EQ(report["name"], "host");
 
   // The fitted values of the identified parameters are the hidden ones within 5%.
-  auto [hidden_status, hidden_text] = run(
-      std::string(AUTOCOMP_PYTHON) + " " +
-      quote((harness_dir() / "nkisim" / "calibration" / "device" / "hidden_factors.py").string()) +
-      " --seed " + std::to_string(k_seed) + " --target trn1");
+  auto [hidden_status, hidden_text] = testing::run_program(
+      {AUTOCOMP_PYTHON,
+       (harness_dir() / "nkisim" / "calibration" / "device" / "hidden_factors.py").string(),
+       "--seed", std::to_string(k_seed), "--target", "trn1"});
   ASSERT_EQ(hidden_status, 0);
   json hidden = json::parse(hidden_text)["values"];
   int identified = 0;
@@ -192,13 +184,13 @@ TEST_F(Calibration, RecoversTheFakeDevicesCostsResumesAndThenMatchesIt) {
 }
 
 TEST_F(Calibration, RefitsFromKernelsBenchmarkedOnTheDevice) {
-  auto [none_status, none_out] = run(calibrate_command("--from-history"));
+  auto [none_status, none_out] = testing::run_program(calibrate_command({"--from-history"}));
   EXPECT_EQ(none_status, 2);  // nothing measured on the device yet
 
   benchmark("vector_copy.py", "copy_w1024_problem.py", k_device);
   benchmark("add_chain.py", "add_problem_w1024.py", k_device);
   benchmark("dma_chain.py", "chain_problem.py", k_device);
-  auto [status, out] = run(calibrate_command("--from-history"));
+  auto [status, out] = testing::run_program(calibrate_command({"--from-history"}));
   ASSERT_EQ(status, 0) << out;
   json report = json::parse(out, nullptr, false);
   ASSERT_TRUE(report.is_object()) << out;

@@ -5,10 +5,8 @@
 // slows ScalarE's initiation interval (x1.30) and speeds VectorE per element (x0.73), so the fake
 // device ranks them the other way round.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,6 +14,7 @@
 
 #include "search/store/store.hpp"
 #include "server/tool.hpp"
+#include "support/run_program.hpp"
 #include "tools/product_tools.hpp"
 
 namespace autocomp {
@@ -73,25 +72,6 @@ void write(const fs::path& path, const std::string& text) {
   out << text;
 }
 
-std::pair<int, std::string> run(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    return {-1, out};
-  }
-  char buffer[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) {
-    out.append(buffer, n);
-  }
-  int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string quote(const std::string& text) {
-  return "'" + text + "'";
-}
-
 // The ENGINE a kernel file assigns.
 std::string engine_of(const std::string& source) {
   const std::string marker = "\nENGINE = \"";
@@ -122,18 +102,25 @@ class ConfirmSearch : public ::testing::Test {
     std::string output;
     std::string best_engine;
   };
-  Search search(const std::string& name, const std::string& extra) {
+  Search search(const std::string& name, const std::vector<std::string>& extra) {
     const fs::path folder = m_dir / name;
     fs::create_directories(folder);
     write(folder / "kernel.py", k_kernel);
     write(folder / "problem.py", k_problem);
-    const std::string command =
-        std::string(AUTOCOMP_BINARY) + " --autonomous --kernel " +
-        quote((folder / "kernel.py").string()) + " --problem " +
-        quote((folder / "problem.py").string()) + " --db " + quote(db_path()) + " --harness-dir " +
-        quote((fs::path(AUTOCOMP_SOURCE_DIR) / "backends").string()) +
-        " --backend sim --beam 1 --plans 2 --impls 1 --iterations 1 --seed 5 " + extra + " 2>&1";
-    auto [status, output] = run(command);
+    std::vector<std::string> argv = {
+        AUTOCOMP_BINARY, "--autonomous",
+        "--kernel",      (folder / "kernel.py").string(),
+        "--problem",     (folder / "problem.py").string(),
+        "--db",          db_path(),
+        "--harness-dir", (fs::path(AUTOCOMP_SOURCE_DIR) / "backends").string(),
+        "--backend",     "sim",
+        "--beam",        "1",
+        "--plans",       "2",
+        "--impls",       "1",
+        "--iterations",  "1",
+        "--seed",        "5"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto [status, output] = testing::run_program(argv, /*with_stderr=*/true);
     return Search{status, output, engine_of(read(folder / "kernel.best.py"))};
   }
   std::string db_path() const { return (m_dir / "store.db").string(); }
@@ -148,11 +135,11 @@ class ConfirmSearch : public ::testing::Test {
 };
 
 TEST_F(ConfirmSearch, TheConfirmedSearchPicksTheFakeDevicesBestWhereTheSimulatorDiffers) {
-  const Search simulated = search("sim_only", "");
+  const Search simulated = search("sim_only", {});
   ASSERT_EQ(simulated.status, 0) << simulated.output;
   EXPECT_EQ(simulated.best_engine, "scalar") << simulated.output;
 
-  const Search confirmed = search("confirmed", "--confirm " + quote(k_device));
+  const Search confirmed = search("confirmed", {"--confirm", k_device});
   ASSERT_EQ(confirmed.status, 0) << confirmed.output;
   EXPECT_EQ(confirmed.best_engine, "vector") << confirmed.output;
   // The input and the simulator's two children were measured on the fake device.
