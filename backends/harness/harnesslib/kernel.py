@@ -137,27 +137,57 @@ def load_in_process(path, input_names, explicit=None, problem_name=None, error_t
     return KernelHandle(name, path, fn)
 
 
+MAX_PACKAGE_LEVELS = 4
+
+
 def _relative_imports(path):
-    """The deepest package-relative import of the kernel file (`from ..util import f`: 2)."""
+    """How many folders the kernel's package spans upwards (as the sandbox's
+    `confine.relative_levels`): the deepest package-relative import of the kernel file and,
+    transitively, of the package modules it reaches (`from ..util import f`: 2), at most
+    MAX_PACKAGE_LEVELS."""
     import ast  # noqa: PLC0415
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            tree = ast.parse(f.read(), path)
-    except (OSError, SyntaxError, ValueError):
-        return 0  # the import reports it
-    return max([n.level for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + [0])
+    kernel = os.path.realpath(path)
+    here = os.path.dirname(kernel)
+    todo, seen, top = [kernel], {kernel}, 0
+    while todo and len(seen) <= 256:
+        cur = todo.pop()
+        try:
+            with open(cur, encoding="utf-8", errors="replace") as f:
+                tree = ast.parse(f.read(), cur)
+        except (OSError, SyntaxError, ValueError):
+            continue  # the import reports it
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.level):
+                continue
+            base = os.path.dirname(cur)
+            for _ in range(node.level - 1):
+                base = os.path.dirname(base)
+            up, at = 1, here
+            while at != base and at.startswith(base + os.sep) and up <= MAX_PACKAGE_LEVELS:
+                at, up = os.path.dirname(at), up + 1
+            if at != base or up > MAX_PACKAGE_LEVELS:
+                continue
+            top = max(top, up)
+            stem = os.path.join(base, *((node.module or "").split(".") if node.module else []))
+            for c in [stem + ".py", os.path.join(stem, "__init__.py")] + [
+                    os.path.join(stem, a.name + ".py") for a in node.names]:
+                c = os.path.realpath(c)
+                if c not in seen and os.path.isfile(c):
+                    seen.add(c)
+                    todo.append(c)
+    return top
 
 
 def _load_in_package(path, levels):
     """Import the kernel file as a module of packages standing for its folder and, for
-    `from ..x` imports, the folders above it (`levels` in all, at most 3), so that its
-    package-relative imports find the modules there. No folder's __init__.py is run."""
+    `from ..x` imports, the folders above it (`levels` in all, at most MAX_PACKAGE_LEVELS), so
+    that its package-relative imports find the modules there. No folder's __init__.py is run."""
     import hashlib  # noqa: PLC0415
     import sys  # noqa: PLC0415
     import types  # noqa: PLC0415
     path = os.path.abspath(path)
     folders = [os.path.dirname(path)]
-    for _ in range(min(levels, 3) - 1):
+    for _ in range(min(levels, MAX_PACKAGE_LEVELS) - 1):
         folders.append(os.path.dirname(folders[-1]))
     name = "autocomp_package_%s" % hashlib.sha1(path.encode()).hexdigest()[:10]
     parent = None
@@ -191,8 +221,20 @@ def load_kernel_module(path, error_types=()):
             return _load_in_package(path, levels)
         return load_module(path, "autocomp_kernel")
     except SyntaxError as e:
-        line = e.lineno if same_file(e.filename or path, path) else None
-        raise HarnessFailure("compile_error", "syntax error: %s" % e.msg, line=line)
+        if same_file(e.filename or path, path):
+            raise HarnessFailure("compile_error", "syntax error: %s" % e.msg, line=e.lineno)
+        # a module of the kernel's package that does not parse: name it and its line (the
+        # kernel's line is the import that reached it)
+        where = e.filename or "?"
+        try:
+            rel = os.path.relpath(where, os.path.dirname(os.path.abspath(path)))
+            where = rel if len(rel) < len(where) else where
+        except ValueError:
+            pass
+        raise HarnessFailure("compile_error", "syntax error in the package module %s, line "
+                             "%s: %s (the module does not parse in Python; fix it there)"
+                             % (where, e.lineno, e.msg),
+                             line=line_in_file(e.__traceback__, path))
     except error_types as e:
         raise HarnessFailure("compile_error", getattr(e, "message", str(e)),
                              line=getattr(e, "line", None) or line_in_file(e.__traceback__, path))

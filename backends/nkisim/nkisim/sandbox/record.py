@@ -134,8 +134,36 @@ for _n, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "tru
     setattr(Proxy, "__%s__" % _n, _f)
     setattr(Proxy, "__r%s__" % _n, _r)
     setattr(Proxy, "__i%s__" % _n, _binary("i" + _op.rstrip("_"))[0])
-for _n in ("lt", "le", "gt", "ge", "eq", "ne"):
+for _n in ("lt", "le", "gt", "ge"):
     setattr(Proxy, "__%s__" % _n, _binary(_n)[0])
+
+
+def _by_identity(a, b):
+    """`==` / `!=` that NKI evaluates as Python object comparison at trace time: with None
+    (`bias != None` on an optional tensor), with an API entry (typing's `Optional[nl.ndarray]`
+    compares its arguments), or with an object that is neither a simulator object nor a plain
+    value (a type, a kernel-defined object). Such a comparison records no event."""
+    for x in (a, b):
+        if x is None:
+            return True
+        if type(x) is Proxy:
+            if object.__getattribute__(x, "_nkisim_id") in _REC.names:
+                return True
+        elif not B.is_value(x):
+            return True
+    return False
+
+
+def _compare(name):
+    def f(self, other):
+        if _by_identity(self, other):
+            return (self is other) == (name == "eq")
+        return _REC.op(name, (self, other))
+    return f
+
+
+for _n in ("eq", "ne"):
+    setattr(Proxy, "__%s__" % _n, _compare(_n))
 for _n, _op in (("neg", "neg"), ("pos", "pos"), ("abs", "abs"), ("invert", "invert")):
     setattr(Proxy, "__%s__" % _n, (lambda o: lambda self: _REC.op(o, (self,)))(_op))
 Proxy.__hash__ = object.__hash__
