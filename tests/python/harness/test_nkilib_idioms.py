@@ -92,3 +92,44 @@ class PackageKernels(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Binding(unittest.TestCase):
+    CFG = os.path.join(LIB, "core", "scale", "scale_cfg.py")
+    PROBLEM = os.path.join(IDIOMS, "problem_scale_cfg.py")
+
+    def test_call_kernel_builds_config_and_enum_and_launches_on_two_cores(self):
+        res = verify(self.CFG, self.PROBLEM)
+        self.assertTrue((res.get("verify") or {}).get("correct"), res.get("failure"))
+
+    def _problem(self, d, hook):
+        with open(self.PROBLEM) as f:
+            text = f.read()
+        head = text[:text.index("def call_kernel")]
+        return write(d, "p.py", head + hook)
+
+    def test_without_a_hook_the_config_parameter_is_named(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        res = verify(self.CFG, self._problem(d, ""))
+        msg = (res.get("failure") or {}).get("message", "")
+        self.assertIn("'cfg'", msg)
+        self.assertIn("call_kernel(kernel, **inputs)", msg)
+
+    def test_a_hook_call_that_does_not_bind_names_the_parameter(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        res = verify(self.CFG, self._problem(d, "def call_kernel(kernel, x):\n"
+                                                "    return kernel[2](x)\n"))
+        failure = res.get("failure") or {}
+        self.assertEqual(failure.get("kind"), "compile_error", res)
+        self.assertIn("parameter 'cfg'", failure.get("message", ""))
+        self.assertIn("ScaleConfig", failure.get("message", ""))
+
+    def test_hook_source_is_read_without_running_the_problem(self):
+        from harnesslib import binding
+        hook = binding.hook_source(self.PROBLEM)
+        self.assertEqual(hook["name"], "call_kernel")
+        self.assertIn("ScaleMode.HALVE", hook["source"])
+        self.assertEqual(hook["source"].count("\n", 0, hook["source"].index("def ")),
+                         hook["line"] - 1)  # lines keep their numbers for error messages
