@@ -14,8 +14,11 @@ against), so the problem file may define
 The harness never calls it in its own process: `hook_source` reads the function's source
 from the problem file (nothing of the file runs for that) and the kernel's process runs it,
 inside the sandbox, with `kernel` the selected entry point (a `Launcher`) and the inputs as
-the kernel sees them (tensors, scalars). Its imports go inside the function: the kernel's
-package is importable there under its own name (`nkilib....`), the problem's folder is not.
+the kernel sees them (tensors, scalars). Its imports go inside the function and resolve as
+the kernel file's own do: `from ..utils.config import ScaleConfig` relative to the kernel's
+folder, and, when the kernel's package is a named package on disk (`__init__.py` up to its top
+folder), also by that name (`from nkilib.core... import ...`). The problem's folder is not
+importable there.
 
 Binding that does not fit (a parameter no input and no hook provides, an unexpected one) is
 a compile_error naming the parameter and what to do.
@@ -160,7 +163,12 @@ def bind(config, name, kernel, error_type):
     fn = _plain(kernel)
     hook = config.get("call_hook")
     if hook:
-        namespace = {"__name__": "autocomp_call_hook"}
+        import sys  # noqa: PLC0415
+        module = sys.modules.get(getattr(fn, "__module__", None) or "")
+        package = getattr(module, "__package__", None) or ""
+        # relative imports in the hook resolve from the kernel file's folder, as the kernel's
+        namespace = {"__name__": (package + "." if package else "") + "autocomp_call_hook",
+                     "__package__": package}
         code = compile(hook["source"], hook.get("path") or "<call_kernel>", "exec")
         exec(code, namespace)  # noqa: S102 - the problem's own function, in the sandbox
         user = namespace[hook["name"]]

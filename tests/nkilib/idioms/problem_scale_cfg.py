@@ -16,5 +16,5 @@ def reference(x):
 
 
 def call_kernel(kernel, x):
-    from idiomlib.core.utils.config import ScaleConfig, ScaleMode
+    from ..utils.config import ScaleConfig, ScaleMode  # relative to the kernel file
     return kernel[2](x, ScaleConfig(mode=ScaleMode.HALVE))

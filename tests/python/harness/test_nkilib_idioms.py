@@ -133,3 +133,14 @@ class Binding(unittest.TestCase):
         self.assertIn("ScaleMode.HALVE", hook["source"])
         self.assertEqual(hook["source"].count("\n", 0, hook["source"].index("def ")),
                          hook["line"] - 1)  # lines keep their numbers for error messages
+
+
+class BindingByPackageName(unittest.TestCase):
+    def test_the_hook_may_import_a_named_package_by_its_name(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        with open(Binding.PROBLEM) as f:
+            text = f.read().replace("from ..utils.config import",
+                                    "from idiomlib.core.utils.config import")
+        res = verify(Binding.CFG, write(d, "p.py", text))
+        self.assertTrue((res.get("verify") or {}).get("correct"), res.get("failure"))
