@@ -59,11 +59,34 @@ class NKIObjectSemantics(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "positive"):
             Frozen(factor=-1.0)
 
+    def test_dataclass_of_plain_class_attributes_is_built_by_keyword(self):
+        @dataclasses.dataclass
+        class Section(nl.NKIObject):  # as the library's SectionParams: no annotations
+            idx = None
+            offset = None
+        s = Section(idx=2, offset=512)
+        self.assertEqual((s.idx, s.offset), (2, 512))
+        self.assertIsNone(Section().idx)
+        with self.assertRaisesRegex(TypeError, "unexpected field 'other'"):
+            Section(other=1)
+
+    def test_dataclass_default_factory(self):
+        @dataclasses.dataclass
+        class Holder(nl.NKIObject):
+            items: list = dataclasses.field(default_factory=list)
+        a, b = Holder(), Holder()
+        a.items.append(1)
+        self.assertEqual(b.items, [])
+
     def test_a_class_with_its_own_init_keeps_it(self):
         class Tile(nl.NKIObject):
             def __init__(self, n):
                 self.size = n * 2
         self.assertEqual(Tile(4).size, 8)
+
+        class Wider(Tile):  # and so do its subclasses
+            pass
+        self.assertEqual(Wider(3).size, 6)
 
     def test_nki_dtype_annotation(self):
         self.assertIsInstance(nl.bfloat16, nki.dtype)

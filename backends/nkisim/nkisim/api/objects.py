@@ -5,12 +5,14 @@ dtype parameters).
 NKI traces kernels as Python (NKI 0.7.0: specialisation by tracing), so these behave as
 plain Python: an NKIObject subclass is an ordinary class the kernel builds and reads at trace
 time. As the NKI Library writes them:
-  * with `@dataclass` (frozen or not) the dataclass machinery makes `__init__`, `__eq__` and
-    `__repr__`, and `__post_init__` runs its checks;
-  * without it, a class whose fields are annotations (`rows: int`, `cols: int = 512`) is
-    built by keyword or position in field order (base classes' fields first), defaults from
-    the class body, a missing or unknown field a TypeError naming it, `__post_init__` called
-    when defined; a class with its own `__init__` keeps it.
+  * a class whose fields are annotations (`rows: int`, `cols: int = 512`) is built by
+    keyword or position in field order (base classes' fields first), defaults from the class
+    body (or a dataclass `field(default_factory=...)`), plain class attributes by keyword
+    (`section_idx = None`, as the library's `SectionParams`), a missing or unknown field a
+    TypeError naming it, `__post_init__` called when defined; a class with its own `__init__`
+    keeps it;
+  * `@dataclass` (frozen or not) on top keeps that construction and adds `__eq__`,
+    `__repr__` and, when frozen, the refusal of assignment.
 Nothing of an NKIObject crosses into the simulator: only the values kernel code reads from it
 (ints, dtypes, tensors) reach the NKI API.
 """
@@ -20,7 +22,9 @@ _MISSING = object()
 
 def _fields(cls):
     """[(name, default or _MISSING)] of the annotated fields of cls and its bases, bases
-    first (a redefinition keeps its first place and takes the latest default)."""
+    first (a redefinition keeps its first place and takes the latest default); a dataclass
+    field's default_factory is called."""
+    dc = getattr(cls, "__dataclass_fields__", None) or {}
     order = []
     defaults = {}
     for klass in reversed(cls.__mro__):
@@ -31,40 +35,86 @@ def _fields(cls):
             if name not in defaults:
                 order.append(name)
             defaults[name] = klass.__dict__.get(name, defaults.get(name, _MISSING))
-    return [(n, defaults[n]) for n in order]
+    out = []
+    for n in order:
+        f = dc.get(n)
+        if f is not None and defaults[n] is _MISSING:
+            import dataclasses  # noqa: PLC0415
+            if f.default is not dataclasses.MISSING:
+                defaults[n] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                defaults[n] = _Factory(f.default_factory)
+        out.append((n, defaults[n]))
+    return out
+
+
+class _Factory:
+    def __init__(self, make):
+        self.make = make
+
+
+def _class_attribute(cls, name):
+    """A plain class-level attribute (`section_idx = None` without annotation): NKI builds
+    such objects by keyword too."""
+    for klass in cls.__mro__:
+        if klass is NKIObject or klass is object:
+            return False
+        if name in klass.__dict__:
+            v = klass.__dict__[name]
+            return not (callable(v) or isinstance(v, (staticmethod, classmethod, property)))
+    return False
+
+
+def _construct(self, *args, **kwargs):
+    """NKIObject construction (see the module docstring)."""
+    cls = type(self)
+    fields = _fields(cls)
+    name = cls.__name__
+    if len(args) > len(fields):
+        raise TypeError("%s() takes %d field value(s), %d given" % (name, len(fields), len(args)))
+    values = {}
+    for (field, _), value in zip(fields, args):
+        values[field] = value
+    known = {f for f, _ in fields}
+    for key, value in kwargs.items():
+        if key not in known and not _class_attribute(cls, key):
+            raise TypeError("%s() got an unexpected field %r (fields: %s)"
+                            % (name, key, ", ".join(sorted(known)) or "none"))
+        if key in values:
+            raise TypeError("%s() got field %r twice" % (name, key))
+        values[key] = value
+    for field, default in fields:
+        if field not in values:
+            if default is _MISSING:
+                raise TypeError("%s() missing the field %r" % (name, field))
+            values[field] = default.make() if isinstance(default, _Factory) else default
+    for field, value in values.items():
+        object.__setattr__(self, field, value)
+    post = getattr(self, "__post_init__", None)
+    if post is not None:
+        post()
+
+
+_construct.nkisim_nkiobject_init = True
 
 
 class NKIObject:
     """`nki.language.NKIObject`: base class of kernel-defined objects (configs, tile plans,
-    buffers' holders). See the module docstring for construction."""
+    buffers' holders). See the module docstring for construction.
 
-    def __init__(self, *args, **kwargs):
-        fields = _fields(type(self))
-        name = type(self).__name__
-        if len(args) > len(fields):
-            raise TypeError("%s() takes %d field value(s), %d given"
-                            % (name, len(fields), len(args)))
-        values = {}
-        for (field, _), value in zip(fields, args):
-            values[field] = value
-        known = {f for f, _ in fields}
-        for key, value in kwargs.items():
-            if key not in known:
-                raise TypeError("%s() got an unexpected field %r (fields: %s)"
-                                % (name, key, ", ".join(sorted(known)) or "none"))
-            if key in values:
-                raise TypeError("%s() got field %r twice" % (name, key))
-            values[key] = value
-        for field, default in fields:
-            if field not in values:
-                if default is _MISSING:
-                    raise TypeError("%s() missing the field %r" % (name, field))
-                values[field] = default
-        for field, value in values.items():
-            object.__setattr__(self, field, value)
-        post = getattr(self, "__post_init__", None)
-        if post is not None:
-            post()
+    Every subclass that does not define or inherit an `__init__` of its own gets the NKIObject
+    construction in its class dict at creation, so a `@dataclass` applied afterwards keeps it
+    (dataclass never replaces an `__init__` the class defines) and adds only `__eq__`,
+    `__repr__` and, when frozen, the refusal of assignment: keyword construction then also
+    works for fields without annotation (`section_idx = None`), as NKI builds them."""
+
+    __init__ = _construct
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "__init__" not in cls.__dict__ and getattr(cls.__init__, "nkisim_nkiobject_init",
+                                                      False):
+            cls.__init__ = _construct
 
     def __repr__(self):
         fields = _fields(type(self))
