@@ -92,6 +92,11 @@ NAMED_ATTR_BUILTINS = frozenset(("getattr", "hasattr"))
 # `from neuronxcc import nki`, `from nki import language as nl`: names that are NKI modules
 NKI_SUBMODULES = frozenset(("nki", "language", "isa", "compiler", "typing", "collectives",
                             "nccl"))
+# Documented submodules whose names are also simulator internals' (`from nki.isa import
+# constants`: the ISA's enums)
+NKI_PUBLIC_SUBMODULES = frozenset((("nki.isa", "constants"), ("neuronxcc.nki.isa", "constants"),
+                                   ("nki.language", "constants"),
+                                   ("neuronxcc.nki.language", "constants")))
 # Compiler modules with a leading underscore that kernels import from (their functions are
 # NKI operations under other names, or raise when called: nkisim/api/private.py)
 NKI_PRIVATE_MODULES = frozenset(("_private", "_private_kernels"))
@@ -305,7 +310,8 @@ class _Scanner(ast.NodeVisitor):
                     and (alias.name.startswith("__") or not self._own_import(node)):
                 self.add("private", node, "import of private name %r" % alias.name)
                 continue
-            if alias.name in SIM_INTERNALS and _top(node.module) in ("nki", "neuronxcc"):
+            if alias.name in SIM_INTERNALS and _top(node.module) in ("nki", "neuronxcc") \
+                    and (node.module, alias.name) not in NKI_PUBLIC_SUBMODULES:
                 self.add("internals", node, "import of %r from %s" % (alias.name, node.module))
                 continue
             bound = alias.asname or alias.name
@@ -525,7 +531,9 @@ class _Scanner(ast.NodeVisitor):
         elif attr in COMPUTED_ATTR_FUNCS and isinstance(node.value, ast.Name) \
                 and node.value.id in self.operator_modules:
             self.add("builtin", node, "operator.%s reads attributes by a computed name" % attr)
-        elif attr in SIM_INTERNALS and root in self.nki_modules:
+        elif attr in SIM_INTERNALS and root in self.nki_modules and not (
+                attr == "constants" and isinstance(node.value, ast.Name)
+                and node.value.id in self.nki_modules):
             self.add("internals", node, "access to %r through the NKI module %r" % (attr, root))
         elif attr in SIM_TENSOR_ATTRS:
             self.add("internals", node, "access to the simulator's tensor internals (.%s)" % attr)
