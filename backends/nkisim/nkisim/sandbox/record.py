@@ -164,6 +164,20 @@ def _compare(name):
 
 for _n in ("eq", "ne"):
     setattr(Proxy, "__%s__" % _n, _compare(_n))
+
+
+def _union(fwd):
+    """`nl.ndarray | Tuple[nl.ndarray, nl.ndarray]` in an annotation: with an API entry or a
+    typing object on one side `|` is Python's, not a simulator operation (typing answers)."""
+    def f(self, other):
+        if _by_identity(self, other):
+            return NotImplemented
+        return fwd(self, other)
+    return f
+
+
+Proxy.__or__ = _union(Proxy.__or__)
+Proxy.__ror__ = _union(Proxy.__ror__)
 for _n, _op in (("neg", "neg"), ("pos", "pos"), ("abs", "abs"), ("invert", "invert")):
     setattr(Proxy, "__%s__" % _n, (lambda o: lambda self: _REC.op(o, (self,)))(_op))
 Proxy.__hash__ = object.__hash__
