@@ -8,9 +8,9 @@ time. As the NKI Library writes them:
   * a class whose fields are annotations (`rows: int`, `cols: int = 512`) is built by
     keyword or position in field order (base classes' fields first), defaults from the class
     body (or a dataclass `field(default_factory=...)`), plain class attributes by keyword
-    (`section_idx = None`, as the library's `SectionParams`), a missing or unknown field a
-    TypeError naming it, `__post_init__` called when defined; a class with its own `__init__`
-    keeps it;
+    (`section_idx = None`, as the library's `SectionParams`), an unknown field a TypeError
+    naming it, a field with neither value nor default left unset (the library relies on it),
+    `__post_init__` called when defined; a class with its own `__init__` keeps it;
   * `@dataclass` (frozen or not) on top keeps that construction and adds `__eq__`,
     `__repr__` and, when frozen, the refusal of assignment.
 Nothing of an NKIObject crosses into the simulator: only the values kernel code reads from it
@@ -84,10 +84,11 @@ def _construct(self, *args, **kwargs):
             raise TypeError("%s() got field %r twice" % (name, key))
         values[key] = value
     for field, default in fields:
-        if field not in values:
-            if default is _MISSING:
-                raise TypeError("%s() missing the field %r" % (name, field))
+        if field not in values and default is not _MISSING:
             values[field] = default.make() if isinstance(default, _Factory) else default
+        # a field given no value and no default stays unset (the library builds
+        # MLPTKGConstantsDimensionSizes without remainderIFused and sets it afterwards):
+        # reading it before it is set is Python's AttributeError
     for field, value in values.items():
         object.__setattr__(self, field, value)
     post = getattr(self, "__post_init__", None)

@@ -72,6 +72,8 @@ class Proxy:
         return _REC.op("len", (self,))
 
     def __bool__(self):
+        if _object_truth(self):
+            return True
         return _REC.op("truth", (self,))
 
     def __index__(self):
@@ -164,6 +166,16 @@ def _compare(name):
 
 for _n in ("eq", "ne"):
     setattr(Proxy, "__%s__" % _n, _compare(_n))
+
+
+def _object_truth(proxy):
+    """`if tensor:` in a kernel of the `nki` namespace: NKI 0.3+ traces kernels as Python and a
+    tensor is an object, so it is true (the NKI Library writes `if params.expert_index:` for
+    an optional tensor); no event is recorded. Legacy kernels keep the simulator's refusal."""
+    from ..api import hwrules
+    from ..data.buffers import Tensor
+    obj = _REC.objs.get(object.__getattribute__(proxy, "_nkisim_id"))
+    return isinstance(obj, Tensor) and hwrules.strict()
 
 
 def _union(fwd):
