@@ -102,7 +102,9 @@ def explain_binding(message, kernel_name, passed):
     if m and m.group(1) == kernel_name:
         return ("%s %s kernel %s() needs %s, which the problem's inputs (%s) do not provide "
                 "by that name. Give the parameter a default, name it after an input, or bind "
-                "by position: BIND = \"position\" in the problem file)"
+                "by position: BIND = \"position\" in the problem file; a config object, an "
+                "Enum member or a helper object is built by the problem's "
+                "call_kernel(kernel, **inputs), PROTOCOL.md \"Binding real entry points\")"
                 % (message, _EXPLAINED, kernel_name, m.group(3).strip(), names))
     return message
 

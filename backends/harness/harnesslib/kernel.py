@@ -137,33 +137,113 @@ def load_in_process(path, input_names, explicit=None, problem_name=None, error_t
     return KernelHandle(name, path, fn)
 
 
+MAX_PACKAGE_LEVELS = 4
+
+
 def _relative_imports(path):
-    """The deepest package-relative import of the kernel file (`from ..util import f`: 2)."""
+    """How many folders the kernel's package spans upwards (as the sandbox's
+    `confine.relative_levels`): the deepest package-relative import of the kernel file and,
+    transitively, of the package modules it reaches (`from ..util import f`: 2), at most
+    MAX_PACKAGE_LEVELS."""
     import ast  # noqa: PLC0415
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            tree = ast.parse(f.read(), path)
-    except (OSError, SyntaxError, ValueError):
-        return 0  # the import reports it
-    return max([n.level for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + [0])
+    kernel = os.path.realpath(path)
+    here = os.path.dirname(kernel)
+    todo, seen, top = [kernel], {kernel}, 0
+    while todo and len(seen) <= 256:
+        cur = todo.pop()
+        try:
+            with open(cur, encoding="utf-8", errors="replace") as f:
+                tree = ast.parse(f.read(), cur)
+        except (OSError, SyntaxError, ValueError):
+            continue  # the import reports it
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.level):
+                continue
+            base = os.path.dirname(cur)
+            for _ in range(node.level - 1):
+                base = os.path.dirname(base)
+            up, at = 1, here
+            while at != base and at.startswith(base + os.sep) and up <= MAX_PACKAGE_LEVELS:
+                at, up = os.path.dirname(at), up + 1
+            if at != base or up > MAX_PACKAGE_LEVELS:
+                continue
+            top = max(top, up)
+            stem = os.path.join(base, *((node.module or "").split(".") if node.module else []))
+            for c in [stem + ".py", os.path.join(stem, "__init__.py")] + [
+                    os.path.join(stem, a.name + ".py") for a in node.names]:
+                c = os.path.realpath(c)
+                if c not in seen and os.path.isfile(c):
+                    seen.add(c)
+                    todo.append(c)
+    return top
 
 
-def _load_in_package(path, levels):
+MAX_PACKAGE_NAME_DEPTH = 8
+
+
+def package_names(path, levels):
+    """[(dotted name, folder)] from the top package down to the kernel's folder, when the
+    kernel lives in a package with a name of its own: its folder and the ones above it hold
+    __init__.py (at least `levels` of them), the names are identifiers, and the top name is
+    no module Python already finds (a folder named `numpy` stays anonymous). Else None."""
+    import importlib.util  # noqa: PLC0415
+    import keyword  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    folders = []
+    at = os.path.dirname(os.path.abspath(path))
+    while len(folders) < MAX_PACKAGE_NAME_DEPTH and os.path.isfile(
+            os.path.join(at, "__init__.py")):
+        folders.append(at)
+        at = os.path.dirname(at)
+    if not folders or len(folders) < levels:
+        return None
+    parts = [os.path.basename(f) for f in reversed(folders)]
+    if not all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
+        return None
+    top = parts[0]
+    known = sys.modules.get(top)
+    if known is not None and getattr(known, "__path__", None) != [folders[-1]]:
+        return None
+    if known is None:
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return None
+        if spec is not None and [os.path.realpath(p) for p in (
+                spec.submodule_search_locations or ())] != [os.path.realpath(folders[-1])]:
+            return None  # another module of that name (the package itself is fine)
+    return [(".".join(parts[:i + 1]), f) for i, f in enumerate(reversed(folders))]
+
+
+def _load_in_package(path, levels, named=None):
     """Import the kernel file as a module of packages standing for its folder and, for
-    `from ..x` imports, the folders above it (`levels` in all, at most 3), so that its
-    package-relative imports find the modules there. No folder's __init__.py is run."""
+    `from ..x` imports, the folders above it (`levels` in all, at most MAX_PACKAGE_LEVELS), so
+    that its package-relative imports find the modules there. No folder's __init__.py is run.
+    A kernel inside a named package (`package_names`) is imported under its own dotted name
+    (`nkilib.core.cumsum.cumsum`), so code that imports the package by name (a problem's
+    call_kernel) gets the very classes and Enums the kernel uses."""
     import hashlib  # noqa: PLC0415
     import sys  # noqa: PLC0415
     import types  # noqa: PLC0415
     path = os.path.abspath(path)
-    folders = [os.path.dirname(path)]
-    for _ in range(min(levels, 3) - 1):
-        folders.append(os.path.dirname(folders[-1]))
-    name = "autocomp_package_%s" % hashlib.sha1(path.encode()).hexdigest()[:10]
+    if named is None:
+        named = package_names(path, levels)
+    if not named:
+        folders = [os.path.dirname(path)]
+        for _ in range(min(levels, MAX_PACKAGE_LEVELS) - 1):
+            folders.append(os.path.dirname(folders[-1]))
+        base = "autocomp_package_%s" % hashlib.sha1(path.encode()).hexdigest()[:10]
+        named = []
+        for depth, folder in enumerate(reversed(folders)):
+            base += ".level%d" % depth if depth else ""
+            named.append((base, folder))
+        leaf = "autocomp_kernel"
+    else:
+        leaf = os.path.splitext(os.path.basename(path))[0]
+        if not leaf.isidentifier():
+            leaf = "autocomp_kernel"
     parent = None
-    for depth, folder in enumerate(reversed(folders)):
-        if depth:
-            name += ".level%d" % depth
+    for name, folder in named:
         package = sys.modules.get(name)
         if package is None:
             package = types.ModuleType(name)
@@ -173,26 +253,47 @@ def _load_in_package(path, levels):
             if parent is not None:
                 setattr(parent, name.rsplit(".", 1)[1], package)
         parent = package
-    if folders[0] not in sys.path:
-        sys.path.insert(0, folders[0])
-    return exec_file_as(name + ".autocomp_kernel", path)
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return exec_file_as(named[-1][0] + "." + leaf, path)
 
 
-def load_kernel_module(path, error_types=()):
+def load_kernel_module(path, error_types=(), as_package=False, names=None):
     """Import the kernel file; import-time failures become compile_error with the line.
 
     error_types: device-specific compile error classes whose `.line`/`.message` are trusted.
+    as_package: import a kernel that lives in a named package under its dotted name even
+    without relative imports (a problem's call_kernel imports the package by name).
+    names: `package_names` as computed where the whole folder tree is visible (the sandbox
+    shows only the modules the kernel imports, not every __init__.py above them).
     """
     if not os.path.isfile(path):
         raise HarnessFailure("harness_error", "kernel file not found: %s" % path)
     try:
         levels = _relative_imports(path)
-        if levels:
-            return _load_in_package(path, levels)
+        if names is not None:
+            names = [(str(n), str(f)) for n, f in names] if len(names) >= levels else None
+        elif as_package or levels:
+            names = package_names(path, levels)
+        if levels or (as_package and names):
+            return _load_in_package(path, levels, names)
         return load_module(path, "autocomp_kernel")
     except SyntaxError as e:
-        line = e.lineno if same_file(e.filename or path, path) else None
-        raise HarnessFailure("compile_error", "syntax error: %s" % e.msg, line=line)
+        if same_file(e.filename or path, path):
+            raise HarnessFailure("compile_error", "syntax error: %s" % e.msg, line=e.lineno)
+        # a module of the kernel's package that does not parse: name it and its line (the
+        # kernel's line is the import that reached it)
+        where = e.filename or "?"
+        try:
+            rel = os.path.relpath(where, os.path.dirname(os.path.abspath(path)))
+            where = rel if len(rel) < len(where) else where
+        except ValueError:
+            pass
+        raise HarnessFailure("compile_error", "syntax error in the package module %s, line "
+                             "%s: %s (the module does not parse in Python; fix it there)"
+                             % (where, e.lineno, e.msg),
+                             line=line_in_file(e.__traceback__, path))
     except error_types as e:
         raise HarnessFailure("compile_error", getattr(e, "message", str(e)),
                              line=getattr(e, "line", None) or line_in_file(e.__traceback__, path))

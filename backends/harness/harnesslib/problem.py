@@ -30,6 +30,8 @@ optional:
                     ||out - ref||_2 < REL_L2 * ||ref||_2 (REL_L2 default 2e-5)
   VECTOR_FLOPS, MATMUL_FLOPS, MIN_BYTES   figures for the percent-of-peak rules (number or
                     callable(**inputs)); counted from the reference when absent (peaks.py)
+  call_kernel(kernel, **inputs)  calls the entry point itself where the kernel runs (config
+                    objects, Enums, `kernel[lnc](...)`): harnesslib/binding.py
 
 2. A reference module (NKIBench's format): get_inputs() -> list of arrays/scalars drawn from
    numpy's global generator, forward(*inputs) -> output(s); optional
@@ -109,6 +111,10 @@ class Problem:
         self.bind = _choice(module, "BIND", BIND_MODES, "name")
         self.tolerance = _choice(module, "TOLERANCE", TOLERANCE_MODES, "elementwise")
         self.rel_l2 = float(getattr(module, "REL_L2", DEFAULT_REL_L2))
+        self.call_kernel = getattr(module, "call_kernel", None)  # binding.py; runs sandboxed
+        if self.call_kernel is not None:
+            from harnesslib.binding import check_hook  # noqa: PLC0415
+            check_hook(self.call_kernel)
         self.peak_specs = {k: getattr(module, k, None)
                            for k in ("VECTOR_FLOPS", "MATMUL_FLOPS", "MIN_BYTES")}
         with open(self.path, "rb") as f:

@@ -20,13 +20,19 @@ transitively. The rules (ids as they appear in failure messages):
                 os.cpu_count and sys.argv, sys.version(_info), sys.platform, sys.maxsize,
                 sys.float_info, sys.byteorder, sys.exit, sys.stdout, sys.stderr, sys.path may
                 be used (no os.write/system/dup2/kill..., no sys.modules, sys.settrace ...)
-  private       a name, attribute or imported name beginning with `_` (`_data`, `__dict__`,
-                `__class__`, `__subclasses__`, `__globals__`, `__closure__`, `__builtins__`,
-                `object.__setattr__` ...) except harmless dunders (`__init__`, `__name__`,
-                `__doc__`, `__file__`, `__version__`, `__call__`, `__getitem__` ...), the
-                compiler's `nki._private` / `nki._private_kernels` modules, and `self._x` /
-                `cls._x` (not dunders) in methods of the file's own classes; format strings
-                reaching such attributes (`"{0.__class__}"`)
+  private       dunder names and attributes (`__dict__`, `__class__`, `__subclasses__`,
+                `__globals__`, `__closure__`, `__builtins__`, `object.__setattr__` ...) except
+                harmless ones (`__init__`, `__name__`, `__doc__`, `__file__`, `__version__`,
+                `__call__`, `__getitem__` ...); single-underscore names of code that is not the
+                kernel's: attributes of a module or name imported from outside the kernel's
+                package (nki, numpy, the standard library: `np._core`, `os._exit`, also through
+                an alias `m = np`), of the problem's tensors and of names bound to NKI results
+                (`out._data`), and imports of such names or modules (`from numpy import _x`)
+                except the compiler's `nki._private` / `nki._private_kernels` modules. The
+                kernel's package (its folder and the folders its relative imports reach) is
+                the kernel's code: its private modules, names and attributes are its own
+                (`from .qkv_cte import _build_config`, `cfg._pmax`). Format strings reaching
+                private attributes (`"{0.__class__}"`)
   builtin       eval, exec, compile, __import__, open, breakpoint, globals, locals,
                 vars, dir, setattr, delattr, memoryview; getattr/hasattr with a name that is
                 not a plain string constant, except on an imported NKI or numpy module
@@ -86,6 +92,11 @@ NAMED_ATTR_BUILTINS = frozenset(("getattr", "hasattr"))
 # `from neuronxcc import nki`, `from nki import language as nl`: names that are NKI modules
 NKI_SUBMODULES = frozenset(("nki", "language", "isa", "compiler", "typing", "collectives",
                             "nccl"))
+# Documented submodules whose names are also simulator internals' (`from nki.isa import
+# constants`: the ISA's enums)
+NKI_PUBLIC_SUBMODULES = frozenset((("nki.isa", "constants"), ("neuronxcc.nki.isa", "constants"),
+                                   ("nki.language", "constants"),
+                                   ("neuronxcc.nki.language", "constants")))
 # Compiler modules with a leading underscore that kernels import from (their functions are
 # NKI operations under other names, or raise when called: nkisim/api/private.py)
 NKI_PRIVATE_MODULES = frozenset(("_private", "_private_kernels"))
@@ -135,6 +146,11 @@ class Finding:
 
     def text(self):
         return "rule %s, line %s: %s" % (self.rule, self.line, self.reason)
+
+
+def _dunder(name):
+    """`__x__` (the interpreter's names); `__x` alone is a class-private name of the code."""
+    return name.startswith("__") and name.endswith("__") and len(name) > 4
 
 
 def _top(module_name):
@@ -209,6 +225,9 @@ class _Scanner(ast.NodeVisitor):
         self.tensors = [set()]       # stack of tensor-name scopes
         self.kernel_stack = [False]  # inside a kernel function (or a function nested in one)
         self.receivers = [frozenset()]  # `self`/`cls` of the file's own methods in scope
+        self.foreign = set()         # names bound to modules/objects from outside the package
+        self.results = [set()]       # names bound to NKI results (tensors) in this scope
+        self.folder = None           # the kernel's folder (local absolute imports are its own)
         self.in_class = False        # visiting a class body (its functions are methods)
         self.imported = []           # (module name, node) of accepted imports (local modules)
         self.relative = []           # (ImportFrom node, module) of relative imports
@@ -231,8 +250,9 @@ class _Scanner(ast.NodeVisitor):
         """bound: the names the import binds; a denied module is refused only when one of
         them is read by code that runs (an import alone reaches nothing)."""
         if node is not None and getattr(node, "level", 0):
-            # judged in _scan_tree: a module beside the kernel file is scanned like any helper
-            if any(part.startswith("_") and part not in ALLOWED_DUNDERS
+            # judged in _scan_tree: a module of the kernel's package is scanned like any helper
+            # (its private modules are the package's own)
+            if any(part.startswith("__") and part not in ALLOWED_DUNDERS
                    for part in (name or "").split(".") if part):
                 self.add("private", node, "import of private module %r" % name)
                 return False
@@ -244,13 +264,22 @@ class _Scanner(ast.NodeVisitor):
                 "import", getattr(node, "lineno", None),
                 "import of %r has no place in an NKI kernel" % name)))
             return False
+        local = _local_module(name, self.folder) is not None
         if any(part.startswith("_") and part not in ALLOWED_DUNDERS
                and not (part in NKI_PRIVATE_MODULES and _top(name) in ("nki", "neuronxcc"))
+               and not (local and not part.startswith("__"))
                for part in name.split(".")):
             self.add("private", node, "import of private module %r" % name)
             return False
         self.imported.append((name, node))
+        if not local:
+            self.foreign.update(bound)
         return True
+
+    def _own_import(self, node):
+        """A relative import, or one of a module beside the kernel file: the package's code."""
+        return bool(getattr(node, "level", 0)) or (
+            _local_module(node.module or "", self.folder) is not None)
 
     def visit_Import(self, node):
         for alias in node.names:
@@ -277,10 +306,12 @@ class _Scanner(ast.NodeVisitor):
             if alias.name == "*":
                 self.add("import", node, "star import from %r" % node.module)
                 continue
-            if alias.name.startswith("_") and alias.name not in ALLOWED_DUNDERS:
+            if alias.name.startswith("_") and alias.name not in ALLOWED_DUNDERS \
+                    and (alias.name.startswith("__") or not self._own_import(node)):
                 self.add("private", node, "import of private name %r" % alias.name)
                 continue
-            if alias.name in SIM_INTERNALS and _top(node.module) in ("nki", "neuronxcc"):
+            if alias.name in SIM_INTERNALS and _top(node.module) in ("nki", "neuronxcc") \
+                    and (node.module, alias.name) not in NKI_PUBLIC_SUBMODULES:
                 self.add("internals", node, "import of %r from %s" % (alias.name, node.module))
                 continue
             bound = alias.asname or alias.name
@@ -364,6 +395,7 @@ class _Scanner(ast.NodeVisitor):
         for d in list(args.defaults) + [d for d in args.kw_defaults if d is not None]:
             self.visit(d)
         self.tensors.append(scope)
+        self.results.append(set(self.results[-1]))
         self.kernel_stack.append(kernel or self.kernel_stack[-1])
         receivers = self.receivers[-1]
         if method and positional:
@@ -373,6 +405,7 @@ class _Scanner(ast.NodeVisitor):
             self.visit(stmt)
         self.receivers.pop()
         self.kernel_stack.pop()
+        self.results.pop()
         self.tensors.pop()
         self.in_class = method
 
@@ -418,6 +451,16 @@ class _Scanner(ast.NodeVisitor):
             for t in targets:
                 if isinstance(t, ast.Name):
                     self.numpy_funcs.add(t.id)
+        if value is not None and _root_name(value) in self.foreign \
+                and not isinstance(value, ast.Call):
+            for t in targets:  # `m = np`, `core = np.core`: an alias of foreign code
+                if isinstance(t, ast.Name):
+                    self.foreign.add(t.id)
+        if value is not None and isinstance(value, ast.Call) and self._nki_op_call(value):
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        self.results[-1].add(n.id)
         if not self.kernel_stack[-1] or value is None or not self._nki_valued(value):
             return
         for t in targets:
@@ -467,7 +510,7 @@ class _Scanner(ast.NodeVisitor):
     def visit_Name(self, node):
         if not isinstance(node.ctx, ast.Store):
             self.loads.append((node.id, node.lineno))
-        if node.id.startswith("__") and node.id not in ALLOWED_DUNDERS:
+        if _dunder(node.id) and node.id not in ALLOWED_DUNDERS:
             self.add("private", node, "use of %r" % node.id)
         elif node.id in FORBIDDEN_BUILTINS:
             self.add("builtin", node, "use of the builtin %r" % node.id)
@@ -475,8 +518,7 @@ class _Scanner(ast.NodeVisitor):
     def visit_Attribute(self, node):
         attr = node.attr
         root = _root_name(node)
-        own = (not attr.startswith("__") and isinstance(node.value, ast.Name)
-               and node.value.id in self.receivers[-1])  # `self._helper` in the file's class
+        own = not _dunder(attr) and not self._foreign_receiver(node.value)
         if attr.startswith("_") and attr not in ALLOWED_DUNDERS and not own \
                 and not (attr in NKI_PRIVATE_OPS and root in self.nki_modules):
             self.add("private", node, "access to the private attribute %r" % attr)
@@ -489,7 +531,9 @@ class _Scanner(ast.NodeVisitor):
         elif attr in COMPUTED_ATTR_FUNCS and isinstance(node.value, ast.Name) \
                 and node.value.id in self.operator_modules:
             self.add("builtin", node, "operator.%s reads attributes by a computed name" % attr)
-        elif attr in SIM_INTERNALS and root in self.nki_modules:
+        elif attr in SIM_INTERNALS and root in self.nki_modules and not (
+                attr == "constants" and isinstance(node.value, ast.Name)
+                and node.value.id in self.nki_modules):
             self.add("internals", node, "access to %r through the NKI module %r" % (attr, root))
         elif attr in SIM_TENSOR_ATTRS:
             self.add("internals", node, "access to the simulator's tensor internals (.%s)" % attr)
@@ -497,6 +541,24 @@ class _Scanner(ast.NodeVisitor):
             self.add("tensor-numpy", node, "reaching the storage of the kernel tensor %r (.%s)"
                      % (root, attr))
         self.generic_visit(node)
+
+    def _foreign_receiver(self, value):
+        """May `value` (the object whose single-underscore attribute is read) be code that is
+        not the kernel's: rooted at a name imported from outside the package (or an alias of
+        one), a problem tensor or a name bound to an NKI result, or read through an attribute
+        named like such a module (`helpers.np._core`)?"""
+        root = _root_name(value)
+        if root is None:
+            return True  # `(...)._x`, `f()._x` of no name: judged as foreign
+        n = value
+        while isinstance(n, (ast.Attribute, ast.Subscript, ast.Call)):
+            if isinstance(n, ast.Attribute) and (n.attr in self.foreign
+                                                 or n.attr in SIM_INTERNALS):
+                return True
+            n = n.func if isinstance(n, ast.Call) else n.value
+        if root in self.receivers[-1]:
+            return False  # `self._helper` in the file's class
+        return root in self.foreign or root in self.tensor_names or root in self.results[-1]
 
     def _is_numpy_call(self, func):
         if isinstance(func, ast.Name):
@@ -667,8 +729,8 @@ def _local_module(name, folder):
 def _relative_modules(node, name, here, folder):
     """Paths of the modules a relative import (`from .m import x`, `from ..util import f`,
     `from . import m`) in a file of folder `here` names; [] when it names nothing there or
-    climbs more than 3 levels (what the harness can import)."""
-    if not here or not folder or node.level > 3:
+    climbs more than 4 levels (what the harness can import)."""
+    if not here or not folder or node.level > 4:
         return []
     base = here
     for _ in range(node.level - 1):
@@ -689,6 +751,7 @@ def _scan_tree(source, filename, folder, seen, depth, tensor_names=(), kernel_na
     entries = selected_entries(tree, kernel_name, params) if depth == 0 else None
     skip = unreached_lines(tree, entries)
     scanner = _Scanner(tensor_names, entries or ())
+    scanner.folder = folder
     scanner.visit(tree)
 
     def reached(line):

@@ -25,6 +25,14 @@ def load(config, compile_errors):
     path = config["kernel_path"]
     names = list(config["input_names"])
     hostlibs.install(path, config.get("kernel_name") or config.get("problem_kernel"), names)
-    module = load_kernel_module(path, tuple(compile_errors))
+    module = load_kernel_module(path, tuple(compile_errors),
+                                as_package=bool(config.get("call_hook")),
+                                names=config.get("package_names"))
+    if config.get("call_hook"):  # the problem builds the entry point's arguments itself
+        from harnesslib import binding  # noqa: PLC0415
+        name, kernel = binding.select_for_hook(
+            module, path, config.get("kernel_name") or config.get("problem_kernel"))
+        error = compile_errors[0] if compile_errors else RuntimeError
+        return name, binding.bind(config, name, kernel, error)
     return select_kernel(module, path, names, explicit=config.get("kernel_name"),
                          problem_name=config.get("problem_kernel"))

@@ -186,9 +186,19 @@ class Tiles:
         return self._n
 ''' + KERNEL.replace("    out =", "    n = Tiles.make(2).count()\n    out =")
         self.assertEqual(_scan(source), [])
+        # the file's own objects' private names are its own (`other._n`, `self._n._m`);
+        # dunders and the private names of NKI modules, their aliases and results are not
+        for ok in ("    def count(self):\n        return self._n._m",
+                   "    def count(self, other=None):\n        return other._n"):
+            with self.subTest(ok):
+                text = source.replace("    def count(self):\n        return self._n", ok)
+                self.assertEqual(_scan(text), [])
         for bad in ("    def count(self):\n        return self.__class__",
-                    "    def count(self):\n        return self._n._storage",
-                    "    def count(self):\n        return other._n"):
+                    "    def count(self):\n        return nl._storage",
+                    "    def count(self):\n        m = nl\n        return m._storage",
+                    "    def count(self):\n        return self.nl._storage",
+                    "    def count(self):\n        t = nl.ndarray((1, 1), nl.float32)\n"
+                    "        return t._data"):
             with self.subTest(bad):
                 text = source.replace("    def count(self):\n        return self._n", bad)
                 self.assertEqual([f.rule for f in _scan(text)], ["private"])

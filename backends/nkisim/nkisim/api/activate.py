@@ -11,7 +11,7 @@ import sys
 import types
 
 from ..data import buffers
-from . import frontend, isa, language, private
+from . import frontend, isa, language, objects, private
 
 _NAMES = ["nki", "nki.language", "nki.isa", "nki.typing", "nki.compiler", "nki.collectives",
           "neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa",
@@ -67,6 +67,7 @@ def _build():
     top.compiler = compiler
     top.collectives = collectives
     top.tensor = buffers.Tensor
+    top.dtype = objects.dtype  # `dtype: nki.dtype = nl.bfloat16`
     top.__path__ = []
     top.__version__ = "0.0-nkisim"
 

@@ -15,6 +15,8 @@ from ..machine import core
 from ..data import dtypes as D
 from ..data import ops as O
 from . import masks as M
+from . import objects as _objects
+from .objects import NKIObject  # noqa: F401  (nl.NKIObject)
 from ..data import reinterpret as _reinterpret
 from ..machine import runtime
 from ..data.buffers import _advanced_index  # noqa: E402  (the general indexing path)
@@ -267,12 +269,14 @@ def _shape(shape):
     return tuple(map(int, shape))
 
 
-def ndarray(shape, dtype, buffer=None, name="", lazy_initialization=False, **kw):
+def ndarray(shape, dtype, buffer=None, name="", lazy_initialization=False, address=None, **kw):
     """Uninitialised tensor (filled with NaN / a sentinel so unwritten data is detectable).
     `lazy_initialization` changes nothing here: the contents are undefined either way, and a
-    PSUM location's first accumulation already overwrites it (see PSUM accumulation)."""
+    PSUM location's first accumulation already overwrites it (see PSUM accumulation).
+    `address=` is accepted and not honoured (objects.placement names it in the result)."""
     if kw:
         _unmodelled("nl.ndarray", kw)
+    _objects.placement("nl.ndarray", address)
     pdim = 0
     if isinstance(shape, (tuple, list)):
         for i, s in enumerate(shape):
@@ -295,9 +299,10 @@ def _filled(shape, dtype, buffer, value, name=""):
     return t
 
 
-def zeros(shape, dtype, buffer=None, name="", lazy_initialization=False, **kw):
+def zeros(shape, dtype, buffer=None, name="", lazy_initialization=False, address=None, **kw):
     if kw:
         _unmodelled("nl.zeros", kw)
+    _objects.placement("nl.zeros", address)
     if lazy_initialization and as_buffer(buffer).kind == "psum":
         return _lazy_psum_zeros(shape, dtype, buffer, name)
     return _filled(shape, dtype, buffer, 0, name)

@@ -347,6 +347,9 @@ class Tensor:
                                                           self.st.buffer.name)
 
     def __bool__(self):
+        from ..api import hwrules  # NKI 0.3+ (`nki` namespace): a tensor is a true object
+        if hwrules.strict():
+            return True
         raise compile_error("err_ambiguous_tensor_truth_value: the truth value of a tensor is "
                             "not known at trace time")
 
@@ -543,8 +546,9 @@ class Tensor:
     def __le__(self, o): return self._bin(o, "less_equal")
     def __gt__(self, o): return self._bin(o, "greater")
     def __ge__(self, o): return self._bin(o, "greater_equal")
-    def __eq__(self, o): return self._bin(o, "equal")
-    def __ne__(self, o): return self._bin(o, "not_equal")
+    # NKI compares a tensor with None as Python objects at trace time (`bias != None`)
+    def __eq__(self, o): return False if o is None else self._bin(o, "equal")
+    def __ne__(self, o): return True if o is None else self._bin(o, "not_equal")
 
     def __neg__(self):
         return front_end("negative")(self)

@@ -288,6 +288,8 @@ def finish(sim, ret, originals, numerics):
     res.hotspots = sim.sched.hotspots()
     res.waits = sim.sched.waits()
     res.compiler_effects = sim.sched.compiler_effects()
+    from ..api.objects import ignored_notes  # arguments accepted and not honoured
+    res.compiler_effects += ignored_notes(sim)
     return res
 
 

@@ -187,7 +187,8 @@ def attr_allowed(obj, name, value):
 RAW_NAMES = {"affine_range", "sequential_range", "static_range", "dynamic_range", "fori_loop",
              "while_loop", "no_reorder", "tile_size", "par_dim", "nc", "spmd_dim",
              "fp32", "finfo", "sizeinbytes",  # dtype limits and sizes: pure functions of a dtype
-             "multi_buffer"}  # a loop directive (pure Python, given to affine_range)
+             "multi_buffer",  # a loop directive (pure Python, given to affine_range)
+             "NKIObject"}  # base class of kernel-defined objects (api/objects.py)
 _API_MODULES = ("nki.language", "nki.isa", "nki.compiler")
 _REEXPORTS = {"nki.language": {"tiles", "blocks", "alloc_tiles", "alloc_blocks",
                                "arange", "ds", "mgrid", "hbm", "private_hbm", "shared_hbm",

@@ -222,24 +222,53 @@ def _module_file(folder, part):
     return None, None
 
 
-MAX_PACKAGE_LEVELS = 3
+MAX_PACKAGE_LEVELS = 4
 
 
 def relative_levels(path):
-    """The deepest package-relative import in a file (`from ..util import f`: 2), 0 if none."""
+    """How many folders the kernel's package spans upwards: the deepest package-relative
+    import (`from ..util import f`: 2) of the kernel file and, transitively, of the package
+    modules those imports reach (a helper's own `from ...core import x` widens it); 0 if the
+    file has none. At most MAX_PACKAGE_LEVELS."""
     import ast  # noqa: PLC0415
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            tree = ast.parse(f.read(), path)
-    except (OSError, SyntaxError, ValueError):
-        return 0
-    return max([n.level for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + [0])
+    kernel = os.path.realpath(path)
+    here = os.path.dirname(kernel)
+    todo, seen, top = [kernel], {kernel}, 0
+    while todo and len(seen) <= 4 * MAX_LOCAL_MODULES:
+        cur = todo.pop()
+        try:
+            with open(cur, encoding="utf-8", errors="replace") as f:
+                tree = ast.parse(f.read(), cur)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.level):
+                continue
+            base = os.path.dirname(cur)
+            for _ in range(node.level - 1):
+                base = os.path.dirname(base)
+            up, at = 1, here
+            while at != base and at.startswith(base + os.sep) and up <= MAX_PACKAGE_LEVELS:
+                at, up = os.path.dirname(at), up + 1
+            if at != base or up > MAX_PACKAGE_LEVELS:
+                continue  # outside what the kernel's package may span
+            top = max(top, up)
+            parts = (node.module or "").split(".") if node.module else []
+            stem = os.path.join(base, *parts)
+            cands = [stem + ".py", os.path.join(stem, "__init__.py")] + [
+                os.path.join(stem, a.name + ".py") for a in node.names]
+            for c in cands:
+                c = os.path.realpath(c)
+                if c not in seen and os.path.isfile(c):
+                    seen.add(c)
+                    todo.append(c)
+    return top
 
 
 def package_root(kernel_path):
     """The folder the kernel's modules may come from: its own folder, or the ancestor its
-    deepest package-relative import reaches (`from ..util import f`: the parent), at most
-    MAX_PACKAGE_LEVELS - 1 up."""
+    package-relative imports reach, transitively (`from ..util import f`: the parent), at
+    most MAX_PACKAGE_LEVELS - 1 up."""
     root = os.path.dirname(os.path.realpath(kernel_path))
     for _ in range(min(relative_levels(kernel_path), MAX_PACKAGE_LEVELS) - 1):
         root = os.path.dirname(root)

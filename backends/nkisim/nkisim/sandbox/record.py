@@ -72,6 +72,8 @@ class Proxy:
         return _REC.op("len", (self,))
 
     def __bool__(self):
+        if _object_truth(self):
+            return True
         return _REC.op("truth", (self,))
 
     def __index__(self):
@@ -134,8 +136,60 @@ for _n, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "tru
     setattr(Proxy, "__%s__" % _n, _f)
     setattr(Proxy, "__r%s__" % _n, _r)
     setattr(Proxy, "__i%s__" % _n, _binary("i" + _op.rstrip("_"))[0])
-for _n in ("lt", "le", "gt", "ge", "eq", "ne"):
+for _n in ("lt", "le", "gt", "ge"):
     setattr(Proxy, "__%s__" % _n, _binary(_n)[0])
+
+
+def _by_identity(a, b):
+    """`==` / `!=` that NKI evaluates as Python object comparison at trace time: with None
+    (`bias != None` on an optional tensor), with an API entry (typing's `Optional[nl.ndarray]`
+    compares its arguments), or with an object that is neither a simulator object nor a plain
+    value (a type, a kernel-defined object). Such a comparison records no event."""
+    for x in (a, b):
+        if x is None:
+            return True
+        if type(x) is Proxy:
+            if object.__getattribute__(x, "_nkisim_id") in _REC.names:
+                return True
+        elif not B.is_value(x):
+            return True
+    return False
+
+
+def _compare(name):
+    def f(self, other):
+        if _by_identity(self, other):
+            return (self is other) == (name == "eq")
+        return _REC.op(name, (self, other))
+    return f
+
+
+for _n in ("eq", "ne"):
+    setattr(Proxy, "__%s__" % _n, _compare(_n))
+
+
+def _object_truth(proxy):
+    """`if tensor:` in a kernel of the `nki` namespace: NKI 0.3+ traces kernels as Python and a
+    tensor is an object, so it is true (the NKI Library writes `if params.expert_index:` for
+    an optional tensor); no event is recorded. Legacy kernels keep the simulator's refusal."""
+    from ..api import hwrules
+    from ..data.buffers import Tensor
+    obj = _REC.objs.get(object.__getattribute__(proxy, "_nkisim_id"))
+    return isinstance(obj, Tensor) and hwrules.strict()
+
+
+def _union(fwd):
+    """`nl.ndarray | Tuple[nl.ndarray, nl.ndarray]` in an annotation: with an API entry or a
+    typing object on one side `|` is Python's, not a simulator operation (typing answers)."""
+    def f(self, other):
+        if _by_identity(self, other):
+            return NotImplemented
+        return fwd(self, other)
+    return f
+
+
+Proxy.__or__ = _union(Proxy.__or__)
+Proxy.__ror__ = _union(Proxy.__ror__)
 for _n, _op in (("neg", "neg"), ("pos", "pos"), ("abs", "abs"), ("invert", "invert")):
     setattr(Proxy, "__%s__" % _n, (lambda o: lambda self: _REC.op(o, (self,)))(_op))
 Proxy.__hash__ = object.__hash__
