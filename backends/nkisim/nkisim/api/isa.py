@@ -19,6 +19,7 @@ from ..machine.core import (alloc, check_onchip, compute, dma as _dma, dt_of, fr
 from ..errors import compile_error
 from ..machine.timing import GPSIMD, SCALAR, TENSOR, VECTOR
 from . import mx as _mx
+from . import table as _table
 
 _mx.install()  # `t.ap(..., dtype=)`
 
@@ -945,6 +946,7 @@ def quantize_mx(*args, **kw):
 _CORE_BARRIER_ARGS = ["data", "cores", "engine", "name"]
 
 
+@_table.unmodelled
 def core_barrier(*args, **kw):
     """Barrier between the two NeuronCores of an HBM stack (cores=(0, 1) only; trn2/trn3)
     for shared-HBM `data` both write. Not simulated (nkisim runs one NeuronCore): a call is
@@ -976,6 +978,7 @@ def core_barrier(*args, **kw):
                         "another)")
 
 
+@_table.unmodelled
 def register_alloc(*args, **kw):
     raise compile_error("nisa.register_alloc (device registers) is not supported by nkisim")
 
@@ -989,3 +992,4 @@ unknown_engine = engine.unknown
 
 
 from . import hwrules as _hw  # noqa: E402  (namespace rules)
+_table.install_unmodelled(globals(), "nki.isa")  # every documented name exists (table.json)

@@ -1196,3 +1196,5 @@ from ..errors import NkiRuntimeError as _NkiRuntimeError  # noqa: E402
 import builtins  # noqa: E402  (this module's all/max/min/sum are nl reductions)
 from .grids import (NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks,  # noqa: E402,F401
                     alloc_tiles, blocks, tiles)
+from . import table as _table  # noqa: E402
+_table.install_unmodelled(globals(), "nki.language")  # every documented name exists
