@@ -1,6 +1,8 @@
 """`nki.isa` (nisa): one function per engine instruction, gathered from its concept modules
 (isa_base: enums and argument binding; isa_matmul: TensorE; isa_scalar: ScalarE; isa_vector:
-VectorE / GpSimdE; isa_dma: DMA; isa_sync: barriers and registers).
+VectorE / GpSimdE; isa_pattern: iota / affine_select patterns; isa_predicated: predicated
+copies and selects; isa_gather: gathers and shuffles; isa_dma: DMA; isa_sync: barriers and
+registers).
 
 Every function accepts both API styles: the new one (SDK >= 2.27) with an explicit `dst`
 first (positionally or by keyword) and no return value, and the old one that returns a new
@@ -15,9 +17,14 @@ from .isa_base import (engine, dge_mode, oob_mode, reduce_cmd, matmul_perf_mode,
 from .isa_matmul import (nc_matmul, nc_transpose, nc_matmul_mx, quantize_mx)  # noqa: F401
 from .isa_scalar import (activation, activation_reduce)  # noqa: F401
 from .isa_vector import (tensor_tensor, tensor_scalar, scalar_tensor_tensor, tensor_reduce,
-                         tensor_partition_reduce, tensor_copy, memset, iota, reciprocal,
-                         tensor_tensor_scan, bn_stats, bn_aggr, affine_select,
-                         tensor_scalar_reduce, max8, nc_find_index8, dropout)  # noqa: F401
+                         tensor_partition_reduce, tensor_copy, memset, reciprocal,
+                         tensor_tensor_scan, bn_stats, bn_aggr, tensor_scalar_reduce, max8,
+                         nc_find_index8, dropout)  # noqa: F401
+from .isa_pattern import iota, affine_select  # noqa: F401  (both API forms)
+from .isa_predicated import (tensor_copy_predicated, range_select,  # noqa: F401
+                             select_reduce)
+from .isa_gather import (nc_n_gather, nonzero_with_count, nc_match_replace8,  # noqa: F401
+                         nc_stream_shuffle)
 from .isa_dma import (dma_copy, dma_transpose, dma_compute)  # noqa: F401
 from .isa_sync import (core_barrier, register_alloc)  # noqa: F401
 
