@@ -9,6 +9,7 @@ first (positionally or by keyword) and no return value, and the old one that ret
 tile (and may take `dtype=` / `mask=`). Every documented name of the API table
 (nkisim/api/table.json) exists here: the ones nkisim does not model raise a compile error.
 """
+from . import access as _access
 from . import mx as _mx
 from . import table as _table
 from .isa_base import (engine, dge_mode, oob_mode, reduce_cmd, matmul_perf_mode, dma_engine,
@@ -29,4 +30,5 @@ from .isa_dma import (dma_copy, dma_transpose, dma_compute)  # noqa: F401
 from .isa_sync import (core_barrier, register_alloc)  # noqa: F401
 
 _mx.install()  # `t.ap(..., dtype=)`
+_access.install()  # `t.ap(..., scalar_offset=, vector_offset=)`, around mx's
 _table.install_unmodelled(globals(), "nki.isa")  # every documented name exists (table.json)

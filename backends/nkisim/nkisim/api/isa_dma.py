@@ -1,5 +1,6 @@
 """`nki.isa` DMA instructions: dma_copy, dma_transpose, dma_compute.
 """
+import numpy as np
 
 from ..data import ops as O
 from ..machine import runtime
@@ -38,36 +39,76 @@ def dma_copy(*args, **kw):
     return None
 
 
+# the permutation of a DMA transpose by rank (NKI API: the only ones it performs)
+_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
 def dma_transpose(*args, **kw):
-    """Transposing DMA of a 2-D tile (HBM->SBUF or SBUF->SBUF)."""
+    """Transposing DMA (HBM->SBUF or SBUF->SBUF) of a 2-, 3- or 4-D tile, permuted (1, 0),
+    (2, 1, 0) or (3, 1, 2, 0) respectively."""
     new = "dst" in kw or (len(args) >= 2 and isinstance(args[1], Tensor))
-    p = _bind("dma_transpose", args, kw, ["src", "axes", "mask", "dtype", "dge_mode", "name"],
-              new)
+    p = _bind("dma_transpose", args, kw, ["src", "axes", "mask", "dtype", "dge_mode",
+                                          "priority", "oob_mode", "name"], new)
+    _reject("dma_transpose", p, "priority")
+    if p.get("oob_mode") not in (None, oob_mode.error):
+        raise compile_error("nisa.dma_transpose: oob_mode=%r is not modelled by nkisim (only "
+                            "oob_mode.error)" % (p.get("oob_mode"),))
     src = p["src"]
-    if len(src.shape) != 2:
-        raise compile_error("nisa.dma_transpose: only 2-D tiles are supported by nkisim")
-    if p.get("axes") is not None and tuple(p["axes"]) != (1, 0):
-        raise compile_error("nisa.dma_transpose: axes=%r is not supported by nkisim (2-D "
-                            "transpose only, axes=(1, 0))" % (p["axes"],))
-    shape = (src.shape[1], src.shape[0])
+    if not isinstance(src, Tensor):
+        raise compile_error("nisa.dma_transpose: src must be a tensor")
+    perm = _TRANSPOSE_AXES.get(len(src.shape))
+    if perm is None:
+        raise compile_error("nisa.dma_transpose: src must be a 2-, 3- or 4-D tile, got shape %s"
+                            % (list(src.shape),))
+    axes = p.get("axes")
+    if axes is not None and tuple(int(a) for a in axes) != perm:
+        raise compile_error("nisa.dma_transpose: axes=%r is not a DMA transpose of a %d-D tile "
+                            "(the only one is %r)" % (axes, len(src.shape), perm))
+    shape = tuple(src.shape[a] for a in perm)
     dst, _ = _out(p, shape, src.st.dt)
+    before = src.read() if len(perm) == 4 and runtime.CUR.numerics else None
     _dma(dst, src, p.get("mask"), transpose=True, opname="nisa.dma_transpose")
+    if before is not None:
+        # the transfer's own numerics reverse every axis; (3, 1, 2, 0) keeps the middle two
+        dst.write(np.transpose(before, perm).reshape(dst.shape), p.get("mask"),
+                  exact=src.st.dt is dst.st.dt)
     return None if p.get("dst") is not None else dst
 
 
-def dma_compute(dst, srcs, reduce_op, scales=None, **kw):
-    """dst = reduce_op over srcs (each optionally scaled), as DMA transfers."""
-    op = O.op_name(reduce_op)
+def dma_compute(*args, **kw):
+    """dst = reduce_op over srcs (each times its scale, in fp32) computed by the DMA engines;
+    dst may be one of the sources (an accumulation: `srcs=[x, dst]`)."""
+    p = _bind("dma_compute", args, kw, ["srcs", "reduce_op", "scales", "unique_indices",
+                                        "oob_mode", "name"], True)
+    dst, srcs = p.get("dst"), p.get("srcs")
+    if not isinstance(dst, Tensor):
+        raise compile_error("nisa.dma_compute: dst must be a tensor")
+    if not isinstance(srcs, (list, tuple)) or not srcs or \
+            not all(isinstance(t, Tensor) for t in srcs):
+        raise compile_error("nisa.dma_compute: srcs must be a non-empty list of tensors")
+    op = O.op_name(p.get("reduce_op"))
+    if op not in O.BINARY:
+        raise compile_error("nisa.dma_compute: unsupported reduce_op %r" % (p.get("reduce_op"),))
+    scales = p.get("scales")
+    if scales is not None and (not isinstance(scales, (list, tuple)) or
+                               len(scales) != len(srcs)):
+        raise compile_error("nisa.dma_compute: scales must give one number per source")
+    if p.get("oob_mode") not in (None, oob_mode.error):
+        raise compile_error("nisa.dma_compute: oob_mode=%r is not modelled by nkisim (only "
+                            "oob_mode.error)" % (p.get("oob_mode"),))
     s = runtime.CUR
     vals = None
-    for i, src in enumerate(srcs):
-        _dma(dst, src, opname="nisa.dma_compute")
-        if s.numerics:
+    if s.numerics:  # every source as it is before the instruction writes dst
+        for i, src in enumerate(srcs):
+            if src.size != dst.size:
+                break  # the transfer below names the mismatch
             v = _f32(src.read()).reshape(dst.shape)
             if scales is not None:
-                v = v * scales[i]
+                v = v * np.float32(scales[i])
             vals = v if vals is None else O.BINARY[op](vals, v)
-    if s.numerics:
+    for src in srcs:
+        _dma(dst, src, opname="nisa.dma_compute")
+    if vals is not None:
         dst.write(vals)
     return None
 

@@ -43,7 +43,7 @@ def _flat(t, v):
 
 def nc_n_gather(*args, **kw):
     """Per-partition gather: dst[p, j] = data[p].flatten()[indices[p, j]] (GpSimdE)."""
-    p = _bind("nc_n_gather", args, kw, ["data", "indices"], True)
+    p = _bind("nc_n_gather", args, kw, ["data", "indices", "name"], True)
     op = "nc_n_gather"
     dst = _tile(op, "dst", p.get("dst"), ("sbuf",))
     data = _tile(op, "data", p.get("data"), ("sbuf",))
@@ -77,7 +77,7 @@ def nc_n_gather(*args, **kw):
 def nonzero_with_count(*args, **kw):
     """Positions of the nonzero elements, padding and the count, on partitions 0, 16, ...,
     112 (GpSimdE)."""
-    p = _bind("nonzero_with_count", args, kw, ["src", "index_offset", "padding_val"], True)
+    p = _bind("nonzero_with_count", args, kw, ["src", "index_offset", "padding_val", "name"], True)
     op = "nonzero_with_count"
     s = runtime.CUR
     if s is not None and s.target.name == "trn1":
@@ -118,7 +118,7 @@ def nonzero_with_count(*args, **kw):
 def nc_match_replace8(*args, **kw):
     """data with the first occurrence of each of vals' 8 values per partition replaced by imm;
     the matched positions into dst_idx (VectorE)."""
-    p = _bind("nc_match_replace8", args, kw, ["data", "vals", "imm", "dst_idx"], True)
+    p = _bind("nc_match_replace8", args, kw, ["data", "vals", "imm", "dst_idx", "name"], True)
     op = "nc_match_replace8"
     dst = _tile(op, "dst", p.get("dst"))
     data = _tile(op, "data", p.get("data"))
@@ -165,7 +165,7 @@ def nc_match_replace8(*args, **kw):
 def nc_stream_shuffle(*args, **kw):
     """Within each 32-partition quadrant, dst partition i = src partition shuffle_mask[i]
     (255 leaves it); the same mask applies to every quadrant (VectorE)."""
-    p = _bind("nc_stream_shuffle", args, kw, ["src", "shuffle_mask"], True)
+    p = _bind("nc_stream_shuffle", args, kw, ["src", "shuffle_mask", "name"], True)
     op = "nc_stream_shuffle"
     dst = _tile(op, "dst", p.get("dst"))
     src = _tile(op, "src", p.get("src"))

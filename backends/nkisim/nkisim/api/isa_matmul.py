@@ -25,9 +25,13 @@ def nc_matmul(*args, **kw):
                                       "is_moving_onezero", "is_transpose", "accumulate",
                                       "tile_position", "tile_size", "perf_mode", "mask",
                                       "name", "dtype", "psum_accumulate_flag"], new)
-    _reject("nc_matmul", p, "tile_position", "tile_size", "psum_accumulate_flag")
+    _reject("nc_matmul", p, "psum_accumulate_flag")
     dst = p.get("dst")
+    tiled = _pe_tiling(p)
     if _is_double_row(p.get("perf_mode")):
+        if tiled:
+            raise compile_error("nisa.nc_matmul: perf_mode double_row cannot be combined with "
+                                "PE tiling (tile_position / tile_size)")
         _reject("nc_matmul", p, "is_transpose", "mask")
         return _double_row_matmul(dst, p["stationary"], p["moving"], p.get("accumulate"))
     if p.get("is_transpose"):
@@ -43,6 +47,47 @@ def nc_matmul(*args, **kw):
 
 
 _FP8 = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")
+
+
+def _pe_tiling(p):
+    """Check `tile_position=(start_row, start_column)` and `tile_size=(row_size,
+    column_size)` (PE-array tiling: row and column tiles of 128 or 64, or 32 on trn2 and later;
+    starts multiples of the size inside the 128 x 128 array; the contraction K fits the row
+    size and the stationary free size the column size). True when tiling is on. The result
+    is the untiled one; the time is charged as a full-array matmul (tiles running side by side
+    are not modelled)."""
+    pos, size = p.get("tile_position"), p.get("tile_size")
+    pos = () if pos is None else pos
+    size = () if size is None else size
+    if not pos and not size:
+        return False
+    try:
+        pos, size = tuple(int(v) for v in pos), tuple(int(v) for v in size)
+    except (TypeError, ValueError):
+        raise compile_error("nisa.nc_matmul: tile_position and tile_size must be pairs of "
+                            "integers, got %r and %r" % (p.get("tile_position"),
+                                                          p.get("tile_size"))) from None
+    if len(pos) != 2 or len(size) != 2:
+        raise compile_error("nisa.nc_matmul: tile_position and tile_size must both be set, "
+                            "as (row, column) pairs (got %r and %r)" % (pos, size))
+    sizes = (64, 128) if runtime.CUR.target.name == "trn1" else (32, 64, 128)
+    for what, start, n in (("row", pos[0], size[0]), ("column", pos[1], size[1])):
+        if n not in sizes:
+            raise compile_error("nisa.nc_matmul: the %s tile size must be one of %s on %s, "
+                                "got %d" % (what, sizes, runtime.CUR.target.name, n))
+        if start % n or not 0 <= start <= C.PMAX - n:
+            raise compile_error("nisa.nc_matmul: the starting %s %d must be a multiple of the "
+                                "%s tile size %d inside the 128 x 128 PE array"
+                                % (what, start, what, n))
+    st = p.get("stationary")
+    if isinstance(st, Tensor):
+        if st.shape[0] > size[0]:
+            raise compile_error("nisa.nc_matmul: contraction size %d exceeds the row tile "
+                                "size %d" % (st.shape[0], size[0]))
+        if free_size(st) > size[1]:
+            raise compile_error("nisa.nc_matmul: stationary free size %d exceeds the column "
+                                "tile size %d" % (free_size(st), size[1]))
+    return True
 
 
 def _is_double_row(mode):

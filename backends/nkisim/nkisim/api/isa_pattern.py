@@ -75,7 +75,7 @@ def iota(*args, **kw):
         ("dst" in kw and args and _is_pattern(args[0]))
     if not pattern_form:
         return _old.iota(*args, **kw)
-    p = _bind("iota", args, kw, ["pattern", "offset", "channel_multiplier"], True)
+    p = _bind("iota", args, kw, ["pattern", "offset", "channel_multiplier", "name"], True)
     dst = _dst("iota", p.get("dst"))
     vals = pattern_values("iota", p.get("pattern"), p.get("offset", 0) or 0,
                           p.get("channel_multiplier", 0) or 0, dst)
@@ -92,7 +92,7 @@ def affine_select(*args, **kw):
     if not pattern_form:
         return _old.affine_select(*args, **kw)
     p = _bind("affine_select", args, kw, ["pattern", "channel_multiplier", "on_true_tile",
-                                          "on_false_value", "cmp_op", "offset"], True)
+                                          "on_false_value", "cmp_op", "offset", "name"], True)
     dst = _dst("affine_select", p.get("dst"))
     t = p.get("on_true_tile")
     if not isinstance(t, Tensor):

@@ -81,7 +81,7 @@ def _accumulate(opname, cmd, rows_max, reduce_res, reduce_op):
 def tensor_copy_predicated(*args, **kw):
     """dst = src where predicate (not predicate with reverse_pred); dst unmodified elsewhere
     (VectorE)."""
-    p = _bind("tensor_copy_predicated", args, kw, ["src", "predicate", "reverse_pred"], True)
+    p = _bind("tensor_copy_predicated", args, kw, ["src", "predicate", "reverse_pred", "name"], True)
     op = "tensor_copy_predicated"
     dst = _tile(op, "dst", p.get("dst"))
     pred = _tile(op, "predicate", p.get("predicate"))
@@ -120,7 +120,7 @@ def range_select(*args, **kw):
     bound1) for free index i, else on_false_value; row maximum into reduce_res (VectorE)."""
     p = _bind("range_select", args, kw, ["on_true_tile", "comp_op0", "comp_op1", "bound0",
                                          "bound1", "reduce_cmd", "reduce_res", "reduce_op",
-                                         "range_start", "on_false_value"], True)
+                                         "range_start", "on_false_value", "name"], True)
     op = "range_select"
     s = runtime.CUR
     if s is not None and s.target.name == "trn1":
@@ -170,7 +170,7 @@ def select_reduce(*args, **kw):
     """dst = where(predicate, on_true, on_false) (predicate negated with reverse_pred), with an
     optional row maximum into reduce_res (VectorE)."""
     p = _bind("select_reduce", args, kw, ["predicate", "on_true", "on_false", "reduce_res",
-                                          "reduce_cmd", "reduce_op", "reverse_pred"], True)
+                                          "reduce_cmd", "reduce_op", "reverse_pred", "name"], True)
     op = "select_reduce"
     dst = _tile(op, "dst", p.get("dst"))
     pred = _tile(op, "predicate", p.get("predicate"))

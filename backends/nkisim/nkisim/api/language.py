@@ -59,6 +59,7 @@ uint16 = np.uint16
 uint32 = np.uint32
 uint64 = np.uint64
 bool_ = np.bool_
+bool = bool_  # noqa: A001  (`nl.bool`, as the NKI Library writes it; code here has none)
 fp32 = D.fp32            # float32, with its limits: `nl.fp32.min`
 finfo = D.finfo          # `nl.finfo(nl.bfloat16).max`
 sizeinbytes = D.sizeinbytes
