@@ -10,7 +10,8 @@ actually gets (the lower of the two), the fixed DMA latency, the cost of one ele
 each engine relative to VectorE; the shared limits (partitions, matmul tiles, PSUM, bn_stats); for
 every nisa instruction its argument order (from the simulator's argument binding), its default
 engine and its one-line description; for nl functions their signature and the engine that runs
-element-wise math.
+element-wise math. Which calls are listed, and the coverage figure, come from the API table
+(nkisim/api/table.json): the modelled nki.isa and nki.language functions.
 """
 import argparse
 import ast
@@ -29,6 +30,7 @@ from nkisim.machine import constants as C  # noqa: E402
 from nkisim.machine import costs as K  # noqa: E402
 from nkisim.machine import core, runtime  # noqa: E402
 from nkisim.api import isa, language, mx  # noqa: E402
+from nkisim.api import table  # noqa: E402
 from nkisim.data import ops  # noqa: E402
 from nkisim.machine.timing import GPSIMD, SCALAR, TENSOR, VECTOR  # noqa: E402
 
@@ -257,37 +259,54 @@ def _parameter_text(names, required, defaults):
     return ", ".join(parts)
 
 
+def _function(module, e):
+    """The simulator's function of a modelled table entry, or None."""
+    if e["kind"] != "function" or not e["modelled"]:
+        return None
+    fn = getattr(module, e["name"], None)
+    return fn if inspect.isfunction(fn) else None
+
+
 def isa_facts():
-    with open(isa.__file__, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
+    """The modelled nki.isa functions of the API table, each with the argument binding of the
+    module that defines it (isa.py or one of its concept modules)."""
+    binds = {}
     facts = {}
-    for name, (names, engine, new_first, legacy, required, defaults) in \
-            sorted(_bind_names(tree).items()):
-        fn = getattr(isa, name, None)
+    for e in table.entries("nki.isa"):
+        fn = _function(isa, e)
         if fn is None:
             continue
+        path = inspect.getsourcefile(fn)
+        if path not in binds:
+            with open(path, encoding="utf-8") as f:
+                binds[path] = _bind_names(ast.parse(f.read()))
+        if e["name"] not in binds[path]:
+            continue
+        names, engine, new_first, legacy, required, defaults = binds[path][e["name"]]
         plain = [n for n in names if n != "name"]
         args = (["dst"] if new_first else []) + plain
-        entry = {"signature": "nisa.%s(%s)" % (name, _parameter_text(args, required | {"dst"},
-                                                                     defaults)),
+        entry = {"signature": "nisa.%s(%s)" % (e["name"], _parameter_text(
+                     args, required | {"dst"}, defaults)),
                  "summary": _first_line(inspect.getdoc(fn))}
         if new_first and legacy is not False:
             # neuronxcc.nki (before NKI 0.3) returns the result instead of taking dst
             old = [n for n in (legacy or plain) if n != "name"]
             entry["legacy_signature"] = "y = nisa.%s(%s)" % (
-                name, _parameter_text(old, required, defaults))
+                e["name"], _parameter_text(old, required, defaults))
         if engine:
             entry["engine"] = engine
-        facts["nisa." + name] = entry
+        facts["nisa." + e["name"]] = entry
     return facts
 
 
 def nl_facts():
+    """The modelled nki.language functions of the API table that the front end defines."""
     facts = {}
-    for name, fn in sorted(vars(language).items()):
-        if name.startswith("_") or not inspect.isfunction(fn) or \
-                fn.__module__ != language.__name__:
+    for e in table.entries("nki.language"):
+        fn = _function(language, e)
+        if fn is None or not fn.__module__.startswith(language.__name__):
             continue
+        name = e["name"]
         try:
             sig = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -307,6 +326,14 @@ def nl_facts():
     return facts
 
 
+def api_facts():
+    """The API table's coverage and the documented names the simulator does not model."""
+    modelled, total = table.coverage()
+    missing = ["%s.%s" % (table.SHORT.get(e["module"], e["module"]), e["name"])
+               for e in table.entries() if e["documented"] and not e["modelled"]]
+    return {"documented": total, "modelled": modelled, "not_modelled": sorted(missing)}
+
+
 def names():
     """Operator names the simulator accepts, as a prompt lists them."""
     return {
@@ -321,6 +348,7 @@ def facts():
         "targets": {name: target_facts(C.get_target(name)) for name in ("trn1", "trn2", "trn3")},
         "limits": limits(),
         "names": names(),
+        "api": api_facts(),
         "instructions": dict(sorted({**isa_facts(), **nl_facts()}.items())),
     }
 

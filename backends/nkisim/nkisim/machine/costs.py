@@ -50,6 +50,17 @@ FIELDS = {
                                "(second regime; 0 = none)",
     "dma_stream_descriptor_bytes": "per-run overhead in byte-equivalents of the long-row "
                                    "regime",
+    # instructions of the NKI 0.3+ API (nkisim/api/isa_predicated.py, isa_gather.py): priced
+    # as their engine's streaming pass at these per-element rates (not calibrated)
+    "tensor_copy_predicated_cycles_per_elem": "VectorE tensor_copy_predicated cycles per "
+                                              "element",
+    "range_select_cycles_per_elem": "VectorE range_select cycles per element",
+    "select_reduce_cycles_per_elem": "VectorE select_reduce cycles per element",
+    "nc_stream_shuffle_cycles_per_elem": "VectorE nc_stream_shuffle cycles per element per "
+                                         "partition",
+    "nc_match_replace8_cycles_per_elem": "VectorE nc_match_replace8 cycles per element",
+    "nc_n_gather_streams": "GpSimdE nc_n_gather element streams (indices, data, output)",
+    "nonzero_with_count_streams": "GpSimdE nonzero_with_count element streams",
 }
 
 

@@ -31,6 +31,7 @@ import types
 
 import numpy as np
 
+from ..api import table as _api_table
 from ..data import dtypes as D
 from ..data.buffers import Buffer, IExpr, MGrid, ParDim, Tensor
 from ..errors import NkiError
@@ -182,17 +183,12 @@ def attr_allowed(obj, name, value):
 
 
 # ---- the API table --------------------------------------------------------------------------
-# Objects the kernel receives as-is (pure Python, no simulator state): decorators, loop
-# helpers, tile-size and enum namespaces. Everything else public becomes a named API proxy.
-RAW_NAMES = {"affine_range", "sequential_range", "static_range", "dynamic_range", "fori_loop",
-             "while_loop", "no_reorder", "tile_size", "par_dim", "nc", "spmd_dim",
-             "fp32", "finfo", "sizeinbytes",  # dtype limits and sizes: pure functions of a dtype
-             "multi_buffer",  # a loop directive (pure Python, given to affine_range)
-             "NKIObject"}  # base class of kernel-defined objects (api/objects.py)
+# The names come from the one API table (nkisim/api/table.json, written and checked by
+# backends/nkisim/gen_api_table.py): "raw" names are objects the kernel receives as-is (pure
+# Python, no simulator state: decorators, loop helpers, tile-size and enum namespaces), "api"
+# names become named API proxies.
+RAW_NAMES = _api_table.raw_names()
 _API_MODULES = ("nki.language", "nki.isa", "nki.compiler")
-_REEXPORTS = {"nki.language": {"tiles", "blocks", "alloc_tiles", "alloc_blocks",
-                               "arange", "ds", "mgrid", "hbm", "private_hbm", "shared_hbm",
-                               "sbuf", "psum"}}
 # Underscore names that are public NKI operations under another name (nkisim/private.py):
 # kernels reach them as `nisa._tiled_offloaded_memcpy(...)`.
 PRIVATE_API = {"nki.isa": ("_tiled_offloaded_memcpy", "_tiled_offloaded_fma")}
@@ -223,21 +219,12 @@ def api_table():
                 table["%s.%s" % (mname, name)] = obj
     for mname in _API_MODULES:
         m = mods[mname]
-        own = getattr(m, "__name__", "")
-        for name, obj in vars(m).items():
-            if name in PRIVATE_API.get(mname, ()):
-                table["%s.%s" % (mname, name)] = obj
-                continue
-            if name.startswith("_") or name in RAW_NAMES or isinstance(obj, types.ModuleType):
-                continue
-            if is_value(obj) or isinstance(obj, type):
-                continue
-            if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)):
-                if (getattr(obj, "__module__", None) == own
-                        or name in _REEXPORTS.get(mname, ())) and own.startswith("nkisim"):
-                    table["%s.%s" % (mname, name)] = obj
-                continue
-            if type(obj).__name__ in ("Buffer", "_MGridMaker", "_AllocBuffer"):
+        for name in PRIVATE_API.get(mname, ()):
+            if hasattr(m, name):
+                table["%s.%s" % (mname, name)] = getattr(m, name)
+        for name in _api_table.boundary_names(mname):
+            obj = getattr(m, name, None)
+            if obj is not None:
                 table["%s.%s" % (mname, name)] = obj
     _table = table
     return table
