@@ -121,6 +121,14 @@ class CostTable:
                 ns = s
         return ns
 
+    def spill_ns(self, save_bytes, saves, reload_bytes, reloads, bandwidth):
+        """ns of DMA bandwidth the spill traffic takes: `saves` transfers SBUF -> HBM of
+        `save_bytes` in all and `reloads` back of `reload_bytes`, each transfer one row per
+        partition (C.PMAX runs), at `bandwidth` bytes/ns (the short-row HBM rate)."""
+        eff = (self.dma_effective_bytes(save_bytes, saves * C.PMAX) +
+               self.dma_effective_bytes(reload_bytes, reloads * C.PMAX))
+        return eff / bandwidth
+
     def dma_rate(self, row_bytes, peak):
         """Bytes/ns an HBM-side stream of `row_bytes`-long runs sustains (nominal `peak`)."""
         return row_bytes / self.dma_data_ns(row_bytes, 1, peak)

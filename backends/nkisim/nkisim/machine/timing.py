@@ -75,8 +75,10 @@ def _collapse(recs):
 class DepState:
     """Access history of one storage: dicts box -> latest end time of reads / writes, and
     `last`, the sequence number of the last instruction that accessed it; `blk`, for an SBUF
-    tensor with block dimensions, the liveness of each block (BlockLive), else None."""
-    __slots__ = ("wr", "rd", "wr_max", "rd_max", "last", "blk")
+    tensor with block dimensions, the liveness of each block (BlockLive), else None; `uses`,
+    for an SBUF allocation charged to capacity in a run with liveness, the access codes
+    (seq * 2, + 1 for a write) the residency replay reads (spills.py), else None."""
+    __slots__ = ("wr", "rd", "wr_max", "rd_max", "last", "blk", "uses")
 
     def __init__(self):
         self.wr = {}
@@ -85,6 +87,7 @@ class DepState:
         self.rd_max = 0.0
         self.last = -1
         self.blk = None
+        self.uses = None
 
 
 class BlockLive:
@@ -165,6 +168,8 @@ def record(reads, writes, end):
     _SEQ_END[0] = end
     for ds, box in reads:
         ds.last = seq
+        if ds.uses is not None:
+            ds.uses.append(seq * 2)
         if ds.blk is not None:
             ds.blk.note(box, seq, end)
         rd = ds.rd
@@ -177,6 +182,8 @@ def record(reads, writes, end):
             _collapse(rd)
     for ds, box in writes:
         ds.last = seq
+        if ds.uses is not None:
+            ds.uses.append(seq * 2 + 1)
         if ds.blk is not None:
             ds.blk.note(box, seq, end)
         wr = ds.wr
@@ -211,8 +218,16 @@ def touch(reads, writes):
     timing it (NullScheduler), and mark what it writes (mark_written)."""
     seq = _SEQ[0] + 1
     _SEQ[0] = seq
-    for ds, box in chain(reads, writes):
+    for ds, box in reads:
         ds.last = seq
+        if ds.uses is not None:
+            ds.uses.append(seq * 2)
+        if ds.blk is not None:
+            ds.blk.note(box, seq, 0.0)
+    for ds, box in writes:
+        ds.last = seq
+        if ds.uses is not None:
+            ds.uses.append(seq * 2 + 1)
         if ds.blk is not None:
             ds.blk.note(box, seq, 0.0)
     mark_written(writes)
@@ -324,7 +339,7 @@ class Timeline:
 class _Group:
     """Narrow instructions the compiler issues as one wide instruction (Scheduler.join)."""
     __slots__ = ("key", "engine", "work", "count", "cap", "reads", "writes", "ids", "after",
-                 "line", "why")
+                 "line", "why", "iters")
 
     def __init__(self, key, engine, cap, line, why):
         self.key = key
@@ -338,6 +353,7 @@ class _Group:
         self.after = []     # pending groups that must be issued before this one
         self.line = line
         self.why = why
+        self.iters = set()  # iterations of its loop the members come from (loop groups)
 
 
 class Scheduler:
@@ -382,6 +398,7 @@ class Scheduler:
         # key -> group), and the effects applied: (line, why) -> [narrow, issued]
         self.groups = []
         self.loops = []
+        self.loop_iter = []      # current iteration of each open affine loop
         self.effects = {}
         self.placements = {}     # (line, op) -> [placed on ScalarE, all] (core)
         self.loads = {}          # line -> [loads not issued (kept tile reused), all] (core)
@@ -432,23 +449,41 @@ class Scheduler:
         GROUP_MAX_TRIP) narrow instructions of its iterations may be grouped (join) until
         it ends. A frame is a dict key -> group, or None for a loop too long to group."""
         self.loops.append({} if trip <= C.GROUP_MAX_TRIP else None)
+        self.loop_iter.append(-1)
+
+    def next_iteration(self):
+        """The innermost affine loop starts its next iteration (members of one group come
+        from distinct iterations)."""
+        if self.loop_iter:
+            self.loop_iter[-1] += 1
 
     def end_affine(self):
         """Leave the innermost affine loop: issue the groups it collected."""
         if self.loops:
             frame = self.loops.pop()
+            self.loop_iter.pop()
             if frame:
                 for g in list(frame.values()):
                     self._flush(g)
 
+    def close_loops(self):
+        """Program end: close every affine loop still open (an iterator the kernel kept
+        alive) and issue its groups, so no frame outlives the program."""
+        while self.loops:
+            self.end_affine()
+
     def join(self, key, engine, work, reads, writes, cap, why):
         """Add a narrow instruction of `work` streaming cycles to group `key` (capacity
         `cap` members, 0 = until its loop ends): the group is issued as one instruction of
-        the summed work, after every pending group it depends on. Returns False (nothing
-        done) when the instruction cannot be grouped: no open loop for an uncapped group."""
+        the summed work, after every pending group it depends on. Only independent copies
+        join one group: an instruction that depends on a member (or a member on it), or, in
+        a loop group, one from an iteration a member came from, issues the group and starts
+        a new one. Returns False (nothing done) when the instruction cannot be grouped: no
+        open loop for an uncapped group."""
         frame = self.loops[-1] if self.loops else None
         if cap == 0 and frame is None:
             return False
+        it = self.loop_iter[-1] if cap == 0 else None
         if cap:
             frame = None
         g = frame.get(key) if frame is not None else None
@@ -457,9 +492,12 @@ class Scheduler:
                 if h.key == key and h.cap:
                     g = h
                     break
-        deps = self._conflicts(reads, writes, g)
-        if g is not None and any(g in self._closure(h) for h in deps):
-            self._flush(g)  # a dependency cycle through another group: start again
+        deps = self._conflicts(reads, writes, None)
+        if g is not None and (g in deps or it in g.iters or
+                              any(g in self._closure(h) for h in deps if h is not g)):
+            # a member it depends on, its own iteration, or a dependency cycle through
+            # another group: issue the group and start again
+            self._flush(g)
             g = None
             deps = self._conflicts(reads, writes, None)
         if g is None:
@@ -473,6 +511,8 @@ class Scheduler:
                 g.after.append(h)
         g.work += work
         g.count += 1
+        if it is not None:
+            g.iters.add(it)
         g.reads.extend(reads)
         g.writes.extend(writes)
         for ds, _ in chain(reads, writes):
@@ -812,6 +852,9 @@ class NullScheduler(Scheduler):
         pass
 
     def end_ordered(self):
+        pass
+
+    def next_iteration(self):
         pass
 
     def issue(self, engine, cost, reads, writes, startup=0.0):
