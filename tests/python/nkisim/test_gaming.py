@@ -143,5 +143,44 @@ class GroupingNeedsIndependenceTest(unittest.TestCase):
         self.assertGreaterEqual(r.metrics["vector_engine_instruction_count"], 64)
 
 
+class DmaTraversalTest(unittest.TestCase):
+    """A DMA pays one descriptor per contiguous run along the order it walks memory, and an
+    HBM -> HBM copy pays both sides: walking across the grain is not a cheap transpose."""
+
+    @classmethod
+    def setUpClass(cls):
+        nkisim.activate()
+        g = gaming("transpose_strided")
+        x = np.random.default_rng(0).random((2, 512, 256), dtype=np.float32)
+        ref = np.transpose(x, (0, 2, 1))
+        cls.lat = {}
+        for name, k in (("strided", g.transpose_kernel), ("hbm", g.transpose_hbm),
+                        ("naive", seed("transpose", "naive").transpose_kernel),
+                        ("optimized", seed("transpose", "optimized").transpose_kernel)):
+            r = nkisim.simulate(k, {"x": x}, target="trn1")
+            np.testing.assert_array_equal(r.outputs[0], ref)
+            cls.lat[name] = r.latency_us
+
+    def test_strided_load_costs_at_least_the_naive_seed(self):
+        self.assertGreaterEqual(self.lat["strided"], self.lat["naive"])
+
+    def test_hbm_to_hbm_transpose_costs_at_least_the_optimized_seed(self):
+        self.assertGreaterEqual(self.lat["hbm"], self.lat["optimized"])
+
+    def test_runs_follow_the_view_order(self):
+        from nkisim.machine import costs
+        from nkisim.data import dtypes
+        from nkisim.data.buffers import Storage, Tensor, hbm
+        t = Tensor.root(Storage((4, 64, 32), dtypes.FLOAT32, hbm))
+        self.assertEqual(costs.runs(t), 1)            # the whole tensor is one run
+        self.assertEqual(costs.runs(t[1]), 1)
+        self.assertEqual(costs.runs(t[1, 0:8, :]), 1)
+        self.assertEqual(costs.runs(t[1, :, 0:8]), 64)  # one run per row
+        import nki.language as nl
+        ib = nl.arange(64)[None, :]
+        ic = nl.arange(32)[:, None]
+        self.assertEqual(costs.runs(t[1, ib, ic]), 64 * 32)  # every element its own run
+
+
 if __name__ == "__main__":
     unittest.main()
