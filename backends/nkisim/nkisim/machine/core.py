@@ -299,11 +299,17 @@ def compute(eng, cost, ins, outs, run, opname, mask=None, in_mask=None):
     writes = [(t.st.dep, t.box) for t in outs]
     work = s.last_work
     s.last_work = None
+    if eng == VECTOR and outs and any(t.st.kind == "psum" for t in ins):
+        _PSUM_FED.add(outs[0].st)
     if not (eng == VECTOR and work is not None and outs and
             _group(s, opname, work, ins, outs[0], reads, writes)):
         s.sched.issue(eng, cost, reads, writes)
     s.last_st = outs[0].st if outs else None
     s.last_eng = eng
+
+
+# results of narrow VectorE instructions that read a PSUM operand (see _group)
+_PSUM_FED = weakref.WeakSet()
 
 
 # ops ScalarE computes as an activation's affine part (func(data * scale + bias), identity)
@@ -349,10 +355,13 @@ def _group(s, opname, work, ins, out, reads, writes):
             % (opname, C.GROUP_MAX_TRIP)):
         return True
     if "reduce" in opname:
-        # a reduce whose result goes to PSUM: written there directly, or (the result tile
-        # assigned into a PSUM tile, fuse_or_copy) as this line's earlier results were
+        # a reduce on PSUM's data path: its result goes to PSUM (written there directly, or,
+        # the result tile assigned into a PSUM tile (fuse_or_copy), as this line's earlier
+        # results were), or its input was computed from a PSUM operand (the conv1d blog's
+        # step 5: filter in PSUM, outputs to SBUF, reduces still 4:1)
         s.narrow_reduce = (out.st, line)
-        if out.st.kind == "psum" or line in s.psum_reduce_lines:
+        if out.st.kind == "psum" or line in s.psum_reduce_lines or \
+                any(t.st in _PSUM_FED for t in ins):
             return sched.join((line, opname, "psum-reduce"), VECTOR, work, reads, writes,
                               C.GROUP_PSUM_REDUCE,
                               "%s into PSUM, %d:1" % (opname, C.GROUP_PSUM_REDUCE))
@@ -468,6 +477,10 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
         dst.write(v, mask, exact=src.st.dt is dst.st.dt)
     if dst.st.kind == "hbm":
         hbm_written(s, dst.st)
+    elif dst.st.kind == "sbuf":
+        rows = _partition_rows(dst)
+        if rows:
+            s.load_stream += dst.size * dst.st.dt.itemsize // rows  # the reuse distance
     if not s.timing:
         _untimed(s, (src,), (dst,))
         return

@@ -50,6 +50,10 @@ FIELDS = {
                                "(second regime; 0 = none)",
     "dma_stream_descriptor_bytes": "per-run overhead in byte-equivalents of the long-row "
                                    "regime",
+    "load_reuse_stream_bytes": "duplicate-load elimination: a repeated nl.load is not issued "
+                               "when at most this many bytes per partition of other data were "
+                               "loaded into SBUF since the kept tile's last use (reuse "
+                               "distance; decided by the effect probe load_reuse_distance)",
 }
 
 

@@ -17,13 +17,14 @@ class _Kept:
     """A kept load: its tile's access history and region (not its data, so the tile's
     arrays can be reused once the kernel drops it), source root, distance stamp and the
     tile's write history at the load."""
-    __slots__ = ("dep", "box", "root", "stamp", "wr")
+    __slots__ = ("dep", "box", "root", "stamp", "sstamp", "wr")
 
-    def __init__(self, tile, root, stamp):
+    def __init__(self, tile, root, stamp, sstamp):
         self.dep = tile.st.dep
         self.box = tile.box
         self.root = root
         self.stamp = stamp
+        self.sstamp = sstamp
         self.wr = _writes_of(self.dep)
 
 
@@ -42,15 +43,19 @@ def _writes_of(dep):
 
 
 def kept_load(s, src, dt):
-    """The kept earlier identical load (_Kept) the compiler reuses for `src`, or None; evicts
-    loads allocated more than one SBUF ago (they cannot be kept)."""
+    """The kept earlier identical load (_Kept) the compiler reuses for `src`, or None. A load
+    is kept only while its reuse distance is short: since it was last used, at most one
+    SBUF's worth of allocations and at most `load_reuse_stream_bytes` per partition of new
+    data streamed into SBUF by DMA (the cost table's calibratable criterion: MODEL.md,
+    Compiler effects); older loads are forgotten."""
     cache = s.kept_loads
     if not cache:
         return None
     horizon = s.sbuf_alloc_seq - s.sbuf_cap
+    shorizon = s.load_stream - s.costs.load_reuse_stream_bytes
     while cache:
         k, e = next(iter(cache.items()))
-        if e.stamp >= horizon:
+        if e.stamp >= horizon and e.sstamp >= shorizon:
             break
         del cache[k]
     key = _load_key(s, src, dt)
@@ -61,6 +66,7 @@ def kept_load(s, src, dt):
         del cache[key]
         return None
     e.stamp = s.sbuf_alloc_seq
+    e.sstamp = s.load_stream
     cache.move_to_end(key)
     return e
 
@@ -72,7 +78,7 @@ def keep_load(s, out, src, dt):
     if key is None:
         return
     root = _root(src.st)
-    s.kept_loads[key] = _Kept(out, root, s.sbuf_alloc_seq)
+    s.kept_loads[key] = _Kept(out, root, s.sbuf_alloc_seq, s.load_stream)
     s.kept_roots.add(root)
     s.kept_loads.move_to_end(key)
     s.load_tiles[out.st] = ("kept", key)
