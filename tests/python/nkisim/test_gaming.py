@@ -182,5 +182,160 @@ class DmaTraversalTest(unittest.TestCase):
         self.assertEqual(costs.runs(t[1, ib, ic]), 64 * 32)  # every element its own run
 
 
+class SurfacesTest(unittest.TestCase):
+    """Own gaming kernels against each modelled effect (gaming/surfaces.py)."""
+
+    @classmethod
+    def setUpClass(cls):
+        nkisim.activate()
+        cls.S = gaming("surfaces")
+        cls.rng = np.random.default_rng(7)
+
+    def run_k(self, k, **inputs):
+        return nkisim.simulate(k, inputs, target="trn1")
+
+    def test_block_tensors_do_not_hide_reloads(self):
+        k, m, n = 4096, 4096, 4096
+        specs = {"lhsT": spec((k, m), "bfloat16"), "rhs": spec((k, n), "bfloat16")}
+        game = nkisim.simulate(self.S.gemm_blocks_live, specs, target="trn1", numerics=False)
+        honest = nkisim.simulate(seed("gemm", "optimized").matmul_kernel, specs,
+                                 target="trn1", numerics=False)
+        self.assertGreater(game.metrics["spill_reload_bytes"], 3 * (k * m + k * n) * 2)
+        self.assertGreaterEqual(game.latency_us, honest.latency_us)
+
+    def test_block_gemm_computes_the_product(self):
+        lhsT = nkisim.to_bf16(self.rng.standard_normal((256, 256), dtype=np.float32))
+        rhs = nkisim.to_bf16(self.rng.standard_normal((256, 1024), dtype=np.float32))
+        r = nkisim.simulate(self.S.gemm_blocks_live, {"lhsT": lhsT, "rhs": rhs},
+                            input_dtypes={"lhsT": "bfloat16", "rhs": "bfloat16"})
+        np.testing.assert_allclose(r.outputs[0], lhsT.T @ rhs, rtol=2e-2, atol=0.25)
+
+    def test_matmul_result_into_sbuf_pays_the_copy(self):
+        lhsT = self.rng.standard_normal((128, 256)).astype(np.float32)
+        rhs = self.rng.standard_normal((128, 1024)).astype(np.float32)
+        game = self.run_k(self.S.mm_into_sbuf, lhsT=lhsT, rhs=rhs)
+        honest = self.run_k(self.S.mm_honest, lhsT=lhsT, rhs=rhs)
+        np.testing.assert_allclose(game.outputs[0], lhsT.T @ rhs, rtol=1e-4, atol=1e-3)
+        self.assertGreaterEqual(game.latency_us, honest.latency_us)
+
+    def test_load_into_psum_pays_the_copy(self):
+        x = self.rng.standard_normal((128, 2048)).astype(np.float32)
+        y = self.rng.standard_normal((128, 2048)).astype(np.float32)
+        game = self.run_k(self.S.load_into_psum, x=x, y=y)
+        honest = self.run_k(self.S.load_into_psum_honest, x=x, y=y)
+        np.testing.assert_allclose(game.outputs[0], x + y, rtol=1e-6)
+        self.assertGreaterEqual(game.latency_us, honest.latency_us)
+
+    def test_gather_pays_for_every_scattered_row(self):
+        x = np.arange(128 * 128, dtype=np.float32).reshape(128, 128)
+        ref = x.T.copy()
+        ref[0] = x[0]
+        game = self.run_k(self.S.gather_first_row, x=x)
+        honest = self.run_k(self.S.gather_first_row_honest, x=x)
+        np.testing.assert_array_equal(game.outputs[0], ref)
+        np.testing.assert_array_equal(honest.outputs[0], ref)
+        self.assertGreaterEqual(game.latency_us, honest.latency_us)
+
+    def test_writes_to_one_column_are_not_grouped(self):
+        x = self.rng.standard_normal((128, 64)).astype(np.float32)
+        game = self.run_k(self.S.same_column_writes, x=x)
+        honest = self.run_k(self.S.same_column_writes_range, x=x)
+        np.testing.assert_allclose(game.outputs[0][:, 0], 2 * x[:, 63], rtol=1e-6)
+        self.assertGreaterEqual(game.latency_us, 0.99 * honest.latency_us)
+
+    def test_reuse_never_returns_stale_or_modified_data(self):
+        x = self.rng.standard_normal((128, 2048)).astype(np.float32)
+        y = self.rng.standard_normal((128, 2048)).astype(np.float32)
+        r = self.run_k(self.S.alias_write_reload, x=x, y=y)
+        np.testing.assert_allclose(r.outputs[0], x + y, rtol=1e-6)
+        r = self.run_k(self.S.kept_tile_modified, x=x)
+        np.testing.assert_allclose(r.outputs[0], 3 * x, rtol=1e-6)
+
+    def test_sbuf_side_transposing_walk_costs_at_least_the_naive_seed(self):
+        x = self.rng.random((2, 256, 256), dtype=np.float32)
+        game = self.run_k(self.S.sbuf_side_transpose, x=x)
+        honest = self.run_k(seed("transpose", "naive").transpose_kernel, x=x)
+        np.testing.assert_array_equal(game.outputs[0], np.transpose(x, (0, 2, 1)))
+        self.assertGreaterEqual(game.latency_us, honest.latency_us)
+
+
+class ForgedLoopEventsTest(unittest.TestCase):
+    """A trace whose loop events do not balance, or that claims an iteration outside a small
+    affine loop, is refused by the replay."""
+
+    KERNEL = """
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(4):
+        t = nl.load(a[i * 32:(i + 1) * 32, :])
+        u = nl.load(b[i * 32:(i + 1) * 32, :])
+        nl.store(out[i * 32:(i + 1) * 32, :], value=nl.add(t, u))
+    return out
+"""
+
+    def setUp(self):
+        import sys
+        import tempfile
+        harness = os.path.join(HERE, "..", "..", "..", "backends", "harness")
+        if harness not in sys.path:
+            sys.path.insert(0, harness)
+        self._td = tempfile.TemporaryDirectory(prefix="gaming-")
+        self.path = os.path.join(self._td.name, "k.py")
+        with open(self.path, "w") as f:
+            f.write(self.KERNEL)
+        rng = np.random.default_rng(0)
+        self.inputs = {"a": rng.standard_normal((128, 64), dtype=np.float32),
+                       "b": rng.standard_normal((128, 64), dtype=np.float32)}
+
+    def tearDown(self):
+        self._td.cleanup()
+
+    def trace(self):
+        from harnesslib.simchild import loader_spec
+        from nkisim import sandbox
+        harness = os.path.join(HERE, "..", "..", "..", "backends", "harness")
+        ans = sandbox.record_trace({
+            "kernel_path": self.path, "loader": loader_spec(harness), "target": "trn2",
+            "input_names": list(self.inputs), "kernel_name": None, "problem_kernel": None,
+            "inputs": {k: {"shape": list(v.shape), "dtype": v.dtype.name}
+                       for k, v in self.inputs.items()},
+            "input_dtypes": {}, "grid": None})
+        self.assertTrue(ans["ok"], ans)
+        return ans
+
+    def replay(self, trace):
+        from nkisim.sandbox import replay
+        return replay.replay(trace, dict(self.inputs), target="trn2", kernel_path=self.path)
+
+    def test_honest_trace_has_balanced_iterations(self):
+        trace = self.trace()
+        evs = [e for e in trace["events"] if e and e[0] in ("affine", "affine_next")]
+        self.assertEqual(evs, [["affine", 4]] + [["affine_next"]] * 4 + [["affine", -1]])
+        r = self.replay(trace)
+        np.testing.assert_allclose(r.outputs[0], self.inputs["a"] + self.inputs["b"])
+
+    def test_unbalanced_or_stray_loop_events_are_refused(self):
+        from nkisim.sandbox import boundary
+        trace = self.trace()
+        forged = []
+        for mutate in ("drop_end", "extra_end", "stray_next"):
+            t = dict(trace)
+            evs = list(trace["events"])
+            if mutate == "drop_end":
+                evs.remove(["affine", -1])
+            elif mutate == "extra_end":
+                evs.insert(1, ["affine", -1])
+            else:
+                evs.insert(1, ["affine_next"])
+            t["events"] = evs
+            forged.append(t)
+        for t in forged:
+            with self.assertRaises(boundary.NkiForbiddenAccess):
+                self.replay(t)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -368,6 +368,23 @@ def _group(s, opname, work, ins, out, reads, writes):
     return False
 
 
+_DMA = -1  # Sim.last_eng after a DMA (or a reused load)
+
+
+def _writes_in_place(eng, kind):
+    """True when the engine that produced the latest result can write it straight into
+    storage of `kind`: TensorE writes only PSUM, DMA only SBUF (and HBM, never in place
+    here), GpSimdE only SBUF, VectorE and ScalarE either. Otherwise assigning the result
+    is a copy (a DMA cannot land in PSUM, a matmul cannot land in SBUF)."""
+    if kind == "hbm":
+        return False
+    if eng == TENSOR:
+        return kind == "psum"
+    if eng == _DMA or eng == GPSIMD:
+        return kind == "sbuf"
+    return True
+
+
 def fuse_or_copy(dst, src, mask=None):
     """Write tile `src` into `dst`: free when `src` is the fresh result of the previous
     instruction or DMA (the compiler writes it in place), else a tensor_copy."""
@@ -376,7 +393,8 @@ def fuse_or_copy(dst, src, mask=None):
     if pred is False:
         return  # the result of an instruction predicated off everywhere
     if src.st is s.last_st and src.st.name in (_TMP, _MM) and src.box is None \
-            and dst.st.kind != "hbm" and (mask is None or src.st.name == _TMP):
+            and _writes_in_place(s.last_eng, dst.st.kind) \
+            and (mask is None or src.st.name == _TMP):
         if src.size != dst.size:
             raise compile_error("shape mismatch: cannot assign a tile of shape %s to %s"
                                 % (list(src.shape), list(dst.shape)))
@@ -483,6 +501,7 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
             s.load_stream += dst.size * dst.st.dt.itemsize // rows  # the reuse distance
     if not s.timing:
         _untimed(s, (src,), (dst,))
+        s.last_eng = _DMA
         return
     sb = src.size * src.st.dt.itemsize
     db = dst.size * dst.st.dt.itemsize
@@ -514,6 +533,7 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
     s.sched.dma(data_ns, s.costs.dma_fixed_ns, [(src.st.dep, src.box)], [(dst.st.dep, dst.box)],
                 min_ns)
     s.last_st = dst.st
+    s.last_eng = _DMA
 
 
 # ---- TensorE ----------------------------------------------------------------------------

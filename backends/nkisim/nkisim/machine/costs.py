@@ -221,8 +221,7 @@ def runs(t):
     descriptor, whatever its storage's own layout."""
     sk = t.sk
     if sk is None:
-        last = t.shape[-1] if t.shape else 1
-        return max(1, t.size // _adv_run(t, last))
+        return _adv_runs(t)
     st = t.st
     shape = st.shape
     pdim = st.pdim if st.kind != "hbm" else -1
@@ -251,28 +250,25 @@ def runs(t):
     return max(1, t.size // run)
 
 
-def _adv_run(t, last):
-    """Contiguous run (elements) of an index-array view (`ap()` patterns, gathers): the
-    stretch of unit steps in memory at the start of its first innermost row, at most `last`
-    (a transposing pattern whose innermost axis strides through memory has runs of one
-    element, each its own descriptor)."""
+def _adv_runs(t):
+    """Contiguous runs of an index-array view (`ap()` patterns, gathers) walked in its
+    element order: one more at every step that is not +1 in memory, over the whole index
+    array (a pattern contiguous in its first row and scattered after is charged for the
+    scatter)."""
     import numpy as np
     adv = t.adv
-    if adv is None or last <= 1:
-        return max(1, last)
+    if adv is None or t.size <= 1:
+        return 1
     try:
         full = np.broadcast_arrays(*adv)
-        lead = (0,) * (full[0].ndim - 1)
-        first = tuple(a[lead] for a in full)
-        if first[0].shape != (last,):
-            return max(1, last)
-        flat = np.ravel_multi_index(first, t.st.shape)
+        flat = np.ravel_multi_index(tuple(a.ravel() for a in full), t.st.shape)
     except ValueError:
-        return max(1, last)
-    steps = np.diff(flat) != 1
-    if not steps.any():
-        return last
-    return int(np.argmax(steps)) + 1
+        last = t.shape[-1] if t.shape else 1
+        return max(1, t.size // max(1, last))
+    if flat.size != t.size:  # a view over the indexed elements: price it per row
+        last = t.shape[-1] if t.shape else 1
+        return max(1, t.size // max(1, last))
+    return 1 + int(np.count_nonzero(np.diff(flat) != 1))
 
 
 _TABLES = {}

@@ -79,7 +79,7 @@ class BlockLive:
     """First and last instruction (sequence numbers) that touch each block of a tensor with
     block dimensions (the leading `len(dims)` storage dimensions), and the end time of the
     first: the compiler allocates such a tensor block by block, each for its live range."""
-    __slots__ = ("dims", "first", "last", "first_end")
+    __slots__ = ("dims", "first", "last", "first_end", "uses")
 
     def __init__(self, dims):
         self.dims = tuple(dims)
@@ -89,10 +89,12 @@ class BlockLive:
         self.first = [-1] * n
         self.last = [-1] * n
         self.first_end = [0.0] * n
+        self.uses = [[] for _ in range(n)]  # access codes per block (spills.py)
 
-    def note(self, box, seq, end):
-        """Instruction `seq` (ending at `end`) touches the blocks box covers (None: all)."""
-        first, last = self.first, self.last
+    def note(self, box, seq, end, code=None):
+        """Instruction `seq` (ending at `end`) touches the blocks box covers (None: all);
+        `code` is the access code (seq * 2, + 1 for a write) kept per block."""
+        first, last, uses = self.first, self.last, self.uses
         if box is None:
             idx = range(len(first))
         else:
@@ -109,6 +111,8 @@ class BlockLive:
                 first[j] = seq
                 self.first_end[j] = end
             last[j] = seq
+            if code is not None:
+                uses[j].append(code)
 
 
 _SEQ = [0]
@@ -156,7 +160,7 @@ def record(reads, writes, end):
         if ds.uses is not None:
             ds.uses.append(seq * 2)
         if ds.blk is not None:
-            ds.blk.note(box, seq, end)
+            ds.blk.note(box, seq, end, seq * 2)
         rd = ds.rd
         e = rd.get(box)
         if e is None or end > e:
@@ -170,7 +174,7 @@ def record(reads, writes, end):
         if ds.uses is not None:
             ds.uses.append(seq * 2 + 1)
         if ds.blk is not None:
-            ds.blk.note(box, seq, end)
+            ds.blk.note(box, seq, end, seq * 2 + 1)
         wr = ds.wr
         rd = ds.rd
         if box is None:
@@ -208,13 +212,13 @@ def touch(reads, writes):
         if ds.uses is not None:
             ds.uses.append(seq * 2)
         if ds.blk is not None:
-            ds.blk.note(box, seq, 0.0)
+            ds.blk.note(box, seq, 0.0, seq * 2)
     for ds, box in writes:
         ds.last = seq
         if ds.uses is not None:
             ds.uses.append(seq * 2 + 1)
         if ds.blk is not None:
-            ds.blk.note(box, seq, 0.0)
+            ds.blk.note(box, seq, 0.0, seq * 2 + 1)
     mark_written(writes)
 
 

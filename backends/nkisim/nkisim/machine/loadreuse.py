@@ -97,6 +97,7 @@ def reuse_load(s, out, kept, src):
     else:
         s.sched.issue_zero(_VECTOR, r, w)
     s.last_st = out.st
+    s.last_eng = -1  # core._DMA: the tile stands for a load
     s.load_tiles[out.st] = ("reused", src)
     _count_load(s, True)
 

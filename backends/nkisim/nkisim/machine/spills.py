@@ -10,7 +10,7 @@ evicted (Belady's choice: the fewest reloads any allocator could achieve with th
 order, so a kernel cannot lower its spill cost by how it is written, only by what it keeps
 live). An evicted tile is saved to HBM if it was written since it was last saved or loaded,
 and reloaded at its next access, once per access that finds it evicted. A tile with block
-dimensions counts block by block, each block accessed at its first and last instruction.
+dimensions counts block by block (BlockLive.uses).
 
 The cost of the traffic (one transfer per save or reload, 128 partition rows each) is a
 formula in costs.py (`spill_traffic_ns`); simulator places it in idle DMA bandwidth.
@@ -38,11 +38,12 @@ def _items(allocs):
             continue
         blk = dep.blk
         if blk is not None:
+            if kind != "sbuf":
+                continue
             for b, first in enumerate(blk.first):
                 if first >= 0:
-                    last = blk.last[b]
-                    codes = [first * 2 + 1] if last == first else [first * 2 + 1, last * 2]
-                    out.append((pb, codes))
+                    out.append((pb, sorted(set(blk.uses[b]))))
+                    blk.uses[b] = []
             continue
         uses = dep.uses
         if uses:

@@ -17,6 +17,7 @@ from itertools import chain
 
 from . import constants as C
 from . import costs
+from .grouping import _Group, effects_text
 # the dependency tracking lives in deps.py; its names stay importable from here
 from .deps import (_SEQ, _SEQ_END, BlockLive, DepState, covers, mark_written,  # noqa: F401
                    overlap, ready_time, record, timing_seq, timing_seq_end, touch)
@@ -116,26 +117,6 @@ class Timeline:
         if t < hi:
             out.append((t, hi))
         return out
-
-
-class _Group:
-    """Narrow instructions the compiler issues as one wide instruction (Scheduler.join)."""
-    __slots__ = ("key", "engine", "work", "count", "cap", "reads", "writes", "ids", "after",
-                 "line", "why", "iters")
-
-    def __init__(self, key, engine, cap, line, why):
-        self.key = key
-        self.engine = engine
-        self.work = 0.0
-        self.count = 0
-        self.cap = cap
-        self.reads = []
-        self.writes = []
-        self.ids = {}       # id(DepState) -> True for every storage the group touches
-        self.after = []     # pending groups that must be issued before this one
-        self.line = line
-        self.why = why
-        self.iters = set()  # iterations of its loop the members come from (loop groups)
 
 
 class Scheduler:
@@ -293,6 +274,7 @@ class Scheduler:
                 g.after.append(h)
         g.work += work
         g.count += 1
+        g.last = (work, len(reads), len(writes), it)
         if it is not None:
             g.iters.add(it)
         g.reads.extend(reads)
@@ -378,11 +360,54 @@ class Scheduler:
         pending group wrote `ds`."""
         for g in self.groups:
             if id(ds) in g.ids and any(gds is ds for gds, _ in g.writes):
+                if g.count > 1 and g.last is not None and self._touches(g, writes):
+                    # the latest member writes what an earlier one reads or writes: it is
+                    # not independent of them, so it leaves the group and starts a new one
+                    g = self._split_last(g)
                 g.writes.extend(writes)
                 for wds, _ in writes:
                     g.ids[id(wds)] = True
                 return True
         return False
+
+    @staticmethod
+    def _touches(g, writes):
+        for wds, wbox in writes:
+            if id(wds) not in g.ids:
+                continue
+            for gds, gbox in chain(g.reads, g.writes):
+                if gds is wds and (wbox is None or gbox is None or overlap(wbox, gbox)):
+                    return True
+        return False
+
+    def _split_last(self, g):
+        """Take the latest member out of pending group g, issue g, and return a new pending
+        group (same key, frame and place) holding that member."""
+        work, nr, nw, it = g.last
+        reads = g.reads[len(g.reads) - nr:] if nr else []
+        writes = g.writes[len(g.writes) - nw:] if nw else []
+        del g.reads[len(g.reads) - nr:]
+        del g.writes[len(g.writes) - nw:]
+        g.work -= work
+        g.count -= 1
+        g.iters.discard(it)
+        g.last = None
+        frame = None
+        for f in self.loops:
+            if f is not None and f.get(g.key) is g:
+                frame = f
+        self._flush(g)
+        h = _Group(g.key, g.engine, g.cap, g.line, g.why)
+        h.work, h.count, h.last = work, 1, (work, nr, nw, it)
+        h.reads, h.writes = list(reads), list(writes)
+        for ds, _ in chain(reads, writes):
+            h.ids[id(ds)] = True
+        if it is not None:
+            h.iters.add(it)
+        self.groups.append(h)
+        if frame is not None:
+            frame[h.key] = h
+        return h
 
     def flush_groups(self, reads=None, writes=None):
         """Issue the pending groups an instruction outside them touches (all with None)."""
@@ -396,32 +421,8 @@ class Scheduler:
             self._flush(g)
 
     def compiler_effects(self):
-        """The grouping effects applied, one sentence each (largest first)."""
-        rows = sorted(self.effects.items(), key=lambda kv: (-kv[1][0], kv[0][0] or 0))
-        out = []
-        for (line, why), (narrow, issued) in rows:
-            where = "line %d: " % line if line else ""
-            if issued == 0:  # an instruction the compiler does not issue
-                out.append("%s%s fill instruction(s) not issued (%s)"
-                           % (where, format(narrow, ","), why))
-                continue
-            out.append("%s%s instructions grouped into %s (%s)"
-                       % (where, format(narrow, ","), format(issued, ","), why))
-        rows = sorted(self.loads.items(), key=lambda kv: (-kv[1][0], kv[0] or 0))
-        for line, (kept, total) in rows:
-            if kept:
-                where = "line %d: " % line if line else ""
-                out.append("%s%s of %s nl.load transfers not issued (same region loaded "
-                           "before: the compiler keeps the tile)"
-                           % (where, format(kept, ","), format(total, ",")))
-        rows = sorted(self.placements.items(), key=lambda kv: (-kv[1][0], kv[0][0] or 0))
-        for (line, op), (moved, total) in rows:
-            if moved:
-                out.append("%s%s of %s %s placed on ScalarE (element-wise work the compiler "
-                           "spreads over engines)" % ("line %d: " % line if line else "",
-                                                      format(moved, ","), format(total, ","),
-                                                      op))
-        return out
+        """The compiler effects applied, one sentence each (grouping.effects_text)."""
+        return effects_text(self.effects, self.loads, self.placements)
 
     # -- sequential_range ------------------------------------------------------------------
     def begin_ordered(self):
