@@ -570,7 +570,7 @@ class SpillPlacementTest(unittest.TestCase):
         self.sched = timing.Scheduler(target)
         self.sim = SimpleNamespace(
             sched=self.sched, timing=True, target=target, costs=costs.table(target),
-            dma_bw=4.0, spill_save=0,
+            dma_bw=4.0, spill_save=0, allocs=[], sbuf_cap=1,
             spill_reload=0, hbm_read=0, hbm_write=0, sbuf_read=0, sbuf_write=0, dma_bytes=0)
 
     def spill(self, pass_ns, not_before=0.0):

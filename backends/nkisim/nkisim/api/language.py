@@ -144,6 +144,7 @@ def _affine_loop(r, s):
     s.sched.begin_affine(len(r))
     try:
         for i in r:
+            s.sched.next_iteration()
             yield i
     finally:
         s.sched.end_affine()

@@ -150,6 +150,8 @@ class Storage:
                 elif kind == "sbuf":
                     pb = pp
                     cap = sim.sbuf_cap
+                    if sim.liveness:
+                        self.dep.uses = []  # accesses, for the residency replay (spills.py)
                 elif pdim > 0:
                     # PSUM tensors with block dimensions are allocated block by block, each
                     # block (whole banks) for its live range, like SBUF block tensors

@@ -12,6 +12,8 @@ from . import runtime
 from ..data.buffers import Storage, Tensor, psum, sbuf, shared_hbm
 from ..errors import compile_error, current_kernel_line
 from .timing import GPSIMD, SCALAR, TENSOR, VECTOR, ready_time, record
+from .loadreuse import (hbm_written, keep_load, kept_load, load_assigned,  # noqa: F401
+                        reuse_load)
 
 _TMP = "__tmp__"
 _MM = "__matmul__"
@@ -175,15 +177,11 @@ def pe_broadcast_cost(src, out):
     max(64, N_moving) cycles, x4 for fp32 data. Results over four banks (2048 elements)
     stay on the GpSimdE path in SBUF, leaving PSUM to the matmuls [model]."""
     n = free_size(out)
-    if n > C.GEMM_MOVING_FMAX * C.PSUM_NUM_BANKS // 2 or src.st.kind != "sbuf":
+    if src.st.kind != "sbuf":
         return None
-    cyc = 0
-    while n > 0:
-        chunk = n if n < C.GEMM_MOVING_FMAX else C.GEMM_MOVING_FMAX
-        cyc += chunk if chunk > 64 else 64
-        n -= chunk
-    if src.st.dt.itemsize == 4:
-        cyc *= runtime.CUR.costs.matmul_fp32_factor
+    cyc = K.pe_broadcast_cycles(runtime.CUR.costs, n, src.st.dt.itemsize)
+    if cyc is None:
+        return None
     _PE_BROADCAST.add(out.st)
     return cyc * runtime.CUR.ns_tensor
 
@@ -207,44 +205,9 @@ def tensor_tensor_cost(op, a, b, out):
 
 
 def perf_factor(kind, ins, outs):
-    """trn2 VectorE perf mode speed-up (nki.md §4.2); 1 on trn1."""
+    """trn2 VectorE perf mode speed-up (costs.perf_factor); 1 on trn1."""
     s = runtime.CUR
-    if not s.target.vector_perf_mode:
-        return 1.0
-    k = s.costs
-    ts = [t for t in ins if isinstance(t, Tensor)] + list(outs)
-    for t in ts:
-        if t.st.dt.itemsize != 2:
-            return 1.0
-    any_psum = False
-    for t in ts:
-        if t.st.kind == "psum":
-            any_psum = True
-    if kind == "tensor_tensor":
-        for t in ins:
-            if isinstance(t, Tensor) and t.st.kind != "sbuf":
-                return 1.0
-        return k.perf_mode_tensor_tensor_16bit
-    if any_psum:
-        return k.perf_mode_psum_16bit
-    for t in ts:
-        if not _contiguous_inner(t):
-            return k.perf_mode_psum_16bit
-    return k.perf_mode_sbuf_16bit
-
-
-def _contiguous_inner(t):
-    """True when the innermost axis of view t is unit-stride in its storage (the trn2 4x
-    perf mode needs it; nki.md §4.2)."""
-    sk, vd = t.sk, t.vd
-    if sk is None:
-        return False
-    if not vd or vd[-1] < 0:
-        return True
-    k = sk[vd[-1]]
-    if type(k) is int or k[2] == 1:
-        return True
-    return vd[-1] == len(sk) - 1 and k[1] == 1
+    return K.perf_factor(s.costs, s.target, kind, ins, outs)
 
 
 # ---- instruction issue ------------------------------------------------------------------
@@ -336,11 +299,17 @@ def compute(eng, cost, ins, outs, run, opname, mask=None, in_mask=None):
     writes = [(t.st.dep, t.box) for t in outs]
     work = s.last_work
     s.last_work = None
+    if eng == VECTOR and outs and any(t.st.kind == "psum" for t in ins):
+        _PSUM_FED.add(outs[0].st)
     if not (eng == VECTOR and work is not None and outs and
             _group(s, opname, work, ins, outs[0], reads, writes)):
         s.sched.issue(eng, cost, reads, writes)
     s.last_st = outs[0].st if outs else None
     s.last_eng = eng
+
+
+# results of narrow VectorE instructions that read a PSUM operand (see _group)
+_PSUM_FED = weakref.WeakSet()
 
 
 # ops ScalarE computes as an activation's affine part (func(data * scale + bias), identity)
@@ -386,14 +355,34 @@ def _group(s, opname, work, ins, out, reads, writes):
             % (opname, C.GROUP_MAX_TRIP)):
         return True
     if "reduce" in opname:
-        # a reduce whose result goes to PSUM: written there directly, or (the result tile
-        # assigned into a PSUM tile, fuse_or_copy) as this line's earlier results were
+        # a reduce on PSUM's data path: its result goes to PSUM (written there directly, or,
+        # the result tile assigned into a PSUM tile (fuse_or_copy), as this line's earlier
+        # results were), or its input was computed from a PSUM operand (the conv1d blog's
+        # step 5: filter in PSUM, outputs to SBUF, reduces still 4:1)
         s.narrow_reduce = (out.st, line)
-        if out.st.kind == "psum" or line in s.psum_reduce_lines:
+        if out.st.kind == "psum" or line in s.psum_reduce_lines or \
+                any(t.st in _PSUM_FED for t in ins):
             return sched.join((line, opname, "psum-reduce"), VECTOR, work, reads, writes,
                               C.GROUP_PSUM_REDUCE,
                               "%s into PSUM, %d:1" % (opname, C.GROUP_PSUM_REDUCE))
     return False
+
+
+_DMA = -1  # Sim.last_eng after a DMA (or a reused load)
+
+
+def _writes_in_place(eng, kind):
+    """True when the engine that produced the latest result can write it straight into
+    storage of `kind`: TensorE writes only PSUM, DMA only SBUF (and HBM, never in place
+    here), GpSimdE only SBUF, VectorE and ScalarE either. Otherwise assigning the result
+    is a copy (a DMA cannot land in PSUM, a matmul cannot land in SBUF)."""
+    if kind == "hbm":
+        return False
+    if eng == TENSOR:
+        return kind == "psum"
+    if eng == _DMA or eng == GPSIMD:
+        return kind == "sbuf"
+    return True
 
 
 def fuse_or_copy(dst, src, mask=None):
@@ -404,7 +393,8 @@ def fuse_or_copy(dst, src, mask=None):
     if pred is False:
         return  # the result of an instruction predicated off everywhere
     if src.st is s.last_st and src.st.name in (_TMP, _MM) and src.box is None \
-            and dst.st.kind != "hbm" and (mask is None or src.st.name == _TMP):
+            and _writes_in_place(s.last_eng, dst.st.kind) \
+            and (mask is None or src.st.name == _TMP):
         if src.size != dst.size:
             raise compile_error("shape mismatch: cannot assign a tile of shape %s to %s"
                                 % (list(src.shape), list(dst.shape)))
@@ -470,55 +460,6 @@ def memset_tile(t, value, engine=None, mask=None):
 
 
 # ---- DMA --------------------------------------------------------------------------------
-def _runs(t):
-    """Number of contiguous memory runs (DMA descriptors) needed to access view t."""
-    sk = t.sk
-    if sk is None:
-        last = t.shape[-1] if t.shape else 1
-        return max(1, t.size // _adv_run(t, last))
-    st = t.st
-    shape = st.shape
-    stop = st.pdim + 1 if st.kind != "hbm" else 0
-    run = 1
-    for d in range(len(sk) - 1, stop - 1, -1):
-        k = sk[d]
-        if type(k) is int:
-            cnt, step = 1, 1
-        else:
-            cnt, step = k[2], k[1]
-        if step != 1 and cnt > 1:
-            break
-        run *= cnt
-        if cnt != shape[d]:
-            break
-    if run <= 0:
-        return 1
-    return max(1, t.size // run)
-
-
-def _adv_run(t, last):
-    """Contiguous run (elements) of an index-array view (`ap()` patterns, gathers): the
-    stretch of unit steps in memory at the start of its first innermost row, at most `last`
-    (a transposing pattern whose innermost axis strides through memory has runs of one
-    element, each its own descriptor)."""
-    adv = t.adv
-    if adv is None or last <= 1:
-        return max(1, last)
-    try:
-        full = np.broadcast_arrays(*adv)
-        lead = (0,) * (full[0].ndim - 1)
-        first = tuple(a[lead] for a in full)
-        if first[0].shape != (last,):
-            return max(1, last)
-        flat = np.ravel_multi_index(first, t.st.shape)
-    except ValueError:
-        return max(1, last)
-    steps = np.diff(flat) != 1
-    if not steps.any():
-        return last
-    return int(np.argmax(steps)) + 1
-
-
 def _partition_rows(t):
     """SBUF partitions a view touches (0 for HBM views: no partition structure)."""
     if t.st.kind == "hbm":
@@ -554,32 +495,32 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
         dst.write(v, mask, exact=src.st.dt is dst.st.dt)
     if dst.st.kind == "hbm":
         hbm_written(s, dst.st)
+    elif dst.st.kind == "sbuf":
+        rows = _partition_rows(dst)
+        if rows:
+            s.load_stream += dst.size * dst.st.dt.itemsize // rows  # the reuse distance
     if not s.timing:
         _untimed(s, (src,), (dst,))
+        s.last_eng = _DMA
         return
     sb = src.size * src.st.dt.itemsize
     db = dst.size * dst.st.dt.itemsize
-    nbytes = sb if sb > db else db
-    chunks = _runs(src)
-    cd = _runs(dst)
-    if cd > chunks:
-        chunks = cd
-    hbm_side = False
-    if src.st.kind == "hbm":
+    rs = K.runs(src)
+    rd = K.runs(dst)
+    src_hbm = src.st.kind == "hbm"
+    dst_hbm = dst.st.kind == "hbm"
+    if src_hbm:
         s.hbm_read += sb
-        hbm_side = True
     else:
         s.sbuf_read += sb
-    if dst.st.kind == "hbm":
+    if dst_hbm:
         s.hbm_write += db
-        hbm_side = True
     else:
         s.sbuf_write += db
-    s.dma_bytes += nbytes
-    peak = K.hbm_dma_peak(s.target) if hbm_side else s.target.dma_bytes_per_ns
-    if hbm_side:
-        s.dma_runs += chunks
-    data_ns = s.costs.dma_data_ns(nbytes, chunks, peak, hbm_side)
+    s.dma_bytes += sb if sb > db else db
+    if src_hbm or dst_hbm:
+        s.dma_runs += rs if rs > rd else rd
+    data_ns = s.costs.transfer_ns(s.target, sb, rs, src_hbm, db, rd, dst_hbm)
     # a transfer is spread over the DMA engines by partition rows (8 rows per engine)
     rows = _partition_rows(dst) if dst.st.kind != "hbm" else _partition_rows(src)
     engines = -(-rows // C.DMA_ROWS_PER_ENGINE) if rows else C.DMA_ENGINES
@@ -592,134 +533,7 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
     s.sched.dma(data_ns, s.costs.dma_fixed_ns, [(src.st.dep, src.box)], [(dst.st.dep, dst.box)],
                 min_ns)
     s.last_st = dst.st
-
-
-# ---- duplicate-load elimination ---------------------------------------------------------
-# An `nl.load` whose result stays an unnamed tile, of exactly the HBM region (view, dtype, no
-# mask) an earlier such load read, with no write to that HBM tensor and no more than one
-# SBUF's worth of allocations (bytes per partition) in between, is not issued: the compiler
-# keeps the earlier tile (a loop-invariant load hoisted out of its loop, or a repeated load
-# removed). A load assigned into a declared tensor (`t[...] = nl.load(...)`) is a write into
-# a buffer the kernel manages and is always issued. Evidence and limits: MODEL.md.
-class _Kept:
-    """A kept load: its tile's access history and region (not its data, so the tile's
-    arrays can be reused once the kernel drops it), source root, distance stamp and the
-    tile's write history at the load."""
-    __slots__ = ("dep", "box", "root", "stamp", "wr")
-
-    def __init__(self, tile, root, stamp):
-        self.dep = tile.st.dep
-        self.box = tile.box
-        self.root = root
-        self.stamp = stamp
-        self.wr = _writes_of(self.dep)
-
-
-def _root(st):
-    return st.base if st.base is not None else st
-
-
-def _load_key(s, src, dt):
-    if src.st.kind != "hbm" or src.adv is not None or src.valid is not None:
-        return None
-    return (src.st, src.sk, src.vd, dt.name, s.program_id)
-
-
-def _writes_of(dep):
-    return (len(dep.wr), dep.wr_max)
-
-
-def kept_load(s, src, dt):
-    """The kept earlier identical load (_Kept) the compiler reuses for `src`, or None; evicts
-    loads allocated more than one SBUF ago (they cannot be kept)."""
-    cache = s.kept_loads
-    if not cache:
-        return None
-    horizon = s.sbuf_alloc_seq - s.sbuf_cap
-    while cache:
-        k, e = next(iter(cache.items()))
-        if e.stamp >= horizon:
-            break
-        del cache[k]
-    key = _load_key(s, src, dt)
-    e = cache.get(key) if key is not None else None
-    if e is None:
-        return None
-    if _writes_of(e.dep) != e.wr:  # the kept tile was overwritten since
-        del cache[key]
-        return None
-    e.stamp = s.sbuf_alloc_seq
-    cache.move_to_end(key)
-    return e
-
-
-def keep_load(s, out, src, dt):
-    """Remember the fresh tile `out` of an unmasked load of `src` (a later identical load may
-    reuse it)."""
-    key = _load_key(s, src, dt)
-    if key is None:
-        return
-    root = _root(src.st)
-    s.kept_loads[key] = _Kept(out, root, s.sbuf_alloc_seq)
-    s.kept_roots.add(root)
-    s.kept_loads.move_to_end(key)
-    s.load_tiles[out.st] = ("kept", key)
-    _count_load(s, False)
-
-
-def reuse_load(s, out, kept, src):
-    """`out` (a fresh tile) takes the values of `src` from the kept load `kept`: no transfer;
-    readers of `out` wait for the kept tile's load."""
-    if s.numerics:
-        out.write(src.read(), None, exact=src.st.dt is out.st.dt)
-    r = [(kept.dep, kept.box)]
-    w = [(out.st.dep, out.box)]
-    if s.timing:
-        record(r, w, ready_time(kept.dep.wr_max, r, w))
-    else:
-        s.sched.issue_zero(VECTOR, r, w)
-    s.last_st = out.st
-    s.load_tiles[out.st] = ("reused", src)
-    _count_load(s, True)
-
-
-def _count_load(s, kept):
-    rec = s.sched.loads.setdefault(current_kernel_line(), [0, 0])
-    rec[1] += 1
-    if kept:
-        rec[0] += 1
-
-
-def load_assigned(s, dst, src, mask):
-    """Tile `src`, the fresh result of an nl.load, is assigned into the declared tensor
-    `dst`: such a load is issued as written (into `dst`). True when this issued the transfer
-    in place of a reused tile."""
-    info = s.load_tiles.pop(src.st, None)
-    if info is None:
-        return False
-    if info[0] == "kept":
-        e = s.kept_loads.get(info[1])
-        if e is not None and e.dep is src.st.dep:
-            del s.kept_loads[info[1]]
-        return False
-    rec = s.sched.loads.get(current_kernel_line())
-    if rec:
-        rec[0] -= 1
-    dma(dst, info[1], mask)
-    return True
-
-
-def hbm_written(s, st):
-    """A write to HBM storage `st`: loads of it kept so far can no longer be reused."""
-    cache = s.kept_loads
-    if cache:
-        root = _root(st)
-        roots = s.kept_roots
-        if root not in roots:  # (a superset of the roots of the kept loads)
-            return
-        roots.discard(root)
-        for k in [k for k, e in cache.items() if e.root is root]:
-            del cache[k]
+    s.last_eng = _DMA
 
 
 # ---- TensorE ----------------------------------------------------------------------------

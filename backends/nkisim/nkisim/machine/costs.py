@@ -61,6 +61,10 @@ FIELDS = {
     "nc_match_replace8_cycles_per_elem": "VectorE nc_match_replace8 cycles per element",
     "nc_n_gather_streams": "GpSimdE nc_n_gather element streams (indices, data, output)",
     "nonzero_with_count_streams": "GpSimdE nonzero_with_count element streams",
+    "load_reuse_stream_bytes": "duplicate-load elimination: a repeated nl.load is not issued "
+                               "when at most this many bytes per partition of other data were "
+                               "loaded into SBUF since the kept tile's last use (reuse "
+                               "distance; decided by the effect probe load_reuse_distance)",
 }
 
 
@@ -132,9 +136,150 @@ class CostTable:
                 ns = s
         return ns
 
+    def spill_ns(self, save_bytes, saves, reload_bytes, reloads, bandwidth):
+        """ns of DMA bandwidth the spill traffic takes: `saves` transfers SBUF -> HBM of
+        `save_bytes` in all and `reloads` back of `reload_bytes`, each transfer one row per
+        partition (C.PMAX runs), at `bandwidth` bytes/ns (the short-row HBM rate)."""
+        eff = (self.dma_effective_bytes(save_bytes, saves * C.PMAX) +
+               self.dma_effective_bytes(reload_bytes, reloads * C.PMAX))
+        return eff / bandwidth
+
+    def transfer_ns(self, target, src_bytes, src_runs, src_hbm, dst_bytes, dst_runs,
+                    dst_hbm):
+        """ns of DMA bandwidth one transfer takes: its bytes in its descriptors (the runs of
+        the side that needs more, both walked in the transfer's element order). HBM -> HBM
+        reads and writes HBM: each side is charged, each with its own runs."""
+        if src_hbm and dst_hbm:
+            peak = hbm_dma_peak(target)
+            return (self.dma_data_ns(src_bytes, src_runs, peak, True) +
+                    self.dma_data_ns(dst_bytes, dst_runs, peak, True))
+        hbm_side = src_hbm or dst_hbm
+        peak = hbm_dma_peak(target) if hbm_side else target.dma_bytes_per_ns
+        nbytes = src_bytes if src_bytes > dst_bytes else dst_bytes
+        n = src_runs if src_runs > dst_runs else dst_runs
+        return self.dma_data_ns(nbytes, n, peak, hbm_side)
+
     def dma_rate(self, row_bytes, peak):
         """Bytes/ns an HBM-side stream of `row_bytes`-long runs sustains (nominal `peak`)."""
         return row_bytes / self.dma_data_ns(row_bytes, 1, peak)
+
+
+# ---- engine cost formulas that depend on operands ---------------------------------------
+def pe_broadcast_cycles(table, n, itemsize):
+    """TensorE cycles of broadcasting a one-partition row of `n` elements to all partitions
+    (a ones-row matmul per PSUM bank of output, 512 fp32, at max(64, N_moving) cycles, x4
+    for fp32 data), or None above four banks (2048 elements: the broadcast stays on GpSimdE
+    in SBUF, leaving PSUM to the matmuls [model])."""
+    if n > C.GEMM_MOVING_FMAX * C.PSUM_NUM_BANKS // 2:
+        return None
+    cyc = 0
+    while n > 0:
+        chunk = n if n < C.GEMM_MOVING_FMAX else C.GEMM_MOVING_FMAX
+        cyc += chunk if chunk > 64 else 64
+        n -= chunk
+    if itemsize == 4:
+        cyc *= table.matmul_fp32_factor
+    return cyc
+
+
+def perf_factor(table, target, kind, ins, outs):
+    """trn2 VectorE perf mode speed-up (nki.md §4.2) of an instruction of `kind` over tiles
+    `ins` (non-tiles ignored) and `outs`; 1 on targets without it."""
+    if not target.vector_perf_mode:
+        return 1.0
+    ts = [t for t in ins if hasattr(t, "st")] + list(outs)
+    for t in ts:
+        if t.st.dt.itemsize != 2:
+            return 1.0
+    any_psum = False
+    for t in ts:
+        if t.st.kind == "psum":
+            any_psum = True
+    if kind == "tensor_tensor":
+        for t in ins:
+            if hasattr(t, "st") and t.st.kind != "sbuf":
+                return 1.0
+        return table.perf_mode_tensor_tensor_16bit
+    if any_psum:
+        return table.perf_mode_psum_16bit
+    for t in ts:
+        if not _contiguous_inner(t):
+            return table.perf_mode_psum_16bit
+    return table.perf_mode_sbuf_16bit
+
+
+def _contiguous_inner(t):
+    """True when the innermost axis of view t is unit-stride in its storage (the trn2 4x
+    perf mode needs it; nki.md §4.2)."""
+    sk, vd = t.sk, t.vd
+    if sk is None:
+        return False
+    if not vd or vd[-1] < 0:
+        return True
+    k = sk[vd[-1]]
+    if type(k) is int or k[2] == 1:
+        return True
+    return vd[-1] == len(sk) - 1 and k[1] == 1
+
+
+# ---- DMA descriptors: contiguous runs along a transfer's traversal order -----------------
+def runs(t):
+    """Contiguous memory runs (DMA descriptors) of view `t` walked in its element order (the
+    order a DMA pairs source and destination elements: row-major over the view's axes).
+    A run grows from the innermost view axis outwards while each axis steps through memory
+    by exactly the run so far; on-chip, each partition row is its own run. So a transposing
+    view (innermost axis striding through memory) has runs of one element, each its own
+    descriptor, whatever its storage's own layout."""
+    sk = t.sk
+    if sk is None:
+        return _adv_runs(t)
+    st = t.st
+    shape = st.shape
+    pdim = st.pdim if st.kind != "hbm" else -1
+    stride = [0] * len(shape)
+    acc = 1
+    for d in range(len(shape) - 1, -1, -1):
+        if d == pdim:
+            continue  # partitions are separate rows of memory
+        stride[d] = acc
+        acc *= shape[d]
+    run = 1
+    for d in reversed(t.vd):
+        if d < 0:
+            continue
+        k = sk[d]
+        if type(k) is int:
+            continue
+        cnt, step = k[2], k[1]
+        if cnt <= 1:
+            continue
+        if d == pdim or step * stride[d] != run:
+            break
+        run *= cnt
+    if run <= 0 or t.size <= 0:
+        return 1
+    return max(1, t.size // run)
+
+
+def _adv_runs(t):
+    """Contiguous runs of an index-array view (`ap()` patterns, gathers) walked in its
+    element order: one more at every step that is not +1 in memory, over the whole index
+    array (a pattern contiguous in its first row and scattered after is charged for the
+    scatter)."""
+    import numpy as np
+    adv = t.adv
+    if adv is None or t.size <= 1:
+        return 1
+    try:
+        full = np.broadcast_arrays(*adv)
+        flat = np.ravel_multi_index(tuple(a.ravel() for a in full), t.st.shape)
+    except ValueError:
+        last = t.shape[-1] if t.shape else 1
+        return max(1, t.size // max(1, last))
+    if flat.size != t.size:  # a view over the indexed elements: price it per row
+        last = t.shape[-1] if t.shape else 1
+        return max(1, t.size // max(1, last))
+    return 1 + int(np.count_nonzero(np.diff(flat) != 1))
 
 
 _TABLES = {}

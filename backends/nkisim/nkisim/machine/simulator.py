@@ -10,6 +10,7 @@ from . import costs as K
 from ..data import dtypes as D
 from .. import errors as E
 from . import runtime
+from . import spills
 from ..data.buffers import Storage, Tensor, shared_hbm
 from .timing import ENGINE_NAMES
 
@@ -273,6 +274,7 @@ def finish(sim, ret, originals, numerics):
     """The result of a kernel run (direct or replayed) that returned `ret`: capacity check,
     outputs, inputs the kernel wrote copied back to the caller's arrays (`originals`: storage
     id -> (array, tensor)), metrics, hotspots and waits."""
+    sim.sched.close_loops()
     sim.sched.flush_groups()
     _check_capacity(sim)
     outputs, returned_tuple, out_dts = _collect(ret, numerics)
@@ -399,43 +401,10 @@ def _check_capacity(sim):
 
 
 def _charge_spills(sim, nbytes, not_before):
-    """Save `nbytes` SBUF -> HBM and reload them: two passes of DMA traffic (bytes at the
-    HBM-side DMA bandwidth, plus one fixed latency when some of it runs after the kernel's
-    own work). The compiler's spill/reload transfers
-    (qSyncSpillReload, nki.md §4.4) run on the DMA queues while the engines compute, so
-    their bytes use the DMA bandwidth the kernel's own transfers leave idle from the first
-    overflow on (`not_before`: the end of the instruction before the allocation that
-    overflowed, in program order), earliest first; what does not fit lengthens the kernel.
-    (Spill transfers that a dependency chain keeps from overlapping anything are not
-    modelled: an optimistic placement, where adding them after the makespan was a
-    pessimistic one.) Runs without timing only count the bytes."""
-    sim.spill_save = nbytes
-    sim.spill_reload = nbytes
-    sim.hbm_write += nbytes
-    sim.hbm_read += nbytes
-    sim.sbuf_read += nbytes
-    sim.sbuf_write += nbytes
-    sim.dma_bytes += 2 * nbytes
-    if not sim.timing:
-        return
-    sched = sim.sched
-    pass_ns = sim.costs.dma_effective_bytes(nbytes, C.PMAX) / sim.dma_bw
-    end = sched.makespan
-    left = 2 * pass_ns
-    for a, b in sched.bw.idle_windows(not_before or 0.0, end):
-        take = min(left, b - a)
-        sched.dma_starts.append(a)
-        sched.dma_ends.append(a + take)
-        left -= take
-        if left <= 0:
-            break
-    if left > 0:  # the rest runs after the kernel's own work, behind one fixed latency
-        sched.dma_starts.append(end)
-        end += sim.costs.dma_fixed_ns + left
-        sched.dma_ends.append(end)
-    sched.dma_count += 2
-    sched.bw.busy += 2 * pass_ns
-    sched.makespan = end
+    """Charge the spill traffic of a kernel whose live SBUF data overflowed (spills.py: a
+    residency replay of its accesses; `nbytes`, the liveness sweep's bytes over capacity,
+    is a lower bound on the bytes saved)."""
+    spills.charge(sim, nbytes, not_before)
 
 
 def _collect(ret, numerics):

@@ -17,215 +17,13 @@ from itertools import chain
 
 from . import constants as C
 from . import costs
+from .grouping import _Group, effects_text
+# the dependency tracking lives in deps.py; its names stay importable from here
+from .deps import (_SEQ, _SEQ_END, BlockLive, DepState, covers, mark_written,  # noqa: F401
+                   overlap, ready_time, record, timing_seq, timing_seq_end, touch)
 
 TENSOR, VECTOR, SCALAR, GPSIMD = 0, 1, 2, 3
 ENGINE_NAMES = ("tensor", "vector", "scalar", "gpsimd")
-
-_REC_CAP = 256  # distinct boxes kept per storage and kind before they are merged
-
-
-def overlap(a, b):
-    """True when boxes a and b intersect (None = whole storage)."""
-    if a is None or b is None:
-        return True
-    for i in range(0, len(a), 2):
-        if a[i] >= b[i + 1] or b[i] >= a[i + 1]:
-            return False
-    return True
-
-
-def covers(a, b):
-    """True when box a contains box b (None = whole storage)."""
-    if a is None:
-        return True
-    if b is None:
-        return False
-    for i in range(0, len(a), 2):
-        if a[i] > b[i] or a[i + 1] < b[i + 1]:
-            return False
-    return True
-
-
-def _union(a, b):
-    if a is None or b is None:
-        return None
-    out = []
-    for i in range(0, len(a), 2):
-        out.append(min(a[i], b[i]))
-        out.append(max(a[i + 1], b[i + 1]))
-    return tuple(out)
-
-
-def _collapse(recs):
-    """Merge the older half of a record dict (by end time) into one conservative record:
-    accesses overlapping it wait for the latest of those (old) end times."""
-    items = sorted(recs.items(), key=lambda kv: kv[1])
-    half = len(items) // 2
-    box = items[0][0]
-    for b, _ in items[1:half]:
-        box = _union(box, b)
-    end = items[half - 1][1]
-    recs.clear()
-    recs[box] = end
-    for b, e in items[half:]:
-        old = recs.get(b)
-        recs[b] = e if old is None or e > old else old
-
-
-class DepState:
-    """Access history of one storage: dicts box -> latest end time of reads / writes, and
-    `last`, the sequence number of the last instruction that accessed it; `blk`, for an SBUF
-    tensor with block dimensions, the liveness of each block (BlockLive), else None."""
-    __slots__ = ("wr", "rd", "wr_max", "rd_max", "last", "blk")
-
-    def __init__(self):
-        self.wr = {}
-        self.rd = {}
-        self.wr_max = 0.0
-        self.rd_max = 0.0
-        self.last = -1
-        self.blk = None
-
-
-class BlockLive:
-    """First and last instruction (sequence numbers) that touch each block of a tensor with
-    block dimensions (the leading `len(dims)` storage dimensions), and the end time of the
-    first: the compiler allocates such a tensor block by block, each for its live range."""
-    __slots__ = ("dims", "first", "last", "first_end")
-
-    def __init__(self, dims):
-        self.dims = tuple(dims)
-        n = 1
-        for d in self.dims:
-            n *= d
-        self.first = [-1] * n
-        self.last = [-1] * n
-        self.first_end = [0.0] * n
-
-    def note(self, box, seq, end):
-        """Instruction `seq` (ending at `end`) touches the blocks box covers (None: all)."""
-        first, last = self.first, self.last
-        if box is None:
-            idx = range(len(first))
-        else:
-            idx = [0]
-            for i, d in enumerate(self.dims):
-                lo, hi = box[2 * i], box[2 * i + 1]
-                if lo < 0:
-                    lo = 0
-                if hi > d:
-                    hi = d
-                idx = [j * d + k for j in idx for k in range(lo, hi)]
-        for j in idx:
-            if first[j] < 0:
-                first[j] = seq
-                self.first_end[j] = end
-            last[j] = seq
-
-
-_SEQ = [0]
-# end time of the most recently recorded instruction (0 in runs without timing)
-_SEQ_END = [0.0]
-
-
-def timing_seq():
-    """Sequence number of the most recently recorded instruction (process-wide counter)."""
-    return _SEQ[0]
-
-
-def timing_seq_end():
-    """End time of the most recently recorded instruction, in program order: where an
-    allocation made now can first hold data, near enough (the spill model's lower bound)."""
-    return _SEQ_END[0]
-
-
-def ready_time(t, reads, writes):
-    """Earliest start >= t honouring RAW (reads), WAW and WAR (writes); args are (DepState, box)."""
-    for ds, box in reads:
-        if ds.wr_max > t:
-            for b, e in ds.wr.items():
-                if e > t and (box is None or b is None or overlap(b, box)):
-                    t = e
-    for ds, box in writes:
-        if ds.wr_max > t:
-            for b, e in ds.wr.items():
-                if e > t and (box is None or b is None or overlap(b, box)):
-                    t = e
-        if ds.rd_max > t:
-            for b, e in ds.rd.items():
-                if e > t and (box is None or b is None or overlap(b, box)):
-                    t = e
-    return t
-
-
-def record(reads, writes, end):
-    """Remember that the accesses finish at `end`."""
-    seq = _SEQ[0] + 1
-    _SEQ[0] = seq
-    _SEQ_END[0] = end
-    for ds, box in reads:
-        ds.last = seq
-        if ds.blk is not None:
-            ds.blk.note(box, seq, end)
-        rd = ds.rd
-        e = rd.get(box)
-        if e is None or end > e:
-            rd[box] = end
-        if end > ds.rd_max:
-            ds.rd_max = end
-        if len(rd) > _REC_CAP:
-            _collapse(rd)
-    for ds, box in writes:
-        ds.last = seq
-        if ds.blk is not None:
-            ds.blk.note(box, seq, end)
-        wr = ds.wr
-        rd = ds.rd
-        if box is None:
-            if wr:
-                wr.clear()
-            if rd:
-                rd.clear()
-        else:
-            # drop records this write covers (only while the history is short; long
-            # histories are bounded by _collapse instead)
-            if wr and len(wr) <= 32:
-                dead = [b for b in wr if b is not None and covers(box, b)]
-                for b in dead:
-                    del wr[b]
-            if rd and len(rd) <= 32:
-                dead = [b for b in rd if b is not None and covers(box, b)]
-                for b in dead:
-                    del rd[b]
-        e = wr.get(box)
-        if e is None or end > e:
-            wr[box] = end
-        if end > ds.wr_max:
-            ds.wr_max = end
-        if len(wr) > _REC_CAP:
-            _collapse(wr)
-
-
-def touch(reads, writes):
-    """Count an instruction for liveness (each storage's `last` sequence number) without
-    timing it (NullScheduler), and mark what it writes (mark_written)."""
-    seq = _SEQ[0] + 1
-    _SEQ[0] = seq
-    for ds, box in chain(reads, writes):
-        ds.last = seq
-        if ds.blk is not None:
-            ds.blk.note(box, seq, 0.0)
-    mark_written(writes)
-
-
-def mark_written(writes):
-    """Give each written storage a write record (ending at time 0, so it never delays
-    anything) when it has none: `wr` being non-empty is how every run, with or without
-    timing and liveness, knows a storage was written (e.g. to copy an output parameter back
-    to the caller's array)."""
-    for ds, _ in writes:
-        if not ds.wr:
-            ds.wr[None] = 0.0
 
 
 class Timeline:
@@ -321,25 +119,6 @@ class Timeline:
         return out
 
 
-class _Group:
-    """Narrow instructions the compiler issues as one wide instruction (Scheduler.join)."""
-    __slots__ = ("key", "engine", "work", "count", "cap", "reads", "writes", "ids", "after",
-                 "line", "why")
-
-    def __init__(self, key, engine, cap, line, why):
-        self.key = key
-        self.engine = engine
-        self.work = 0.0
-        self.count = 0
-        self.cap = cap
-        self.reads = []
-        self.writes = []
-        self.ids = {}       # id(DepState) -> True for every storage the group touches
-        self.after = []     # pending groups that must be issued before this one
-        self.line = line
-        self.why = why
-
-
 class Scheduler:
     """Engine queues, DMA queues and the resulting statistics (all times in ns)."""
 
@@ -382,6 +161,7 @@ class Scheduler:
         # key -> group), and the effects applied: (line, why) -> [narrow, issued]
         self.groups = []
         self.loops = []
+        self.loop_iter = []      # current iteration of each open affine loop
         self.effects = {}
         self.placements = {}     # (line, op) -> [placed on ScalarE, all] (core)
         self.loads = {}          # line -> [loads not issued (kept tile reused), all] (core)
@@ -432,23 +212,41 @@ class Scheduler:
         GROUP_MAX_TRIP) narrow instructions of its iterations may be grouped (join) until
         it ends. A frame is a dict key -> group, or None for a loop too long to group."""
         self.loops.append({} if trip <= C.GROUP_MAX_TRIP else None)
+        self.loop_iter.append(-1)
+
+    def next_iteration(self):
+        """The innermost affine loop starts its next iteration (members of one group come
+        from distinct iterations)."""
+        if self.loop_iter:
+            self.loop_iter[-1] += 1
 
     def end_affine(self):
         """Leave the innermost affine loop: issue the groups it collected."""
         if self.loops:
             frame = self.loops.pop()
+            self.loop_iter.pop()
             if frame:
                 for g in list(frame.values()):
                     self._flush(g)
 
+    def close_loops(self):
+        """Program end: close every affine loop still open (an iterator the kernel kept
+        alive) and issue its groups, so no frame outlives the program."""
+        while self.loops:
+            self.end_affine()
+
     def join(self, key, engine, work, reads, writes, cap, why):
         """Add a narrow instruction of `work` streaming cycles to group `key` (capacity
         `cap` members, 0 = until its loop ends): the group is issued as one instruction of
-        the summed work, after every pending group it depends on. Returns False (nothing
-        done) when the instruction cannot be grouped: no open loop for an uncapped group."""
+        the summed work, after every pending group it depends on. Only independent copies
+        join one group: an instruction that depends on a member (or a member on it), or, in
+        a loop group, one from an iteration a member came from, issues the group and starts
+        a new one. Returns False (nothing done) when the instruction cannot be grouped: no
+        open loop for an uncapped group."""
         frame = self.loops[-1] if self.loops else None
         if cap == 0 and frame is None:
             return False
+        it = self.loop_iter[-1] if cap == 0 else None
         if cap:
             frame = None
         g = frame.get(key) if frame is not None else None
@@ -457,9 +255,12 @@ class Scheduler:
                 if h.key == key and h.cap:
                     g = h
                     break
-        deps = self._conflicts(reads, writes, g)
-        if g is not None and any(g in self._closure(h) for h in deps):
-            self._flush(g)  # a dependency cycle through another group: start again
+        deps = self._conflicts(reads, writes, None)
+        if g is not None and (g in deps or it in g.iters or
+                              any(g in self._closure(h) for h in deps if h is not g)):
+            # a member it depends on, its own iteration, or a dependency cycle through
+            # another group: issue the group and start again
+            self._flush(g)
             g = None
             deps = self._conflicts(reads, writes, None)
         if g is None:
@@ -473,6 +274,9 @@ class Scheduler:
                 g.after.append(h)
         g.work += work
         g.count += 1
+        g.last = (work, len(reads), len(writes), it)
+        if it is not None:
+            g.iters.add(it)
         g.reads.extend(reads)
         g.writes.extend(writes)
         for ds, _ in chain(reads, writes):
@@ -556,11 +360,54 @@ class Scheduler:
         pending group wrote `ds`."""
         for g in self.groups:
             if id(ds) in g.ids and any(gds is ds for gds, _ in g.writes):
+                if g.count > 1 and g.last is not None and self._touches(g, writes):
+                    # the latest member writes what an earlier one reads or writes: it is
+                    # not independent of them, so it leaves the group and starts a new one
+                    g = self._split_last(g)
                 g.writes.extend(writes)
                 for wds, _ in writes:
                     g.ids[id(wds)] = True
                 return True
         return False
+
+    @staticmethod
+    def _touches(g, writes):
+        for wds, wbox in writes:
+            if id(wds) not in g.ids:
+                continue
+            for gds, gbox in chain(g.reads, g.writes):
+                if gds is wds and (wbox is None or gbox is None or overlap(wbox, gbox)):
+                    return True
+        return False
+
+    def _split_last(self, g):
+        """Take the latest member out of pending group g, issue g, and return a new pending
+        group (same key, frame and place) holding that member."""
+        work, nr, nw, it = g.last
+        reads = g.reads[len(g.reads) - nr:] if nr else []
+        writes = g.writes[len(g.writes) - nw:] if nw else []
+        del g.reads[len(g.reads) - nr:]
+        del g.writes[len(g.writes) - nw:]
+        g.work -= work
+        g.count -= 1
+        g.iters.discard(it)
+        g.last = None
+        frame = None
+        for f in self.loops:
+            if f is not None and f.get(g.key) is g:
+                frame = f
+        self._flush(g)
+        h = _Group(g.key, g.engine, g.cap, g.line, g.why)
+        h.work, h.count, h.last = work, 1, (work, nr, nw, it)
+        h.reads, h.writes = list(reads), list(writes)
+        for ds, _ in chain(reads, writes):
+            h.ids[id(ds)] = True
+        if it is not None:
+            h.iters.add(it)
+        self.groups.append(h)
+        if frame is not None:
+            frame[h.key] = h
+        return h
 
     def flush_groups(self, reads=None, writes=None):
         """Issue the pending groups an instruction outside them touches (all with None)."""
@@ -574,32 +421,8 @@ class Scheduler:
             self._flush(g)
 
     def compiler_effects(self):
-        """The grouping effects applied, one sentence each (largest first)."""
-        rows = sorted(self.effects.items(), key=lambda kv: (-kv[1][0], kv[0][0] or 0))
-        out = []
-        for (line, why), (narrow, issued) in rows:
-            where = "line %d: " % line if line else ""
-            if issued == 0:  # an instruction the compiler does not issue
-                out.append("%s%s fill instruction(s) not issued (%s)"
-                           % (where, format(narrow, ","), why))
-                continue
-            out.append("%s%s instructions grouped into %s (%s)"
-                       % (where, format(narrow, ","), format(issued, ","), why))
-        rows = sorted(self.loads.items(), key=lambda kv: (-kv[1][0], kv[0] or 0))
-        for line, (kept, total) in rows:
-            if kept:
-                where = "line %d: " % line if line else ""
-                out.append("%s%s of %s nl.load transfers not issued (same region loaded "
-                           "before: the compiler keeps the tile)"
-                           % (where, format(kept, ","), format(total, ",")))
-        rows = sorted(self.placements.items(), key=lambda kv: (-kv[1][0], kv[0][0] or 0))
-        for (line, op), (moved, total) in rows:
-            if moved:
-                out.append("%s%s of %s %s placed on ScalarE (element-wise work the compiler "
-                           "spreads over engines)" % ("line %d: " % line if line else "",
-                                                      format(moved, ","), format(total, ","),
-                                                      op))
-        return out
+        """The compiler effects applied, one sentence each (grouping.effects_text)."""
+        return effects_text(self.effects, self.loads, self.placements)
 
     # -- sequential_range ------------------------------------------------------------------
     def begin_ordered(self):
@@ -812,6 +635,9 @@ class NullScheduler(Scheduler):
         pass
 
     def end_ordered(self):
+        pass
+
+    def next_iteration(self):
         pass
 
     def issue(self, engine, cost, reads, writes, startup=0.0):

@@ -11,6 +11,8 @@ Events (JSON lists):
   ["pid", [i, j, ...]]                          start of one SPMD program
   ["ordered", 1 | -1]                           entering / leaving a sequential_range loop
   ["affine", trip | -1]                         entering / leaving a small affine_range loop
+  ["affine_next"]                               next iteration of an open affine_range loop of
+                                                at most GROUP_MAX_TRIP iterations
   ["c", line, callee, [args], {kwargs}, result]  call
   ["g", line, object, name, result]              attribute read
   ["o", line, operator, [args], result]          operator (boundary.OPERATORS)
@@ -25,6 +27,7 @@ import types
 
 from . import boundary as B
 from .. import errors as E
+from ..machine import constants as C
 from ..machine import runtime
 
 _REC = None  # the active Recorder
@@ -543,7 +546,7 @@ def trace(loaded, request):
     # the trusted replay times the trace and checks its capacity; recording it needs neither
     sim = runtime.Sim(tgt, numerics=False, timing=False, liveness=False)
     sim.grid = grid
-    _record_ordering(sim, rec)
+    close_loops = _record_ordering(sim, rec)
     runtime.CUR = sim
     inputs = {}
     kwargs = {}
@@ -563,6 +566,7 @@ def trace(loaded, request):
             sim.program_id = pid
             sim.shared_index = 0
             r = fn(**kwargs)
+            close_loops()
             if ret is None:
                 ret = r
         if rec.error is not None:
@@ -598,14 +602,31 @@ def _record_ordering(sim, rec):
     sim.sched.begin_ordered = begin_ordered
     sim.sched.end_ordered = end_ordered
     abegin, aend = sim.sched.begin_affine, sim.sched.end_affine
+    trips = []  # trip counts of the affine loops open now
 
     def begin_affine(trip):
+        trips.append(int(trip))
         rec.events.append(["affine", int(trip)])
         abegin(trip)
 
+    def next_iteration():
+        # only loops whose narrow instructions may be grouped need their iterations
+        if trips and trips[-1] <= C.GROUP_MAX_TRIP:
+            rec.events.append(["affine_next"])
+
     def end_affine():
+        if not trips:
+            return  # an iterator finalised after its program closed the loop
+        trips.pop()
         rec.events.append(["affine", -1])
         aend()
 
+    def close():
+        """Program end: close the loops the kernel left open (iterators kept alive)."""
+        while trips:
+            end_affine()
+
     sim.sched.begin_affine = begin_affine
     sim.sched.end_affine = end_affine
+    sim.sched.next_iteration = next_iteration
+    return close

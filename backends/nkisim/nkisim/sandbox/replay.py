@@ -550,6 +550,8 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
             bound[name] = t
         runtime.CUR = None  # events before the first program ran at import time
         seen = 0
+        affine = []   # trip counts of the affine loops open in the trace
+        ordered = 0   # sequential_range loops open in the trace
         keep = list(ids.values())
         _refs(trace.get("ret"), keep)
         keep = set(keep)
@@ -572,18 +574,31 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
                     if len(ev) != 2 or ev[1] not in (1, -1):
                         raise B.Divergence("malformed ordering event")
                     if ev[1] == 1:
+                        ordered += 1
                         sim.sched.begin_ordered()
                     else:
+                        if ordered == 0:
+                            raise B.Divergence("a sequential_range ends that never began")
+                        ordered -= 1
                         sim.sched.end_ordered()
                     continue
                 elif type(ev) is list and ev and ev[0] == "affine":
                     if len(ev) != 2 or type(ev[1]) is not int or not (
-                            ev[1] == -1 or ev[1] >= 2):
+                            ev[1] == -1 or ev[1] >= 0):
                         raise B.Divergence("malformed affine-loop event")
                     if ev[1] == -1:
+                        if not affine:
+                            raise B.Divergence("an affine_range ends that never began")
+                        affine.pop()
                         sim.sched.end_affine()
                     else:
+                        affine.append(ev[1])
                         sim.sched.begin_affine(ev[1])
+                    continue
+                elif type(ev) is list and ev == ["affine_next"]:
+                    if not affine or affine[-1] > C.GROUP_MAX_TRIP:
+                        raise B.Divergence("an iteration event outside a small affine_range")
+                    sim.sched.next_iteration()
                     continue
                 else:
                     rp.event(ev)
@@ -594,6 +609,9 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
                             rp.objs.pop(x, None)
         if seen != len(pids):
             raise B.Divergence("the trace ran %d of %d programs" % (seen, len(pids)))
+        if affine or ordered:
+            raise B.Divergence("unbalanced loop events: %d affine_range and %d "
+                               "sequential_range loops never end" % (len(affine), ordered))
         runtime.CUR = sim
         ret = rp.val(trace.get("ret"))
         _check_ret(ret)
