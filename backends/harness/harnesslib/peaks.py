@@ -13,9 +13,11 @@ latency over the measured one (x 100). Rules:
   0.96/1.12, Tensor clock 2.4/2.8, HBM bytes/ns 362/410): 245.76 GFLOP/s, 20.357 TFLOP/s,
   362 GiB/s.
 `roofline`: the product's own roofline as the profile carries it (the simulator's, or the one
-  computed from hardware metrics): the largest share of a peak it reports (`*_pct` figures).
-`floor`: the harness's physical floor (floor.py: HBM bytes and the problem's FLOPS at the
-  simulator's peaks) over the latency.
+  computed from hardware metrics): the largest share of a peak it reports (`*_pct` figures),
+  at most 100 (the simulator's nominal DMA peak is below the rate its long rows stream at, so
+  its HBM share can pass 100%). The tools state `floor` instead.
+`floor`: the harness's modelled floor (floor.py `floor_us`: HBM bytes once at the model's best
+  DMA rate, the problem's FLOPS at peak) over the latency: the one floor every output states.
 
 Counting (accelopt): a problem may state VECTOR_FLOPS, MATMUL_FLOPS and MIN_BYTES (numbers or
 callables of the inputs). Otherwise they are counted by running the reference once on arrays
@@ -164,7 +166,7 @@ def roofline_percent(roofline):
     shares = [float(v) for k, v in (roofline or {}).items()
               if k.endswith("_pct") and not k.startswith("busiest_engine")
               and isinstance(v, (int, float)) and not isinstance(v, bool)]
-    return max(shares) if shares else None
+    return min(100.0, max(shares)) if shares else None
 
 
 def floor_percent(latency_us, floor):

@@ -43,6 +43,42 @@ class FloorFigures(unittest.TestCase):
         # trn2: the DMA rate is capped by HBM
         self.assertAlmostEqual(floor.compute("trn2", "sim", 1e6)["dma_gbps"], 362.0)
 
+    def test_the_modelled_floor_is_the_one_floor_and_the_physical_one_judges(self):
+        f = floor.compute("trn1", "sim", 320e6)
+        self.assertAlmostEqual(f["floor_us"], f["dma_floor_us"])
+        self.assertAlmostEqual(f["physical_floor_us"], f["hbm_floor_us"])
+        # a latency between the two floors is plausible (the physical floor judges)
+        self.assertIsNone(floor.violation(0.5 * (f["floor_us"] + f["hbm_floor_us"]), f, "trn1"))
+        self.assertIsNotNone(floor.violation(0.5 * f["hbm_floor_us"], f, "trn1"))
+
+    @unittest.skipUnless(util.sim_available(), "nkisim not importable")
+    def test_rates_per_row_length_are_the_simulators(self):
+        from nkisim.machine import constants, costs  # noqa: PLC0415
+        for name in ("trn1", "trn2"):
+            target = constants.TARGETS[name]
+            peak = costs.hbm_dma_peak(target)
+            rates = floor.peaks(name)["dma_rates"]
+            self.assertEqual(sorted(int(r) for r in rates), list(floor.ROW_BYTES))
+            for row in floor.ROW_BYTES:
+                want = costs.table(name).dma_rate(row, peak)
+                self.assertAlmostEqual(floor.dma_rate(name, row), want, places=6)
+                self.assertAlmostEqual(rates[str(row)], want, delta=0.05)
+                # no row length beats the rate the floor assumes
+                self.assertLessEqual(want, floor.peaks(name)["dma_gbps"] + 1e-9)
+        self.assertIsNone(floor.dma_rate("trn9", 2048))
+
+    def test_claude_md_states_the_same_rates(self):
+        import os  # noqa: PLC0415
+        root = os.path.dirname(os.path.dirname(floor.HARNESS_DIR))
+        with open(os.path.join(root, "CLAUDE.md")) as fh:
+            text = fh.read()
+        for name in ("trn1", "trn2"):
+            p = floor.peaks(name)
+            row = "| %s GB/s | %s | %g |" % (
+                name, " | ".join("%g" % p["dma_rates"][str(r)] for r in floor.ROW_BYTES),
+                p["dma_gbps"])
+            self.assertIn(row, text)
+
     def test_hardware_gets_slack(self):
         f = floor.compute("trn2", "neuron", 362e6)
         self.assertIsNone(floor.violation(600.0, f, "trn2"))
