@@ -170,13 +170,3 @@ def placement(fname, address):
         line = current_kernel_line()
         notes[(line, fname + "(address=)")] = notes.get((line, fname + "(address=)"), 0) + 1
 
-
-def ignored_notes(sim):
-    """Sentences naming the arguments this run accepted and did not honour (for the
-    result's compiler_effects)."""
-    out = []
-    for (line, what), n in sorted((getattr(sim, "ignored_arguments", None) or {}).items(),
-                                  key=lambda kv: (kv[0][0] or 0, kv[0][1])):
-        out.append("%s%s given %d time(s), not honoured: the simulator places on-chip "
-                   "tensors itself" % ("line %d: " % line if line else "", what, n))
-    return out

@@ -349,9 +349,6 @@ class Tensor:
                                                           self.st.buffer.name)
 
     def __bool__(self):
-        from ..api import hwrules  # NKI 0.3+ (`nki` namespace): a tensor is a true object
-        if hwrules.strict():
-            return True
         raise compile_error("err_ambiguous_tensor_truth_value: the truth value of a tensor is "
                             "not known at trace time")
 

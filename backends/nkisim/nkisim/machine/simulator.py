@@ -290,8 +290,12 @@ def finish(sim, ret, originals, numerics):
     res.hotspots = sim.sched.hotspots()
     res.waits = sim.sched.waits()
     res.compiler_effects = sim.sched.compiler_effects()
-    from ..api.objects import ignored_notes  # arguments accepted and not honoured
-    res.compiler_effects += ignored_notes(sim)
+    # arguments accepted and not honoured (api/objects.placement records them)
+    for (line, what), n in sorted((getattr(sim, "ignored_arguments", None) or {}).items(),
+                                  key=lambda kv: (kv[0][0] or 0, kv[0][1])):
+        res.compiler_effects.append("%s%s given %d time(s), not honoured: the simulator "
+                                    "places on-chip tensors itself"
+                                    % ("line %d: " % line if line else "", what, n))
     return res
 
 
