@@ -495,10 +495,17 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
         dst.write(v, mask, exact=src.st.dt is dst.st.dt)
     if dst.st.kind == "hbm":
         hbm_written(s, dst.st)
-    elif dst.st.kind == "sbuf":
+    elif dst.st.kind == "sbuf" and src.st.kind == "hbm":
+        # the reuse distance of kept loads: bytes per partition of HBM data loaded again
+        # (a region loaded before: the working set recurs and competes for SBUF; first
+        # loads of a region are compulsory and do not count)
         rows = _partition_rows(dst)
-        if rows:
-            s.load_stream += dst.size * dst.st.dt.itemsize // rows  # the reuse distance
+        key = (src.st, src.sk, src.vd)
+        if key in s.loaded_regions:
+            if rows:
+                s.load_stream += dst.size * dst.st.dt.itemsize // rows
+        elif len(s.loaded_regions) < 1 << 20:
+            s.loaded_regions.add(key)
     if not s.timing:
         _untimed(s, (src,), (dst,))
         s.last_eng = _DMA

@@ -63,7 +63,8 @@ class Sim:
         # far (the distance measure), the loads whose tiles the compiler may keep, and the
         # tiles made from them
         self.sbuf_alloc_seq = 0
-        self.load_stream = 0  # bytes per partition DMAs wrote into SBUF so far (loadreuse)
+        self.load_stream = 0  # bytes per partition of HBM regions loaded again (loadreuse)
+        self.loaded_regions = set()  # HBM regions (storage, view) loaded so far
         self.kept_loads = collections.OrderedDict()
         self.kept_roots = set()  # HBM storages (roots) with kept loads, or kept before
         self.load_tiles = weakref.WeakKeyDictionary()

@@ -14,6 +14,6 @@ def kernel(x, y, reps, gap):
         nisa.dma_copy(dst=t, src=x)
         for g in nl.affine_range(gap):
             i = r * gap + g
-            u = nl.load(y[i * 128:(i + 1) * 128, :])
+            u = nl.load(y[g * 128:(g + 1) * 128, :])
             nl.store(out[i * 128:(i + 1) * 128, :], value=nl.add(t, u))
     return out
