@@ -1,6 +1,6 @@
 """NKI 0.3+ pattern, predicated and selection instructions against numpy written here:
 nisa.iota(pattern=), nisa.affine_select(pattern=), tensor_copy_predicated, range_select,
-select_reduce; each is timed on its engine and refuses what the hardware refuses."""
+select_reduce, tensor_scalar_cumulative; each is timed on its engine and refuses what the hardware refuses."""
 import unittest
 
 import numpy as np
@@ -83,6 +83,20 @@ def select_reduce_kernel(x, z, pred):
     return store(d), store(d2), store(r)
 
 
+@nki.jit
+def cumulative_kernel(x, start):
+    d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_cumulative(dst=d, src=load(x), op0=nl.multiply, op1=nl.add, imm0=2.0)
+    e = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_cumulative(dst=e, src=load(x), op0=nl.add, op1=nl.maximum, imm0=0.0,
+                                  imm1=load(start), reduce_cmd=nisa.reduce_cmd.load_reduce)
+    f = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    # continues e's running maximum
+    nisa.tensor_scalar_cumulative(dst=f, src=load(x), op0=nl.subtract, op1=nl.maximum,
+                                  imm0=1.0, reduce_cmd=nisa.reduce_cmd.reduce)
+    return store(d), store(e), store(f)
+
+
 class PatternTest(unittest.TestCase):
     def test_iota_pattern_values(self):
         a, b = run(iota_kernel, x=np.zeros((1, 1), np.float32)).outputs
@@ -152,6 +166,17 @@ class PredicatedTest(unittest.TestCase):
         np.testing.assert_array_equal(d2, ref2)
         np.testing.assert_array_equal(
             r, np.maximum(ref1.max(axis=1), ref2.max(axis=1))[:, None])
+
+    def test_tensor_scalar_cumulative(self):
+        x = RNG.standard_normal((16, 30)).astype(np.float32)
+        start = RNG.standard_normal((16, 1)).astype(np.float32)
+        d, e, f = run(cumulative_kernel, x=x, start=start).outputs
+        np.testing.assert_allclose(d, np.cumsum(2 * x, axis=1), rtol=1e-5, atol=1e-5)
+        ref_e = np.maximum.accumulate(np.concatenate([start, x], axis=1), axis=1)[:, 1:]
+        np.testing.assert_array_equal(e, ref_e)
+        ref_f = np.maximum.accumulate(np.concatenate([ref_e[:, -1:], x - 1], axis=1),
+                                      axis=1)[:, 1:]
+        np.testing.assert_array_equal(f, ref_f)
 
     def test_selects_cost_their_cost_table_rate(self):
         x = RNG.standard_normal((128, 512)).astype(np.float32)

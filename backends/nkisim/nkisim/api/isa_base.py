@@ -74,6 +74,12 @@ class nc_version:
     gen4 = 4
 
 
+def get_nc_sub_version():
+    """The silicon revision within the target's nc_version: 0 (the first; the simulator's
+    targets are first revisions)."""
+    return 0
+
+
 def get_nc_version():
     sim = runtime.CUR
     name = sim.target.name if sim is not None else "trn2"

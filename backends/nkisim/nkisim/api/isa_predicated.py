@@ -1,4 +1,5 @@
-"""`nki.isa` predicated copies and selections on VectorE (NKI 0.3+ API, dst first):
+"""`nki.isa` predicated copies, selections and running reductions on VectorE (NKI 0.3+ API,
+dst first):
 
 - `tensor_copy_predicated(dst, src, predicate, reverse_pred=False)`: dst = src where the
   predicate is nonzero (its negation with reverse_pred); elsewhere dst is left unmodified.
@@ -9,6 +10,8 @@
   [P, 1]) is kept, others become on_false_value; reduce_res gets the row maximum.
 - `select_reduce(dst, predicate, on_true, on_false, reduce_res, reduce_cmd, reduce_op,
   reverse_pred)`: dst = where(predicate, on_true, on_false) with an optional row maximum.
+- `tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1, reduce_cmd)`: a running op1 of
+  (src op0 imm0) along the free elements.
 
 The row maximum goes through VectorE's accumulator (shared by these instructions):
 reduce_cmd.reset_reduce starts it from -inf, reduce_cmd.reduce continues the previous
@@ -81,7 +84,8 @@ def _accumulate(opname, cmd, rows_max, reduce_res, reduce_op):
 def tensor_copy_predicated(*args, **kw):
     """dst = src where predicate (not predicate with reverse_pred); dst unmodified elsewhere
     (VectorE)."""
-    p = _bind("tensor_copy_predicated", args, kw, ["src", "predicate", "reverse_pred", "name"], True)
+    p = _bind("tensor_copy_predicated", args, kw, ["src", "predicate", "reverse_pred", "name"],
+              True)
     op = "tensor_copy_predicated"
     dst = _tile(op, "dst", p.get("dst"))
     pred = _tile(op, "predicate", p.get("predicate"))
@@ -206,4 +210,70 @@ def select_reduce(*args, **kw):
             run, "nisa.select_reduce")
     _accumulate(op, p.get("reduce_cmd"), state.get("max"), p.get("reduce_res"),
                 p.get("reduce_op"))
+    return None
+
+
+_SCAN_START = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": -np.inf,
+               "minimum": np.inf}
+
+
+def tensor_scalar_cumulative(*args, **kw):
+    """A running op1 over (src op0 imm0) along each partition's free elements:
+    reg = op1(src[i] op0 imm0, reg); dst[i] = reg. The running value starts from op1's
+    identity (reset_reduce), from imm1 (load_reduce) or from VectorE's accumulator (reduce)
+    and is left in the accumulator (VectorE)."""
+    p = _bind("tensor_scalar_cumulative", args, kw, ["src", "op0", "op1", "imm0", "imm1",
+                                                     "reduce_cmd", "name"], True)
+    op = "tensor_scalar_cumulative"
+    dst, src = _tile(op, "dst", p.get("dst")), _tile(op, "src", p.get("src"))
+    _same_size(op, dst, src, "src")
+    for t in (dst, src):
+        if t.st.dt.name in ("int32", "uint32"):
+            raise compile_error("nisa.tensor_scalar_cumulative: int32/uint32 tiles are not "
+                                "supported (%s)" % t.st.dt.name)
+    op0, op1 = O.op_name(p.get("op0")), O.op_name(p.get("op1"))
+    if op0 not in O.BINARY:
+        raise compile_error("nisa.tensor_scalar_cumulative: unsupported op0 %r" % (p.get("op0"),))
+    if op1 not in _SCAN_START:
+        raise compile_error("nisa.tensor_scalar_cumulative: op1 must be add, subtract, "
+                            "multiply, maximum or minimum, got %r" % (p.get("op1"),))
+    cmd = p.get("reduce_cmd", reduce_cmd.reset_reduce)
+    cmd = reduce_cmd.reset_reduce if cmd is None else cmd
+    if cmd not in (reduce_cmd.reset_reduce, reduce_cmd.reduce, reduce_cmd.load_reduce):
+        raise compile_error("nisa.tensor_scalar_cumulative: reduce_cmd must be reset_reduce, "
+                            "reduce or load_reduce")
+    imms = [p.get("imm0"), p.get("imm1")]
+    if cmd == reduce_cmd.load_reduce and imms[1] is None:
+        raise compile_error("nisa.tensor_scalar_cumulative: load_reduce starts from imm1, "
+                            "which is missing")
+    ins = [src] + [t for t in imms if isinstance(t, Tensor)]
+    for t in ins[1:]:
+        if t.shape[0] != src.shape[0] or free_size(t) != 1:
+            raise compile_error("nisa.tensor_scalar_cumulative: a tile immediate must be "
+                                "[%d, 1]" % src.shape[0])
+    s = runtime.CUR
+
+    def imm(v):
+        return _rows(v.read(), v) if isinstance(v, Tensor) else np.float32(v)
+
+    def run():
+        v = _rows(_f32(src.read()), src)
+        v = O.BINARY[op0](v, imm(imms[0])).astype(np.float32)
+        parts = v.shape[0]
+        acc = getattr(s, "vector_accumulator", None)
+        if cmd == reduce_cmd.load_reduce:
+            reg = np.broadcast_to(imm(imms[1]), (parts, 1)).reshape(parts).astype(np.float32)
+        elif cmd == reduce_cmd.reduce and acc is not None and acc.shape == (parts,):
+            reg = acc.astype(np.float32)
+        else:
+            reg = np.full(parts, _SCAN_START[op1], np.float32)
+        out = np.empty_like(v)
+        f = O.BINARY[op1]
+        for i in range(v.shape[1]):
+            reg = f(v[:, i], reg).astype(np.float32)
+            out[:, i] = reg
+        s.vector_accumulator = reg
+        return out.reshape(dst.shape)
+    compute(VECTOR, vector_cost(free_size(src), s.costs.tensor_scalar_cumulative_cycles_per_elem),
+            ins, [dst], run, "nisa.tensor_scalar_cumulative")
     return None

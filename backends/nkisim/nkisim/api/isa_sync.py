@@ -1,4 +1,5 @@
-"""`nki.isa` synchronisation and device registers (not modelled: a call is a compile error).
+"""`nki.isa` synchronisation, device registers and transfers between NeuronCores (not modelled:
+a call is a compile error).
 """
 
 from ..machine import runtime
@@ -46,3 +47,14 @@ def core_barrier(*args, **kw):
 @_table.unmodelled
 def register_alloc(*args, **kw):
     raise compile_error("nisa.register_alloc (device registers) is not supported by nkisim")
+
+
+@_table.unmodelled
+def sendrecv(*args, **kw):
+    """`nisa.sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine)`: a
+    transfer between the NeuronCores of a logical core. Not modelled here: nkisim runs one
+    NeuronCore per program. Hook for the multi-core model: it replaces this function (same
+    signature, the API table's entry) and drops the `unmodelled` mark, after which
+    gen_api_table.py records sendrecv as modelled."""
+    raise compile_error("nisa.sendrecv between NeuronCores is not simulated by nkisim (it "
+                        "simulates one NeuronCore per program)")

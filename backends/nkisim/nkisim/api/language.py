@@ -26,18 +26,20 @@ from ..machine.core import (alloc, compute, check_onchip, free_size, engine_cost
 from ..errors import compile_error
 from ..machine.timing import GPSIMD, VECTOR
 from .language_math import (_SCALAR_FUNCS, _shape, _unmodelled, unary, exp, log, sqrt, rsqrt, tanh,
-                            sigmoid, gelu, gelu_apprx_tanh, gelu_apprx_sigmoid, gelu_dx, silu,
-                            silu_dx, relu, square, reciprocal, negative, abs, sign, sin, cos, tan,
-                            erf, erf_dx, softplus, mish, ceil, floor, trunc, arctan, exp2, log2,
-                            logical_not, invert, bitwise_not, identity, binary, fdt_ok, add,
-                            subtract, multiply, divide, maximum, minimum, power, mod, fmod,
-                            floor_divide, equal, not_equal, greater, greater_equal, less,
-                            less_equal, logical_and, logical_or, logical_xor, bitwise_and,
-                            bitwise_or, bitwise_xor, left_shift, right_shift, inplace, where,
-                            select, reduce, sum, max, min, mean, prod, all, any, var, softmax,
-                            rms_norm, cumsum, dropout)  # noqa: F401
+                            sigmoid, gelu, gelu_apprx_tanh, gelu_apprx_sigmoid,
+                            gelu_apprx_sigmoid_dx, gelu_dx, silu, silu_dx, relu, square,
+                            reciprocal, negative, abs, sign, sin, cos, tan, erf, erf_dx, softplus,
+                            mish, ceil, floor, trunc, arctan, exp2, log2, logical_not, invert,
+                            bitwise_not, identity, binary, fdt_ok, add, subtract, multiply, divide,
+                            maximum, minimum, power, mod, fmod, floor_divide, equal, not_equal,
+                            greater, greater_equal, less, less_equal, logical_and, logical_or,
+                            logical_xor, bitwise_and, bitwise_or, bitwise_xor, left_shift,
+                            right_shift, inplace, where, select, reduce, sum, max, min, mean, prod,
+                            all, any, var, softmax, rms_norm, cumsum, dropout)  # noqa: F401
 from .language_memory import (_positional_reshape, load, store, load_transpose2d, copy,
                               loop_reduce, assign, broadcast_to)  # noqa: F401
+from .language_ext import (abs_max, abs_min, expand_dims, random_seed, bypass,  # noqa: F401
+                           prelu)
 
 # ---- dtypes -------------------------------------------------------------------------------
 float32 = np.float32
@@ -462,8 +464,21 @@ def device_print(prefix, x, **kw):
         print(prefix, x, file=sys.stderr)
 
 
-def gather_flattened(data, indices, **kw):
-    raise compile_error("nl.gather_flattened is not supported by nkisim")
+def gather_flattened(data, indices, axis=0, dtype=None, **kw):
+    """Per partition, the elements of data's flattened free axes at `indices` (nisa.nc_n_gather
+    on GpSimdE, then a copy when `dtype` differs)."""
+    if kw:
+        _unmodelled("nl.gather_flattened", kw)
+    if axis not in (0, None):
+        _unmodelled("nl.gather_flattened", {"axis": axis})
+    from . import isa_gather  # noqa: PLC0415  (nl over nisa, as NKI builds it)
+    out = core.tmp(indices.shape, data.st.dt, sbuf, overwritten=True)
+    isa_gather.nc_n_gather(dst=out, data=data, indices=indices)
+    if dtype is None or dt_of(dtype) is out.st.dt:
+        return out
+    conv = core.tmp(out.shape, dt_of(dtype), sbuf, overwritten=True)
+    core.copy_op(conv, out)
+    return conv
 
 
 def rand(shape, dtype=np.float32, **kw):
@@ -471,7 +486,8 @@ def rand(shape, dtype=np.float32, **kw):
         _unmodelled("nl.rand", kw)
     out = alloc(_shape(shape), dt_of(dtype), sbuf)
     compute(GPSIMD, engine_cost(GPSIMD, free_size(out), streams=1), [], [out],
-            lambda: np.random.default_rng(0).random(out.shape), "rand")
+            lambda: np.random.default_rng(getattr(core.sim(), "random_seed", 0)).random(
+                out.shape), "rand")
     return out
 
 

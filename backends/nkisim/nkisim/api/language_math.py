@@ -34,9 +34,9 @@ def _shape(shape):
 
 # ---- element-wise ------------------------------------------------------------------------
 _SCALAR_FUNCS = {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "gelu", "gelu_apprx_tanh",
-                 "gelu_apprx_sigmoid", "gelu_dx", "silu", "silu_dx", "relu", "square",
-                 "reciprocal", "sin", "cos", "tan", "erf", "erf_dx", "softplus", "mish",
-                 "arctan", "exp2", "log2", "sign", "abs"}
+                 "gelu_apprx_sigmoid", "gelu_apprx_sigmoid_dx", "gelu_dx", "silu", "silu_dx",
+                 "relu", "square", "reciprocal", "sin", "cos", "tan", "erf", "erf_dx", "softplus",
+                 "mish", "arctan", "exp2", "log2", "sign", "abs"}
 
 
 def unary(name, x, dtype=None, mask=None):
@@ -89,6 +89,7 @@ sigmoid = _make_unary("sigmoid")
 gelu = _make_unary("gelu")
 gelu_apprx_tanh = _make_unary("gelu_apprx_tanh")
 gelu_apprx_sigmoid = _make_unary("gelu_apprx_sigmoid")
+gelu_apprx_sigmoid_dx = _make_unary("gelu_apprx_sigmoid_dx")
 gelu_dx = _make_unary("gelu_dx")
 silu = _make_unary("silu")
 silu_dx = _make_unary("silu_dx")

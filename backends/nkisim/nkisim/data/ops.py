@@ -67,6 +67,12 @@ def gelu_sigmoid(x):
     return (x * sigmoid(1.702 * x)).astype(np.float32)
 
 
+def gelu_sigmoid_dx(x):
+    """d/dx of x * sigmoid(1.702 x)."""
+    s = sigmoid(1.702 * x)
+    return (s + 1.702 * x * s * (1.0 - s)).astype(np.float32)
+
+
 def gelu_dx(x):
     cdf = 0.5 * (1.0 + erf(x / _SQRT2))
     pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
@@ -125,7 +131,8 @@ def bitwise_not(x):
 UNARY = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": rsqrt, "tanh": np.tanh,
     "sigmoid": sigmoid, "gelu": gelu, "gelu_apprx_tanh": gelu_tanh,
-    "gelu_apprx_sigmoid": gelu_sigmoid, "gelu_dx": gelu_dx, "silu": silu, "silu_dx": silu_dx,
+    "gelu_apprx_sigmoid": gelu_sigmoid, "gelu_apprx_sigmoid_dx": gelu_sigmoid_dx,
+    "gelu_dx": gelu_dx, "silu": silu, "silu_dx": silu_dx,
     "relu": relu, "square": square, "reciprocal": reciprocal, "negative": np.negative,
     "abs": np.abs, "sign": sign, "sin": np.sin, "cos": np.cos, "tan": np.tan, "erf": erf,
     "softplus": softplus, "mish": mish, "ceil": np.ceil, "floor": np.floor, "trunc": np.trunc,

@@ -56,6 +56,8 @@ FIELDS = {
                                               "element",
     "range_select_cycles_per_elem": "VectorE range_select cycles per element",
     "select_reduce_cycles_per_elem": "VectorE select_reduce cycles per element",
+    "tensor_scalar_cumulative_cycles_per_elem": "VectorE tensor_scalar_cumulative cycles per "
+                                                "element",
     "nc_stream_shuffle_cycles_per_elem": "VectorE nc_stream_shuffle cycles per element per "
                                          "partition",
     "nc_match_replace8_cycles_per_elem": "VectorE nc_match_replace8 cycles per element",
