@@ -104,7 +104,7 @@ class ArgumentsTest(unittest.TestCase):
         cases = ((unknown_keyword, "unexpected keyword argument 'fast'"),
                  (bn_aggr_mask, "mask="),
                  (dma_priority, "priority=3"),
-                 (matmul_tile_position, "tile_position="),
+                 (matmul_tile_position, "tile_position and tile_size must both be set"),
                  (load_unknown_keyword, "nl.load: argument mod_alloc is not modelled"),
                  (exp_unknown_keyword, "nl.exp: argument fast_math is not modelled"))
         for kernel, msg in cases:

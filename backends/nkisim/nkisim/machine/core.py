@@ -398,7 +398,7 @@ def fuse_or_copy(dst, src, mask=None):
         if src.size != dst.size:
             raise compile_error("shape mismatch: cannot assign a tile of shape %s to %s"
                                 % (list(src.shape), list(dst.shape)))
-        if s.load_tiles and load_assigned(s, dst, src, mask):
+        if s.load_tiles and load_assigned(s, dst, src, mask, dma):
             return
         if s.numerics:
             if src.st.name == _MM and dst.st.kind == "psum":

@@ -109,7 +109,7 @@ def _count_load(s, kept):
         rec[0] += 1
 
 
-def load_assigned(s, dst, src, mask):
+def load_assigned(s, dst, src, mask, dma):
     """Tile `src`, the fresh result of an nl.load, is assigned into the declared tensor
     `dst`: such a load is issued as written (into `dst`). True when this issued the transfer
     in place of a reused tile."""
@@ -124,7 +124,6 @@ def load_assigned(s, dst, src, mask):
     rec = s.sched.loads.get(current_kernel_line())
     if rec:
         rec[0] -= 1
-    from .core import dma  # core imports this module
     dma(dst, info[1], mask)
     return True
 

@@ -460,7 +460,7 @@ def _raw_ok(mname, name, obj):
     if mname in ("nki", "nki.typing") or (mname == "nki.compiler" and callable(obj)):
         return not isinstance(obj, type)  # decorators and annotations (pure Python)
     if mname in ("nki.isa", "nki.isa.constants") and isinstance(obj, type) \
-            and obj.__module__ == "nkisim.api.isa":
+            and obj.__module__ in ("nkisim.api.isa", "nkisim.api.isa_base"):
         return True  # enum namespaces of ints
     return False
 
