@@ -11,6 +11,7 @@ from ..data import dtypes as D
 from .. import errors as E
 from . import runtime
 from ..data.buffers import Storage, Tensor, shared_hbm
+from ..data import contract
 from .timing import ENGINE_NAMES
 
 
@@ -274,6 +275,7 @@ def finish(sim, ret, originals, numerics):
     outputs, inputs the kernel wrote copied back to the caller's arrays (`originals`: storage
     id -> (array, tensor)), metrics, hotspots and waits."""
     sim.sched.flush_groups()
+    unwritten = contract.output_contract(ret, numerics)
     _check_capacity(sim)
     outputs, returned_tuple, out_dts = _collect(ret, numerics)
     for a, t in originals.values():
@@ -285,6 +287,7 @@ def finish(sim, ret, originals, numerics):
                 pass
     res = _result(sim, outputs, returned_tuple)
     res.output_dtypes = out_dts
+    res.unwritten = unwritten  # per output: where no instruction wrote it (data/contract.py)
     res.hotspots = sim.sched.hotspots()
     res.waits = sim.sched.waits()
     res.compiler_effects = sim.sched.compiler_effects()
