@@ -479,6 +479,7 @@ def _verify(run, out):
             expected = problem.output_dtypes or [r.dtype.name for r in ref]
             run.out_shapes = [(r.shape, expected[j] if j < len(expected) else r.dtype.name)
                               for j, r in enumerate(ref)]
+        _check_contract(run, result if sim else None, ref)
         outs = problem.transform_outputs(outs, ref)
         ok, max_abs, rel_l2, msg = compare.compare_outputs(
             outs, ref, out_names=names, expected_names=problem.output_dtypes,
@@ -508,6 +509,30 @@ def _verify(run, out):
             _release_first_inputs(run)
         del inputs, ref, result, outs
     out["verify"]["correct"] = True
+
+
+def _check_contract(run, result, ref):
+    """The output contract (PROTOCOL.md "Output contract") beyond the values: a reference
+    with NaN or inf needs the problem's EXPECT_NONFINITE = True, and on the simulator every
+    element of every result was written by an instruction (an unwritten element would hold
+    whatever the memory held, which a NaN reference row could not tell apart)."""
+    from harnesslib import compare  # noqa: PLC0415
+    if not getattr(run.problem.module, "EXPECT_NONFINITE", False):
+        found = compare.nonfinite_reference(ref)
+        if found is not None:
+            i, count, where, kind = found
+            raise HarnessFailure(
+                "problem_error", "the reference's output %d has %d non-finite value(s) (first "
+                "%s at index %s): a problem whose reference is NaN or inf somewhere must say it "
+                "expects that with EXPECT_NONFINITE = True (the output must then hold the same "
+                "NaN/+inf/-inf at the same places)" % (i, count, kind, where), stage="verify")
+    for i, mask in enumerate(getattr(result, "unwritten", None) or ()):
+        if mask is not None:
+            region, count = compare.region_text(mask)
+            raise HarnessFailure(
+                "mismatch", "output %d%s never written (%d of %d elements): every element of "
+                "a result must be written by an instruction" % (i, region, count, mask.size),
+                stage="verify")
 
 
 def _check_inputs_read(run, result, seed, ref):

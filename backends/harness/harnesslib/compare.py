@@ -9,6 +9,11 @@ reports "float32" for an output the problem declares "bfloat16"), the output is 
 its values are checked to be exactly representable in bf16. Values are then compared as
 float64 (bf16 outputs are compared through their float32 values).
 
+Non-finite values are part of the answer: every NaN, +inf and -inf of the reference must be
+the same kind at the same position in the output, and a non-finite output where the reference
+is finite fails. A reference with non-finite values is accepted only from a problem that
+declares it expects them (EXPECT_NONFINITE = True, see nonfinite_reference).
+
 Two tolerance modes: "elementwise" (|out - ref| <= atol + rtol*|ref| for every value) and
 "rel_l2" (each output passes when ||out - ref||_2 < tol * ||ref||_2, the rule NKIBench's
 kernels are judged by; an all-zero reference needs an exact output).
@@ -74,7 +79,8 @@ class _OutputCheck:
         self.stray = 0            # non-finite outputs where the reference is finite
         self.stray_nan = 0
         self.first_stray = None   # flat index
-        self.nonfinite_differ = False
+        self.nonfinite_differ = 0  # reference non-finite, output another kind or finite
+        self.first_differ = None  # flat index
         self.max_abs = 0.0
         self.diff_sq = 0.0
         self.ref_sq = 0.0
@@ -124,9 +130,15 @@ class _OutputCheck:
         if self.stray:
             return
         self.finite += (hi - lo) - int(np.count_nonzero(bad_ref))
-        both = bad_out & bad_ref
-        if both.any() and not np.array_equal(o[both], r[both], equal_nan=True):
-            self.nonfinite_differ = True
+        if bad_ref.any():
+            # same kind at the same place: NaN for NaN, +inf for +inf, -inf for -inf
+            ro, rr = o[bad_ref], r[bad_ref]
+            differ = ~((np.isnan(ro) & np.isnan(rr)) | (ro == rr))
+            n = int(np.count_nonzero(differ))
+            if n:
+                if self.first_differ is None:
+                    self.first_differ = lo + int(np.flatnonzero(bad_ref)[int(np.argmax(differ))])
+                self.nonfinite_differ += n
         if bad_ref.any():
             fin = ~bad_ref
             idx = np.flatnonzero(fin)
@@ -215,7 +227,11 @@ def compare_outputs(outputs, references, out_names=None, expected_names=None, rt
                                "; NaN marks memory the kernel never wrote" if c.stray_nan else ""))
             continue
         if c.nonfinite_differ:
-            problems.append("output %d: non-finite values differ from the reference" % i)
+            flat = c.first_differ
+            problems.append("output %d: %d value(s) where the reference is non-finite are not "
+                            "the same NaN/+inf/-inf (first at index %s: got %s, want %s)"
+                            % (i, c.nonfinite_differ, c.index(flat), _kind(c.out[flat]),
+                               _kind(c.ref[flat])))
             continue
         max_abs = max(max_abs, c.max_abs)
         diff_sq += c.diff_sq
@@ -241,3 +257,53 @@ def compare_outputs(outputs, references, out_names=None, expected_names=None, rt
     if problems:
         return False, max_abs, rel_l2, "; ".join(problems)
     return True, max_abs, rel_l2, ""
+
+
+def _kind(value):
+    v = float(value)
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "+inf" if v > 0 else "-inf"
+    return "%r" % v
+
+
+def nonfinite_reference(references):
+    """(output index, count, first index, kind) of the first reference output holding NaN or
+    inf, or None when every reference value is finite (integer outputs always are)."""
+    for i, ref in enumerate(references):
+        r = np.ascontiguousarray(ref).reshape(-1)
+        if r.dtype.kind not in "fc":
+            continue
+        for lo in range(0, r.size, CHUNK):
+            bad = ~np.isfinite(r[lo:lo + CHUNK])
+            if bad.any():
+                count = int(np.count_nonzero(bad)) + sum(
+                    int(np.count_nonzero(~np.isfinite(r[k:k + CHUNK])))
+                    for k in range(lo + CHUNK, r.size, CHUNK))
+                flat = lo + int(np.argmax(bad))
+                shape = tuple(np.shape(ref))
+                where = tuple(int(x) for x in np.unravel_index(flat, shape)) if shape else ()
+                return i, count, where, _kind(r[flat])
+    return None
+
+
+def region_text(mask):
+    """A short description of where `mask` (bool array) is True: its bounding box as a
+    slice per axis ("[64:128, :]", ":" for a whole axis), with how many elements it holds."""
+    mask = np.asarray(mask)
+    count = int(np.count_nonzero(mask))
+    if mask.ndim == 0:
+        return "[]", count
+    parts = []
+    for axis in range(mask.ndim):
+        others = tuple(a for a in range(mask.ndim) if a != axis)
+        hit = np.flatnonzero(mask.any(axis=others) if others else mask)
+        lo, hi = int(hit[0]), int(hit[-1]) + 1
+        if lo == 0 and hi == mask.shape[axis]:
+            parts.append(":")
+        elif hi == lo + 1:
+            parts.append(str(lo))
+        else:
+            parts.append("%d:%d" % (lo, hi))
+    return "[" + ", ".join(parts) + "]", count

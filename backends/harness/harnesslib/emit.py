@@ -41,6 +41,10 @@ def _string(s):
             out.append(esc)
         elif _ord(ch) < 0x20:
             out.append("\\u%04x" % _ord(ch))
+        elif 0xD800 <= _ord(ch) <= 0xDFFF:
+            # a lone surrogate (kernel text decoded with surrogateescape, or "\ud800" in a
+            # message) has no UTF-8 form: shown as the six characters \udXXX
+            out.append("\\\\u%04x" % _ord(ch))
         else:
             out.append(ch)
     return '"' + _join(out) + '"'
@@ -108,7 +112,7 @@ class ResultChannel:
                            "command": obj.get("command"), "failure": {
                                "kind": "harness_error", "stage": "load", "line": None,
                                "message": "result not encodable: %s" % e}})
-        data = (text + "\n").encode("utf-8")
+        data = (text + "\n").encode("utf-8", "backslashreplace")
         fd = self.fd if self.fd is not None else 1
         while data:
             n = _write(fd, data)

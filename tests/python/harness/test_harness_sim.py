@@ -164,7 +164,7 @@ def add_kernel(a, b):
                                   "nl.store(out[0:64, :], value=nl.add(x, y)[0:64, :])")
         out = self.run_h(text)
         self.assertFailure(out, "mismatch", "verify")
-        self.assertIn("never wrote", out["failure"]["message"])
+        self.assertIn("output 0[64:128, :] never written", out["failure"]["message"])
 
     def test_wrong_shape_is_mismatch(self):
         text = ADD_KERNEL.replace("out = nl.ndarray(a.shape,", "out = nl.ndarray((128, 32),") \
@@ -254,12 +254,12 @@ def add_kernel(a, b):
     return out
 """
         self.assertEqual(self.run_h(text, problem=problem)["status"], "ok")
-        # Without the grid only the first half is written: the NaN check catches it.
+        # Without the grid only the first half is written: the written check names it.
         with open(problem) as f:
             no_grid = write(self.dir, "p_nogrid.py", f.read().replace("GRID = (2,)", ""))
         out = self.run_h(text, problem=no_grid)
         self.assertFailure(out, "mismatch")
-        self.assertIn("never wrote", out["failure"]["message"])
+        self.assertIn("output 0[128:256, :] never written", out["failure"]["message"])
 
     # -- kernel selection
     def test_kernel_selection(self):

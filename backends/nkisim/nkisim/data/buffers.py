@@ -186,6 +186,10 @@ class Storage:
                 self.data = np.full(shape, D.fill_value(dt), dtype=dt.np)
         else:
             self.data = None
+        if kind == "hbm" and data is None and self.data is not None:
+            # HBM the kernel allocated: which elements an instruction wrote (the output
+            # contract: every element of a returned tensor is written, see output_contract)
+            self.written = np.zeros(shape, dtype=bool)
 
     def __del__(self):
         sim = self.sim
@@ -388,7 +392,7 @@ class Tensor:
                 mask = np.broadcast_to(mask, self.shape)
             except ValueError:
                 mask = None  # a predicate on the inputs' shape (e.g. of a reduction)
-        if st.kind == "psum":
+        if st.kind == "psum" or (st.written is not None and st.kind == "hbm"):
             self.mark_written(mask)
         if self.arr is not None:
             if mask is None:
@@ -429,6 +433,9 @@ class Tensor:
         w = st.written
         if w is True:
             return
+        if st.kind == "hbm":
+            self._mark_hbm(w, mask)
+            return
         if self.box is None and mask is None and self.sk is not None:
             st.written = True
             return
@@ -442,6 +449,47 @@ class Tensor:
                 w |= np.broadcast_to(mask, self.shape)
         else:
             st.written[self.adv] = True
+
+    def _mark_hbm(self, w, mask):
+        """Mark this view's elements (where `mask` holds) in an HBM storage's `written`
+        array, which stays an array (reshaped aliases share it as a view)."""
+        if w is None:
+            return
+        if w.shape != self.st.shape:  # a reinterpretation of another shape: all of it
+            w[...] = True
+            return
+        if self.sk is not None:
+            v = apply_key(w, self.sk, self.vd, self.shape)
+            if not np.shares_memory(v, w):  # a copy: mark the view's bounding box
+                w[_key_slices(self.sk)] = True
+            elif mask is None:
+                v[...] = True
+            else:
+                v |= np.broadcast_to(mask, self.shape)
+            return
+        m = self.valid
+        if mask is not None:
+            mb = np.broadcast_to(mask, self.shape)
+            m = mb if m is None else (m & mb)
+        if m is None:
+            w[self.adv] = True
+        else:
+            full = np.broadcast_arrays(*[np.asarray(a) for a in self.adv],
+                                       np.empty(self.shape, dtype=np.uint8))[:-1]
+            w[tuple(a[m] for a in full)] = True
+
+    def unwritten(self):
+        """Bool array of this view's shape, True where no instruction wrote the element, or
+        None when every element was written (or the storage is not tracked: inputs, on-chip
+        memory, runs without numerics)."""
+        st = self.st
+        w = st.written
+        if st.kind != "hbm" or not isinstance(w, np.ndarray) or w.shape != st.shape:
+            return None
+        v = apply_key(w, self.sk, self.vd, self.shape) if self.sk is not None else w[self.adv]
+        if v.all():
+            return None
+        return ~v
 
     def check_valid(self, mask=None):
         """Raise the out-of-bounds error if an unmasked element lies outside the tensor."""
@@ -487,7 +535,10 @@ class Tensor:
             new.dep = st.dep
             new.sim = None
             new.pp = 0
-            new.written = None
+            w = st.written
+            # an HBM alias shares its base's write record (the same elements)
+            new.written = w.reshape(shape) if st.kind == "hbm" and isinstance(
+                w, np.ndarray) else None
             new.name = st.name
             new.alias = True
             new.pdim = 0
@@ -1043,3 +1094,4 @@ def _advanced_index(t, key):
     if valid is not None:
         valid = np.array(valid)
     return Tensor.advanced(st, tuple(adv), out_shape, tuple(box), valid)
+

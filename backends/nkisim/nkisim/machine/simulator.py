@@ -12,6 +12,7 @@ from .. import errors as E
 from . import runtime
 from . import spills
 from ..data.buffers import Storage, Tensor, shared_hbm
+from ..data import contract
 from .timing import ENGINE_NAMES
 
 
@@ -276,6 +277,7 @@ def finish(sim, ret, originals, numerics):
     id -> (array, tensor)), metrics, hotspots and waits."""
     sim.sched.close_loops()
     sim.sched.flush_groups()
+    unwritten = contract.output_contract(ret, numerics)
     _check_capacity(sim)
     outputs, returned_tuple, out_dts = _collect(ret, numerics)
     for a, t in originals.values():
@@ -287,6 +289,7 @@ def finish(sim, ret, originals, numerics):
                 pass
     res = _result(sim, outputs, returned_tuple)
     res.output_dtypes = out_dts
+    res.unwritten = unwritten  # per output: where no instruction wrote it (data/contract.py)
     res.hotspots = sim.sched.hotspots()
     res.waits = sim.sched.waits()
     res.compiler_effects = sim.sched.compiler_effects()
