@@ -276,10 +276,15 @@ def ndarray(shape, dtype, buffer=None, name="", lazy_initialization=False, addre
     """Uninitialised tensor (filled with NaN / a sentinel so unwritten data is detectable).
     `lazy_initialization` changes nothing here: the contents are undefined either way, and a
     PSUM location's first accumulation already overwrites it (see PSUM accumulation).
-    `address=` is accepted and not honoured (objects.placement names it in the result)."""
+    `address=` is honoured for PSUM (tensors pinned to one address share its storage:
+    objects.pinned_alias); elsewhere accepted and not honoured (objects.placement names it
+    in the result)."""
     if kw:
         _unmodelled("nl.ndarray", kw)
-    _objects.placement("nl.ndarray", address)
+    same = _objects.pinned_alias("nl.ndarray", address, _shape(shape), dt_of(dtype),
+                                 as_buffer(buffer)) if address is not None else None
+    if same is not None:
+        return same
     pdim = 0
     if isinstance(shape, (tuple, list)):
         for i, s in enumerate(shape):
@@ -288,10 +293,13 @@ def ndarray(shape, dtype, buffer=None, name="", lazy_initialization=False, addre
                 break
     mod_tiles = getattr(buffer, "nkisim_tiles", None)
     if mod_tiles and pdim > 0:
+        _objects.placement("nl.ndarray", address)
         phys, nblocks, ptiles = _modalloc.physical_shape(_shape(shape), pdim, mod_tiles)
         t = alloc(phys, dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
         return _modalloc.ModularTensor.wrap(t, nblocks, ptiles)
-    return alloc(_shape(shape), dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
+    return _objects.pin("nl.ndarray", address,
+                        alloc(_shape(shape), dt_of(dtype), as_buffer(buffer), name=name,
+                              pdim=pdim))
 
 
 def _filled(shape, dtype, buffer, value, name=""):

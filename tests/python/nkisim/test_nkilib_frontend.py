@@ -1,0 +1,82 @@
+"""Front-end forms the NKI Library writes, in small kernels of our own: a positional `dst`
+before keyword operands, and PSUM tiles pinned to one address (the library's bank reuse)."""
+import unittest
+
+import numpy as np
+
+from tests.python.nkisim import _util  # noqa: F401  (activates the simulator)
+
+import nki  # noqa: E402
+import nki.isa as nisa  # noqa: E402
+import nki.language as nl  # noqa: E402
+
+BANK = 2048  # bytes per partition of one PSUM bank
+
+
+def _scale_and_max(x):
+    """dst given positionally, the source by keyword (as attention_cte calls it)."""
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    mx = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    s = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    m = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=x)
+    nisa.tensor_scalar_reduce(r, data=s, op0=nl.multiply, operand0=2.0, reduce_op=nl.maximum,
+                              reduce_res=m)
+    nisa.dma_copy(dst=out, src=r)
+    nisa.dma_copy(dst=mx, src=m)
+    return out, mx
+
+
+def _pinned_banks(x):
+    """Twelve [128, 512] fp32 PSUM tiles (one bank each) pinned to four bank addresses: the
+    hardware holds four banks; a tile pinned to the address of another is the same memory."""
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    s = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=x)
+    tiles = [nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum, address=(0, (i % 4) * BANK))
+             for i in range(12)]
+    nisa.tensor_copy(tiles[1], s)
+    nisa.tensor_copy(r, tiles[9])  # bank 1 again: the values written through tiles[1]
+    nisa.dma_copy(dst=out, src=r)
+    return out
+
+
+def _unpinned_banks(x):
+    """The same twelve tiles without addresses: twelve banks at once, more than PSUM has."""
+    tiles = [nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum) for _ in range(12)]
+    s = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=x)
+    for t in tiles:
+        nisa.tensor_copy(t, s)
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=s)
+    return out
+
+
+class PositionalDst(unittest.TestCase):
+    def test_dst_before_keyword_data_binds_as_dst(self):
+        x = np.random.default_rng(0).standard_normal((128, 64)).astype(np.float32)
+        out, mx = nki.jit(_scale_and_max)(x)
+        np.testing.assert_allclose(out, 2.0 * x, rtol=1e-6)
+        np.testing.assert_allclose(mx[:, 0], (2.0 * x).max(axis=1), rtol=1e-6)
+
+
+class PinnedPsum(unittest.TestCase):
+    def test_tiles_at_one_address_share_the_bank(self):
+        x = np.arange(128 * 512, dtype=np.float32).reshape(128, 512)
+        k = nki.jit(_pinned_banks)
+        np.testing.assert_array_equal(k(x), x)
+        # an honoured address is not listed among the arguments not honoured
+        self.assertFalse([e for e in k.last_result.compiler_effects if "address=" in e],
+                         k.last_result.compiler_effects)
+
+    def test_unpinned_tiles_still_exceed_psum(self):
+        x = np.zeros((128, 512), dtype=np.float32)
+        with self.assertRaisesRegex(Exception, "Out of memory in psum"):
+            nki.jit(_unpinned_banks)(x)
+
+
+if __name__ == "__main__":
+    unittest.main()
