@@ -1,5 +1,6 @@
 """Front-end forms the NKI Library writes, in small kernels of our own: a positional `dst`
-before keyword operands, and PSUM tiles pinned to one address (the library's bank reuse)."""
+before keyword operands, PSUM tiles pinned to one address (the library's bank reuse) and the
+shared identity matrix in SBUF."""
 import unittest
 
 import numpy as np
@@ -53,6 +54,28 @@ def _unpinned_banks(x):
     out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=out, src=s)
     return out
+
+
+def _transpose_by_identity(x):
+    """x^T through TensorE with the shared identity as an SBUF operand (as the NKI Library's
+    find_nonzero_indices writes it)."""
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    s = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    p = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
+    nisa.dma_copy(dst=s, src=x)
+    ident = nl.shared_identity_matrix(128, dtype=nl.float32)
+    assert ident.buffer == nl.sbuf and nl.shared_identity_matrix(128, dtype=nl.float32) is ident
+    nisa.nc_matmul(dst=p, stationary=s, moving=ident, is_transpose=True)
+    nisa.tensor_copy(dst=r, src=p)
+    nisa.dma_copy(dst=out, src=r)
+    return out
+
+
+class SharedIdentity(unittest.TestCase):
+    def test_the_identity_is_in_sbuf_and_reused(self):
+        x = np.random.default_rng(1).standard_normal((128, 128)).astype(np.float32)
+        np.testing.assert_array_equal(nki.jit(_transpose_by_identity)(x), x.T)
 
 
 class PositionalDst(unittest.TestCase):

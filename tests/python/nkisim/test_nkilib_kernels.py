@@ -37,6 +37,9 @@ class LibraryKernels(unittest.TestCase):
     def test_cascaded_max(self):  # the indices are uint32 as the kernel documents
         self.assertVerifies("cascaded_max")
 
+    def test_find_nonzero_indices(self):  # identity in SBUF; both documented outputs
+        self.assertVerifies("find_nonzero_indices")
+
     def test_output_projection_tkg(self):  # the output is [B * S, H] as documented
         self.assertVerifies("output_projection_tkg")
 

@@ -389,10 +389,26 @@ def shared_constant(constant, dtype=None, **kw):
     return Tensor.root(st)
 
 
-def shared_identity_matrix(n, dtype=np.uint8, **kw):
+def shared_identity_matrix(n, dtype=np.uint8, dst=None, **kw):
+    """An n x n identity matrix in SBUF (NKI 2.30+ docs: "Create an identity matrix in SBUF";
+    the NKI Library passes it straight to nc_matmul). It is loaded by one DMA from the
+    constant in HBM; the compiler reuses one per dtype, so a run keeps one per (n, dtype).
+    `dst`: the identity is written into that tensor instead."""
     if kw:
         _unmodelled("nl.shared_identity_matrix", kw)
-    return shared_constant(np.eye(n), dtype)
+    dt = dt_of(dtype)
+    s = runtime.CUR
+    cache = getattr(s, "identity_sbuf", None)
+    if dst is None and cache is not None and (n, dt.name) in cache:
+        return cache[(n, dt.name)]
+    const = shared_constant(np.eye(n), dtype)
+    out = dst if dst is not None else alloc((n, n), dt, sbuf, name="identity")
+    core.dma(out, const, None)
+    if dst is None and s is not None:
+        if cache is None:
+            cache = s.identity_sbuf = {}
+        cache[(n, dt.name)] = out
+    return out
 
 
 def static_cast(arr, dtype):
