@@ -1,6 +1,7 @@
 """Front-end forms the NKI Library writes, in small kernels of our own: a positional `dst`
 before keyword operands, PSUM tiles pinned to one address (the library's bank reuse) and the
-shared identity matrix in SBUF."""
+shared identity matrix in SBUF, dtypes that print as their names and `.ap()` of an `.ap()`
+view of a whole tensor."""
 import unittest
 
 import numpy as np
@@ -76,6 +77,40 @@ class SharedIdentity(unittest.TestCase):
     def test_the_identity_is_in_sbuf_and_reused(self):
         x = np.random.default_rng(1).standard_normal((128, 128)).astype(np.float32)
         np.testing.assert_array_equal(nki.jit(_transpose_by_identity)(x), x.T)
+
+
+def _ap_of_an_ap_view(x):
+    """The NKI Library's TensorView: a view of a whole tensor is `.ap()` of its own layout,
+    and a slice of that view is another `.ap()` on the result."""
+    out = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+    s = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    r = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=x)
+    whole = s.ap(pattern=[[16, 128], [4, 4], [1, 4]], offset=0)
+    column = whole.ap(pattern=[[16, 128], [4, 4]], offset=2)  # s[:, :, 2]
+    nisa.tensor_copy(dst=r, src=column)
+    nisa.dma_copy(dst=out, src=r)
+    return out
+
+
+class DtypesAreNames(unittest.TestCase):
+    def test_str_of_a_dtype_and_of_a_tensor_dtype_is_its_name(self):
+        self.assertEqual([str(nl.float32), str(nl.int32), str(nl.uint8), str(nl.bfloat16)],
+                         ["float32", "int32", "uint8", "bfloat16"])
+        self.assertTrue(nl.float32 == np.float32 and nl.float32 == "float32")
+        seen = []
+
+        def k(x):
+            seen.append((str(x.dtype), x.dtype == nl.float32, x.dtype is nl.float32))
+            return x
+        nki.jit(k)(np.zeros((4, 4), np.float32))
+        self.assertEqual(seen, [("float32", True, True)])
+
+
+class AccessPatternViews(unittest.TestCase):
+    def test_an_ap_of_the_tensor_layout_is_the_tensor(self):
+        x = np.arange(128 * 16, dtype=np.float32).reshape(128, 4, 4)
+        np.testing.assert_array_equal(nki.jit(_ap_of_an_ap_view)(x), x[:, :, 2])
 
 
 class PositionalDst(unittest.TestCase):

@@ -40,6 +40,9 @@ class LibraryKernels(unittest.TestCase):
     def test_find_nonzero_indices(self):  # identity in SBUF; both documented outputs
         self.assertVerifies("find_nonzero_indices")
 
+    def test_mlp_tkg(self):  # dtypes print as names; .ap() of a TensorView; the caller's SBM
+        self.assertVerifies("mlp_tkg")
+
     def test_output_projection_tkg(self):  # the output is [B * S, H] as documented
         self.assertVerifies("output_projection_tkg")
 

@@ -42,8 +42,8 @@ from .language_ext import (abs_max, abs_min, expand_dims, random_seed, bypass,  
                            prelu)
 
 # ---- dtypes -------------------------------------------------------------------------------
-float32 = np.float32
-float16 = np.float16
+float32 = np.dtype(np.float32)
+float16 = np.dtype(np.float16)
 bfloat16 = D.bfloat16
 tfloat32 = D.tfloat32
 float32r = D.float32r
@@ -54,15 +54,15 @@ float8_e5m2_x4 = D.float8_e5m2_x4        # trn3 MX dtypes (nkisim.mx)
 float8_e4m3fn_x4 = D.float8_e4m3fn_x4
 float4_e2m1fn_x4 = D.float4_e2m1fn_x4
 float8_e8m0fnu = D.float8_e8m0fnu
-int8 = np.int8
-int16 = np.int16
-int32 = np.int32
-int64 = np.int64
-uint8 = np.uint8
-uint16 = np.uint16
-uint32 = np.uint32
-uint64 = np.uint64
-bool_ = np.bool_
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+uint64 = np.dtype(np.uint64)
+bool_ = np.dtype(np.bool_)
 bool = bool_  # noqa: A001  (`nl.bool`, as the NKI Library writes it; code here has none)
 fp32 = D.fp32            # float32, with its limits: `nl.fp32.min`
 finfo = D.finfo          # `nl.finfo(nl.bfloat16).max`
