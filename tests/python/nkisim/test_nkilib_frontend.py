@@ -1,7 +1,7 @@
 """Front-end forms the NKI Library writes, in small kernels of our own: a positional `dst`
 before keyword operands, PSUM tiles pinned to one address (the library's bank reuse) and the
-shared identity matrix in SBUF, dtypes that print as their names and `.ap()` of an `.ap()`
-view of a whole tensor."""
+shared identity matrix in SBUF, dtypes that print as their names `.ap()` of an `.ap()` view of a
+whole tensor, and tensor_tensor operands of one element count per partition."""
 import unittest
 
 import numpy as np
@@ -111,6 +111,40 @@ class AccessPatternViews(unittest.TestCase):
     def test_an_ap_of_the_tensor_layout_is_the_tensor(self):
         x = np.arange(128 * 16, dtype=np.float32).reshape(128, 4, 4)
         np.testing.assert_array_equal(nki.jit(_ap_of_an_ap_view)(x), x[:, :, 2])
+
+
+def _minus_broadcast_max(x, m):
+    """x [128, 8] minus m [128, 4] broadcast to [128, 2, 4] (attention_tkg's trn2 path): the
+    operands' free shapes differ, their elements per partition agree."""
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    xs = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    ms = nl.ndarray(m.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=xs, src=x)
+    nisa.dma_copy(dst=ms, src=m)
+    mb = ms.ap(pattern=[[4, 128], [0, 2], [1, 4]], offset=0)
+    nisa.tensor_tensor(xs, xs, mb, op=nl.subtract)
+    nisa.dma_copy(dst=out, src=xs)
+    return out
+
+
+class SameCountPerPartition(unittest.TestCase):
+    def test_operands_pair_in_access_order(self):
+        rng = np.random.default_rng(2)
+        x = rng.standard_normal((128, 8)).astype(np.float32)
+        m = rng.standard_normal((128, 4)).astype(np.float32)
+        np.testing.assert_allclose(nki.jit(_minus_broadcast_max)(x, m), x - np.tile(m, 2),
+                                   rtol=1e-6)
+
+    def test_different_counts_are_still_refused(self):
+        def bad(x):
+            s = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+            t = nl.ndarray((128, 3, 2), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.memset(dst=s, value=0.0)
+            nisa.memset(dst=t, value=0.0)
+            nisa.tensor_tensor(s, s, t, op=nl.add)
+            return x
+        with self.assertRaisesRegex(Exception, "not broadcastable"):
+            nki.jit(bad)(np.zeros((128, 4), np.float32))
 
 
 class PositionalDst(unittest.TestCase):

@@ -31,6 +31,9 @@ class LibraryKernels(unittest.TestCase):
         ok, why, line = verify(name)
         self.assertTrue(ok, line)
 
+    def test_attention_tkg(self):  # t.buffer == nl.sbuf; same-count tensor_tensor operands
+        self.assertVerifies("attention_tkg")
+
     def test_attention_cte(self):  # positional dst + keyword data; pinned PSUM banks
         self.assertVerifies("attention_cte")
 
