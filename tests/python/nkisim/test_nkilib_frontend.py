@@ -147,6 +147,35 @@ class SameCountPerPartition(unittest.TestCase):
             nki.jit(bad)(np.zeros((128, 4), np.float32))
 
 
+def _local_gather(src, index):
+    """src [128, 64] gathered by index [128, 4] (uint16), 2 elements per index, the first 48
+    of each core's 64 indices."""
+    out = nl.ndarray((128, 48, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    s = nl.ndarray(src.shape, dtype=nl.float32, buffer=nl.sbuf)
+    i32 = nl.ndarray(index.shape, dtype=nl.int32, buffer=nl.sbuf)
+    i16 = nl.ndarray(index.shape, dtype=nl.uint16, buffer=nl.sbuf)
+    r = nl.ndarray((128, 48, 2), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=src)
+    nisa.dma_copy(dst=i32, src=index)
+    nisa.tensor_copy(dst=i16, src=i32)
+    nisa.local_gather(dst=r, src_buffer=s, index=i16, num_elem_per_idx=2, num_valid_indices=48)
+    nisa.dma_copy(dst=out, src=r)
+    return out
+
+
+class LocalGather(unittest.TestCase):
+    def test_each_core_gathers_its_partitions_by_its_own_indices(self):
+        rng = np.random.default_rng(3)
+        src = rng.standard_normal((128, 64)).astype(np.float32)
+        index = rng.integers(0, 63, size=(128, 4)).astype(np.int32)
+        got = nki.jit(_local_gather)(src, index)
+        for c in range(8):  # written out from the documented rule, element by element
+            ids = [index[c * 16 + p, f] for f in range(4) for p in range(16)][:48]
+            for p in range(c * 16, c * 16 + 16):
+                for j, i in enumerate(ids):
+                    np.testing.assert_array_equal(got[p, j], src[p, i:i + 2])
+
+
 class PositionalDst(unittest.TestCase):
     def test_dst_before_keyword_data_binds_as_dst(self):
         x = np.random.default_rng(0).standard_normal((128, 64)).astype(np.float32)

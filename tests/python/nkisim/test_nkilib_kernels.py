@@ -46,6 +46,9 @@ class LibraryKernels(unittest.TestCase):
     def test_mlp_tkg(self):  # dtypes print as names; .ap() of a TensorView; the caller's SBM
         self.assertVerifies("mlp_tkg")
 
+    def test_moe_tkg(self):  # nisa.local_gather modelled
+        self.assertVerifies("moe_tkg")
+
     def test_output_projection_tkg(self):  # the output is [B * S, H] as documented
         self.assertVerifies("output_projection_tkg")
 
