@@ -63,6 +63,7 @@ class AgainstTheLibrary(unittest.TestCase):
         # core/mlp/mlp.py does not parse at library commit d2ad3a5 (a library bug)
         self.assertFalse(by["mlp"][1])
         self.assertRegex(by["mlp"][4], r"^(compile_error|mismatch|runtime_error)\b")
+        self.assertIn("[known: a library bug", by["mlp"][4])
 
 
 if __name__ == "__main__":
