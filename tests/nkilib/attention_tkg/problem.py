@@ -3,9 +3,14 @@ sub-kernel writing `out`): B=2, H=2 query heads, one KV head, d=64, s_active=1, 
 s_prior=256 (k_prior [B, 1, d, s_prior], tp_k_prior=False), mask [s_prior, B, H, s_active]
 of ones, RoPE fused (inv_freqs [d/2, 1], positions rope_pos_ids [B, s_active]; the kernel
 then scales q by 1/sqrt(d) and writes the rotated active key to k_out). The reference rotates
-q and k_active by halves (x1*cos - x2*sin, x1*sin + x2*cos) and attends over the cache and the
-active token: its RoPE convention is our reading of the kernel, not checked against hardware. The config and the SBUF manager are
-built where the kernel runs (call_kernel), launched on two logical cores."""
+q and k_active by halves (x1*cos - x2*sin, x1*sin + x2*cos) and attends over the cache window
+of s_prior slots whose last s_active slots hold the active key and value (as the library's
+attention_tkg_torch.py reference places them): its RoPE convention is our reading of the
+kernel, not checked against hardware. The config and the SBUF manager are
+built where the kernel runs (call_kernel), launched on two logical cores. q [B, H, s_active, d]
+and k_active [B, 1, s_active, d] in HBM are the layouts the fused-RoPE path reads (the
+library's own test_attention_tkg.py passes these; the kernel's docstring says [B, d, H,
+s_active] and [B, d, s_active], which that path cannot reshape)."""
 import numpy as np
 
 SEEDS = (0,)
@@ -18,8 +23,8 @@ OUTPUTS = {"out": ((B, H, D, SA), "float32"), "k_out": ((B, 1, D, SA), "float32"
 
 def inputs(seed):
     rng = np.random.default_rng(seed)
-    return {"q": rng.standard_normal((B, D, H, SA), dtype=np.float32) * 0.2,
-            "k_active": rng.standard_normal((B, D, SA), dtype=np.float32) * 0.2,
+    return {"q": rng.standard_normal((B, H, SA, D), dtype=np.float32) * 0.2,
+            "k_active": rng.standard_normal((B, 1, SA, D), dtype=np.float32) * 0.2,
             "v_active": rng.standard_normal((B, 1, SA, D), dtype=np.float32),
             "k_prior": rng.standard_normal((B, 1, D, SP), dtype=np.float32) * 0.2,
             "v_prior": rng.standard_normal((B, 1, SP, D), dtype=np.float32),
@@ -41,13 +46,13 @@ def reference(q, k_active, v_active, k_prior, v_prior, mask, inv_freqs, rope_pos
     k_out = np.zeros((B, 1, D, SA))
     for b in range(B):
         pos = rope_pos_ids[b].astype(np.float64)
-        k_rot = _rope(k_active[b].astype(np.float64), pos, inv_freqs)
+        k_rot = _rope(k_active[b, 0].T.astype(np.float64), pos, inv_freqs)
         k_out[b, 0] = k_rot
-        keys = np.concatenate([k_prior[b, 0], k_rot], axis=1)                # [D, SP+SA]
-        vals = np.concatenate([v_prior[b, 0], v_active[b, 0]], axis=0)       # [SP+SA, D]
+        keys = np.concatenate([k_prior[b, 0][:, :SP - SA], k_rot], axis=1)          # [D, SP]
+        vals = np.concatenate([v_prior[b, 0][:SP - SA], v_active[b, 0]], axis=0)    # [SP, D]
         for h in range(H):
-            qr = _rope(q[b, :, h, :].astype(np.float64), pos, inv_freqs) / np.sqrt(D)
-            s = qr.T @ keys                                                   # [SA, SP+SA]
+            qr = _rope(q[b, h].T.astype(np.float64), pos, inv_freqs) / np.sqrt(D)
+            s = qr.T @ keys                                                   # [SA, SP]
             p = np.exp(s - s.max(axis=-1, keepdims=True))
             p /= p.sum(axis=-1, keepdims=True)
             out[b, h] = (p @ vals).T

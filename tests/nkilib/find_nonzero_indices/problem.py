@@ -1,12 +1,13 @@
 """NKI Library find_nonzero_indices (nkilib/core/subkernels/find_nonzero_indices.py): per column
 of a [T=256, C=8] 0/1 matrix, the row indices of its nonzero elements, packed first (padding
-as the kernel writes it: -1), output [C, T]."""
+as the kernel writes it: -1), output [C, T], and the count of nonzeros per column [C] (the
+kernel's documented second output)."""
 import numpy as np
 
 SEEDS = (0,)
 KERNEL = "find_nonzero_indices"
 T, C = 256, 8
-OUTPUT_DTYPES = ("int32",)
+OUTPUT_DTYPES = ("int32", "int32")
 
 
 def inputs(seed):
@@ -16,7 +17,9 @@ def inputs(seed):
 
 def reference(input_tensor):
     out = np.full((C, T), -1, np.int32)
+    counts = np.zeros((C,), np.int32)
     for c in range(C):
         idx = np.nonzero(input_tensor[:, c])[0]
         out[c, :len(idx)] = idx
-    return out
+        counts[c] = len(idx)
+    return out, counts

@@ -69,6 +69,26 @@ def _vector_view(t, pattern, offset, rows):
     return Tensor.advanced(st, adv, shape, tuple(box))
 
 
+def _is_identity(t, pattern, offset, dtype):
+    """`t.ap(pattern, offset)` of a whole tensor `t` that walks its storage in row-major
+    order, element by element: [[prod(shape[1:]), shape[0]], ..., [1, shape[-1]]] at 0."""
+    if t.sk is None or t.box is not None or t.vd != tuple(range(len(t.st.shape))):
+        return False
+    if dtype is not None and D.lookup(dtype) is not t.st.dt:
+        return False
+    try:
+        if int(offset) != 0 or len(pattern) != len(t.st.shape):
+            return False
+        stride = 1
+        for (st, count), n in reversed(list(zip(pattern, t.st.shape))):
+            if int(count) != n or (int(st) != stride and n != 1):
+                return False
+            stride *= n
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _dynamic_ap(orig):
     def ap(self, pattern=None, offset=None, scalar_offset=None, vector_offset=None,
            indirect_dim=0, dtype=None, **kw):
@@ -76,6 +96,11 @@ def _dynamic_ap(orig):
         run time by `scalar_offset` (on `indirect_dim`) or `vector_offset` (per partition)."""
         offset = 0 if offset is None else offset
         if scalar_offset is None and vector_offset is None:
+            if _is_identity(self, pattern, offset, dtype):
+                # the pattern of the tensor's own layout: the view is the tensor itself (so
+                # a view made from it, e.g. by the NKI Library's TensorView, is one of a
+                # whole tensor)
+                return Tensor.root(self.st)
             return orig(self, pattern, offset, dtype=dtype, **kw)
         if scalar_offset is not None and vector_offset is not None:
             raise compile_error("ap(): give scalar_offset or vector_offset, not both")

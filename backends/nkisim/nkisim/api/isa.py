@@ -25,8 +25,8 @@ from .isa_vector import (tensor_tensor, tensor_scalar, scalar_tensor_tensor, ten
 from .isa_pattern import iota, affine_select  # noqa: F401  (both API forms)
 from .isa_predicated import (tensor_copy_predicated, range_select,  # noqa: F401
                              select_reduce, tensor_scalar_cumulative)
-from .isa_gather import (nc_n_gather, nonzero_with_count, nc_match_replace8,  # noqa: F401
-                         nc_stream_shuffle)
+from .isa_gather import (nc_n_gather, local_gather, nonzero_with_count,  # noqa: F401
+                         nc_match_replace8, nc_stream_shuffle)
 from .isa_dma import (dma_copy, dma_transpose, dma_compute)  # noqa: F401
 from .isa_sync import (core_barrier, register_alloc, sendrecv)  # noqa: F401
 from .isa_trn3 import exponential, activate2  # noqa: F401

@@ -96,6 +96,10 @@ def _bind(fname, args, kw, names, new):
                                 % (fname, k, ", ".join(["dst"] + list(names))))
     if not args:
         return kw
+    if not new and names and names[0] in kw and len(args) < len(names):
+        # `f(out, data=x, ...)`: the first source operand is named, so the positional
+        # argument before it can only be the NKI 0.3+ leading `dst`
+        new = True
     names = (["dst"] + names) if new else names
     out = {}
     if len(args) > len(names):

@@ -2,6 +2,11 @@
 
 - `nc_n_gather(dst, data, indices)` (GpSimdE): per partition, dst[p, j] = the flattened free
   elements of data[p] at indices[p, j] (uint32, in [0, free size)).
+- `local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None)`
+  (GpSimdE): each GpSimd core (16 partitions) reads its 16-partition slice of index,
+  partition axis first, keeps the first num_valid_indices; every partition p of the core
+  then takes, for each of those indices i, the num_elem_per_idx elements of its own flattened
+  src_buffer row starting at element i: dst[p, j, :] = src[p].flatten()[i_j : i_j + n].
 - `nonzero_with_count(dst, src, index_offset=0, padding_val=-1)` (GpSimdE, trn2+): on the
   first partition of each GpSimd core (0, 16, ..., 112) dst[p] = the positions of src[p]'s
   nonzero elements + index_offset, then padding_val, then their count (dst has one more
@@ -71,6 +76,58 @@ def nc_n_gather(*args, **kw):
     k = runtime.CUR.costs
     compute(GPSIMD, gpsimd_cost(free_size(dst), dst.st.dt.itemsize, k.nc_n_gather_streams),
             [data, idx], [dst], run, "nisa.nc_n_gather")
+    return None
+
+
+def local_gather(*args, **kw):
+    """Gather within each GpSimd core's 16 partitions by that core's indices (GpSimdE)."""
+    p = _bind("local_gather", args, kw, ["src_buffer", "index", "num_elem_per_idx",
+                                         "num_valid_indices", "name"], True)
+    op = "local_gather"
+    dst = _tile(op, "dst", p.get("dst"), ("sbuf",))
+    src = _tile(op, "src_buffer", p.get("src_buffer"), ("sbuf",))
+    idx = _tile(op, "index", p.get("index"), ("sbuf",))
+    rows = src.shape[0]
+    if not (rows == idx.shape[0] == dst.shape[0]) or rows % _CORE_PARTITIONS:
+        raise compile_error("nisa.local_gather: src_buffer, index and dst must have the same "
+                            "partitions, a multiple of 16 (%d, %d, %d)"
+                            % (rows, idx.shape[0], dst.shape[0]))
+    if not idx.st.dt.is_int:
+        raise compile_error("nisa.local_gather: index must be an integer tile, got %s"
+                            % idx.st.dt.name)
+    if dst.st.dt is not src.st.dt:
+        raise compile_error("nisa.local_gather: dst (%s) must have src_buffer's dtype (%s)"
+                            % (dst.st.dt.name, src.st.dt.name))
+    per_core = _CORE_PARTITIONS * free_size(idx)
+    nv = p.get("num_valid_indices")
+    nv = per_core if nv is None else int(nv)
+    ne = int(p.get("num_elem_per_idx", 1) or 1)
+    if not 0 < nv <= per_core or ne < 1:
+        raise compile_error("nisa.local_gather: num_valid_indices must be in [1, %d] and "
+                            "num_elem_per_idx >= 1 (got %d, %d)" % (per_core, nv, ne))
+    if free_size(dst) != nv * ne:
+        raise compile_error("nisa.local_gather: dst %s must hold num_valid_indices x "
+                            "num_elem_per_idx = %d elements per partition"
+                            % (list(dst.shape), nv * ne))
+    n = free_size(src)
+
+    def run():
+        v = _flat(src, src.read())
+        ix = _flat(idx, idx.read()).astype(np.int64)
+        out = np.empty((rows, nv, ne), dtype=v.dtype)
+        span = np.arange(ne, dtype=np.int64)
+        for c in range(0, rows, _CORE_PARTITIONS):
+            ids = ix[c:c + _CORE_PARTITIONS].flatten(order="F")[:nv]
+            cols = ids[:, None] + span[None, :]
+            if cols.size and (cols.min() < 0 or cols.max() >= n):
+                raise compile_error("nisa.local_gather: an index reads outside the %d "
+                                    "elements of a src_buffer partition" % n)
+            out[c:c + _CORE_PARTITIONS] = v[c:c + _CORE_PARTITIONS][:, cols]
+        return out.reshape(dst.shape)
+    # streams as nc_n_gather's (indices, data, output: the same GpSimd gather pass)
+    k = runtime.CUR.costs
+    compute(GPSIMD, gpsimd_cost(free_size(dst), dst.st.dt.itemsize, k.nc_n_gather_streams),
+            [src, idx], [dst], run, "nisa.local_gather")
     return None
 
 

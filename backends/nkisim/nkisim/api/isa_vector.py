@@ -36,7 +36,13 @@ def tensor_tensor(*args, **kw):
     if a.shape[0] > C.PMAX:
         raise compile_error("tensor_tensor data1 partition dimension %d exceeds maximum %d"
                             % (a.shape[0], C.PMAX))
-    shape, nd = core.tile_shape((a.shape, b.shape), "nisa.tensor_tensor")
+    flat = _same_count_per_partition(a, b)
+    if flat:
+        # documented rule: the same partition size and number of elements per partition;
+        # the engine pairs elements in access order, whatever the free axes' shapes
+        shape, nd = tuple(a.shape), None
+    else:
+        shape, nd = core.tile_shape((a.shape, b.shape), "nisa.tensor_tensor")
     dt_def = D.promote(a.st.dt, b.st.dt)
     if op in O.BITWISE and not dt_def.is_int:
         raise compile_error("nisa.tensor_tensor: invalid dtype %s for bitwise op %s"
@@ -53,11 +59,28 @@ def tensor_tensor(*args, **kw):
         cost = core.tensor_tensor_cost(op, a, b, dst)
     f = O.BINARY[op]
     bitwise = op in O.BITWISE
-    compute(eng, cost, [a, b], [dst],
-            (lambda: f(value_of(a, nd), value_of(b, nd)) if bitwise
-             else f(_f32(value_of(a, nd)), _f32(value_of(b, nd)))),
+
+    def vals(t):
+        v = value_of(t, nd)
+        if flat and v is not None:
+            v = v.reshape(shape)
+        return v if bitwise else _f32(v)
+    compute(eng, cost, [a, b], [dst], lambda: f(vals(a), vals(b)),
             "nisa.tensor_tensor", mask=p.get("mask"))
     return None if p.get("dst") is not None else dst
+
+
+def _same_count_per_partition(a, b):
+    """Operands of different free shapes (not broadcastable onto each other) holding the same
+    number of elements per partition: [128, 8] with [128, 2, 4]."""
+    if tuple(a.shape) == tuple(b.shape) or len(a.shape) < 1 or len(b.shape) < 1:
+        return False
+    try:
+        core.tile_shape((a.shape, b.shape), "nisa.tensor_tensor")
+        return False
+    except Exception:
+        pass
+    return a.shape[0] == b.shape[0] and free_size(a) == free_size(b)
 
 
 

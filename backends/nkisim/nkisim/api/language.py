@@ -42,8 +42,8 @@ from .language_ext import (abs_max, abs_min, expand_dims, random_seed, bypass,  
                            prelu)
 
 # ---- dtypes -------------------------------------------------------------------------------
-float32 = np.float32
-float16 = np.float16
+float32 = np.dtype(np.float32)
+float16 = np.dtype(np.float16)
 bfloat16 = D.bfloat16
 tfloat32 = D.tfloat32
 float32r = D.float32r
@@ -54,15 +54,15 @@ float8_e5m2_x4 = D.float8_e5m2_x4        # trn3 MX dtypes (nkisim.mx)
 float8_e4m3fn_x4 = D.float8_e4m3fn_x4
 float4_e2m1fn_x4 = D.float4_e2m1fn_x4
 float8_e8m0fnu = D.float8_e8m0fnu
-int8 = np.int8
-int16 = np.int16
-int32 = np.int32
-int64 = np.int64
-uint8 = np.uint8
-uint16 = np.uint16
-uint32 = np.uint32
-uint64 = np.uint64
-bool_ = np.bool_
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+uint64 = np.dtype(np.uint64)
+bool_ = np.dtype(np.bool_)
 bool = bool_  # noqa: A001  (`nl.bool`, as the NKI Library writes it; code here has none)
 fp32 = D.fp32            # float32, with its limits: `nl.fp32.min`
 finfo = D.finfo          # `nl.finfo(nl.bfloat16).max`
@@ -276,10 +276,15 @@ def ndarray(shape, dtype, buffer=None, name="", lazy_initialization=False, addre
     """Uninitialised tensor (filled with NaN / a sentinel so unwritten data is detectable).
     `lazy_initialization` changes nothing here: the contents are undefined either way, and a
     PSUM location's first accumulation already overwrites it (see PSUM accumulation).
-    `address=` is accepted and not honoured (objects.placement names it in the result)."""
+    `address=` is honoured for PSUM (tensors pinned to one address share its storage:
+    objects.pinned_alias); elsewhere accepted and not honoured (objects.placement names it
+    in the result)."""
     if kw:
         _unmodelled("nl.ndarray", kw)
-    _objects.placement("nl.ndarray", address)
+    same = _objects.pinned_alias("nl.ndarray", address, _shape(shape), dt_of(dtype),
+                                 as_buffer(buffer)) if address is not None else None
+    if same is not None:
+        return same
     pdim = 0
     if isinstance(shape, (tuple, list)):
         for i, s in enumerate(shape):
@@ -288,10 +293,13 @@ def ndarray(shape, dtype, buffer=None, name="", lazy_initialization=False, addre
                 break
     mod_tiles = getattr(buffer, "nkisim_tiles", None)
     if mod_tiles and pdim > 0:
+        _objects.placement("nl.ndarray", address)
         phys, nblocks, ptiles = _modalloc.physical_shape(_shape(shape), pdim, mod_tiles)
         t = alloc(phys, dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
         return _modalloc.ModularTensor.wrap(t, nblocks, ptiles)
-    return alloc(_shape(shape), dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
+    return _objects.pin("nl.ndarray", address,
+                        alloc(_shape(shape), dt_of(dtype), as_buffer(buffer), name=name,
+                              pdim=pdim))
 
 
 def _filled(shape, dtype, buffer, value, name=""):
@@ -381,10 +389,26 @@ def shared_constant(constant, dtype=None, **kw):
     return Tensor.root(st)
 
 
-def shared_identity_matrix(n, dtype=np.uint8, **kw):
+def shared_identity_matrix(n, dtype=np.uint8, dst=None, **kw):
+    """An n x n identity matrix in SBUF (NKI 2.30+ docs: "Create an identity matrix in SBUF";
+    the NKI Library passes it straight to nc_matmul). It is loaded by one DMA from the
+    constant in HBM; the compiler reuses one per dtype, so a run keeps one per (n, dtype).
+    `dst`: the identity is written into that tensor instead."""
     if kw:
         _unmodelled("nl.shared_identity_matrix", kw)
-    return shared_constant(np.eye(n), dtype)
+    dt = dt_of(dtype)
+    s = runtime.CUR
+    cache = getattr(s, "identity_sbuf", None)
+    if dst is None and cache is not None and (n, dt.name) in cache:
+        return cache[(n, dt.name)]
+    const = shared_constant(np.eye(n), dtype)
+    out = dst if dst is not None else alloc((n, n), dt, sbuf, name="identity")
+    core.dma(out, const, None)
+    if dst is None and s is not None:
+        if cache is None:
+            cache = s.identity_sbuf = {}
+        cache[(n, dt.name)] = out
+    return out
 
 
 def static_cast(arr, dtype):

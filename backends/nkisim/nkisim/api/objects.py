@@ -149,11 +149,12 @@ class _DtypeAnnotation:
 dtype = _DtypeAnnotation()
 
 
-def placement(fname, address):
+def placement(fname, address, honoured=False):
     """Check an allocation's `address=` (None, or (partition offset, byte offset in the
     partition)) and note a given one where the run's result names what it ignored: the
     simulator places on-chip tensors itself, so a pinned address changes neither numerics nor
-    timing (the capacity check still applies)."""
+    timing (the capacity check still applies). `honoured`: the caller models this address
+    (pinned_alias), so only the check runs."""
     if address is None:
         return
     from ..errors import compile_error, current_kernel_line
@@ -163,10 +164,71 @@ def placement(fname, address):
         raise compile_error("%s: address must be None or (partition offset, byte offset), "
                             "got %r" % (fname, address))
     sim = runtime.CUR
-    if sim is not None:
+    if sim is not None and not honoured:
         notes = getattr(sim, "ignored_arguments", None)
         if notes is None:
             notes = sim.ignored_arguments = {}
         line = current_kernel_line()
         notes[(line, fname + "(address=)")] = notes.get((line, fname + "(address=)"), 0) + 1
 
+
+
+def _pin_key(address, shape, dt, buffer):
+    """The registry key of a PSUM tensor pinned to `address`, or None when the address is
+    not modelled (not PSUM, or not a valid address)."""
+    if address is None or getattr(buffer, "kind", None) != "psum":
+        return None
+    if not (isinstance(address, (tuple, list)) and len(address) == 2):
+        return None
+    try:
+        return (int(address[0]), int(address[1]))
+    except (TypeError, ValueError):
+        return None
+
+
+def pinned_alias(fname, address, shape, dt, buffer):
+    """A PSUM tensor pinned to `address` (nl.ndarray(..., address=(partition, byte))) is the
+    memory at that address: when a tensor of the same shape and dtype was pinned there before
+    and its storage is still held, the new tensor is a view of the same storage (the same
+    bytes, values and dependency history, charged once against PSUM capacity), as on the
+    hardware, where the NKI Library reuses PSUM banks by giving tiles the same address.
+    Returns that view, or None (the caller allocates; a different shape or dtype at the same
+    address is allocated on its own, and its address noted as not honoured)."""
+    from ..machine import runtime
+    from ..data.buffers import Tensor
+    key = _pin_key(address, shape, dt, buffer)
+    sim = runtime.CUR
+    if key is None or sim is None:
+        return None  # pin() checks and notes the address
+    pins = getattr(sim, "pinned_psum", None)
+    st = pins.get(key) if pins else None
+    if st is None or tuple(st.shape) != tuple(shape) or st.dt is not dt:
+        return None
+    placement(fname, address, honoured=True)
+    return Tensor.root(st).reshape(tuple(shape))
+
+
+def pin(fname, address, tensor):
+    """Register `tensor` (just allocated) as the memory at its pinned PSUM `address` for later
+    pinned_alias calls; notes the address as not honoured when another shape or dtype holds
+    it, or when the address is not modelled. Returns `tensor`."""
+    from ..machine import runtime
+    if address is None:
+        return tensor
+    st = getattr(tensor, "st", None)
+    key = _pin_key(address, getattr(st, "shape", None), getattr(st, "dt", None),
+                   getattr(st, "buffer", None))
+    sim = runtime.CUR
+    if key is None or sim is None or st is None:
+        placement(fname, address)
+        return tensor
+    pins = getattr(sim, "pinned_psum", None)
+    if pins is None:
+        pins = sim.pinned_psum = {}
+    held = pins.get(key)
+    # a live tensor of another shape or dtype at this address keeps it (this one is charged
+    # on its own: its sharing of those bytes is not modelled)
+    placement(fname, address, honoured=held is None)
+    if held is None:
+        pins[key] = st
+    return tensor

@@ -131,6 +131,12 @@ ALL = [FLOAT32, FLOAT16, BFLOAT16, TFLOAT32, FLOAT32R, FP8_E4M3, FP8_E4M3FN, FP8
 
 _LOOKUP = {}
 for _d in ALL:
+    if isinstance(_d.public, type) and issubclass(_d.public, np.generic):
+        # NKI 0.3+ dtypes are their names (`DType = str`: str(nl.float32) == "float32", as
+        # the NKI Library compares them): numpy's dtype objects print so and still equal
+        # the numpy types (legacy kernels pass np.float32)
+        _LOOKUP[_d.public] = _d
+        _d.public = np.dtype(_d.public)
     _LOOKUP[_d.public] = _d
     _LOOKUP[_d.name] = _d
     if not isinstance(_d.public, DTypeToken):

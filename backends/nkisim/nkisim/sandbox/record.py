@@ -218,6 +218,7 @@ class Recorder:
         self.events = []
         self.error = None    # first simulator error, even if the kernel caught it
         self.static_cache = {}
+        self.static_ids = {}  # id(real object) -> trace id of its API entry
         self._next = itertools.count(1)
 
     # -- identities -------------------------------------------------------------------------
@@ -225,12 +226,18 @@ class Recorder:
         pid = next(self._next)
         self.objs[pid] = obj
         self.names[pid] = name
+        self.static_ids.setdefault(id(obj), pid)
         p = Proxy(pid)
         self.proxies[pid] = p
         return p
 
     def _bind(self, obj):
         key = id(obj)
+        pid = self.static_ids.get(key)
+        if pid is not None and self.objs[pid] is obj:
+            # an API entry returned by the API (`t.buffer` is `nl.sbuf`): the kernel gets
+            # the entry's own proxy, so `t.buffer == nl.sbuf` holds as in NKI
+            return {"$s": self.names[pid]}, self.proxies[pid]
         pid = self.ids.get(key)
         if pid is not None and self.objs[pid] is obj and pid not in self.names:
             return {"$r": pid}, self.proxies[pid]

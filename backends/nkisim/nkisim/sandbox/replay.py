@@ -130,6 +130,10 @@ class _Replayer:
                 if self.objs.get(x, _MISSING) is not actual:
                     raise B.Divergence("operation returned a different object than recorded")
                 return
+            if k == "$s":  # an API entry (`t.buffer` is `nl.sbuf`)
+                if type(x) is not str or self.table.get(x, _MISSING) is not actual:
+                    raise B.Divergence("operation returned a different object than recorded")
+                return
             if k == "$t" and type(actual) is tuple and type(x) is list and not B.is_value(actual):
                 if len(x) != len(actual):
                     raise B.Divergence("tuple length differs")
