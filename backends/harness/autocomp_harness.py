@@ -508,7 +508,56 @@ def _verify(run, out):
             run.sim_result = result
             _release_first_inputs(run)
         del inputs, ref, result, outs
+    if problem.stress:
+        _verify_stress(run, out["verify"])
     out["verify"]["correct"] = True
+
+
+def _verify_stress(run, section):
+    """The problem's stress inputs (harnesslib/stress.py), each made from a drawn seed's inputs
+    (the i-th from seeds[i % len(seeds)]) and compared with the reference on it; stops at the
+    first failing one. Every failure, the problem's or the kernel's, names the stress input."""
+    from harnesslib import compare  # noqa: PLC0415
+    from harnesslib.problem import outputs_need_reference  # noqa: PLC0415
+    problem = run.problem
+    sim = _is_sim(run.device)
+    entries = section.setdefault("stress", [])
+    started = time.perf_counter()
+    for i, (name, fn) in enumerate(problem.stress):
+        seed = run.seeds[i % len(run.seeds)]
+        try:
+            inputs = problem.make_stress(name, fn, problem.make_inputs(seed))
+            # the reference reads copies when the inputs are used afterwards (by the kernel,
+            # or through an output that shares an input's memory)
+            ref = problem.stress_reference(_copies(inputs), name) \
+                if outputs_need_reference(problem) else None
+            result, outs, names = run.call(inputs, True, ref, timing=False)
+            if ref is None:
+                shared = _shares_inputs(outs, inputs)
+                ref = problem.stress_reference(_copies(inputs) if shared else inputs, name)
+            _check_contract(run, result if sim else None, ref)
+            outs = problem.transform_outputs(outs, ref)
+            ok, max_abs, rel_l2, msg = compare.compare_outputs(
+                outs, ref, out_names=names, expected_names=problem.output_dtypes,
+                rtol=problem.rtol, atol=problem.atol, tolerance=problem.tolerance,
+                rel_l2_tol=problem.rel_l2)
+        except HarnessFailure as e:
+            if not e.message.startswith("STRESS["):
+                e.message = "stress input %r: %s" % (name, e.message)
+            e.stage = e.stage or "verify"
+            raise
+        if sim:  # the simulator checked above that every output element was written
+            msg = msg.replace("; NaN marks memory the kernel never wrote", "")
+        entries.append({"name": name, "ok": ok, "max_abs_err": max_abs, "rel_l2_err": rel_l2})
+        if not ok:
+            raise HarnessFailure("mismatch", "stress input %r: %s" % (name, msg), stage="verify")
+        del inputs, ref, result, outs
+    section["stress_ms"] = round((time.perf_counter() - started) * 1e3, 1)
+
+
+def _copies(inputs):
+    import numpy as np  # noqa: PLC0415
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
 
 
 def _check_contract(run, result, ref):

@@ -5,6 +5,10 @@ Shape as in Autocomp's published trn-tutorial attention: d_head 128, seq 4096, b
 the output is fp32 [seq, d_head]. numpy has no bfloat16: inputs are float32 arrays holding
 bf16-rounded values (INPUT_DTYPES); the reference computes in float32/float64 from them.
 AUTOCOMP_SMALL=1 shrinks seq to 512.
+Stress input (STRESS): every key shares one large component (k[0, :] = 4096), aligned with
+each query's first component; row i's logits shift by 4096 * q[0, i] / sqrt(128), which
+softmax ignores, but exp of them overflows (or underflows to 0) without the row-max
+subtraction in most rows.
 """
 import os
 
@@ -41,3 +45,15 @@ def reference(q, k, v):
     p = np.exp(scores)
     p /= p.sum(axis=1, keepdims=True)
     return (p @ v.astype(np.float32)).astype(np.float32)
+
+
+def _common_key(inputs):
+    # every key's first component set to one large constant (a bf16 value): each query row's
+    # logits shift by KEY_OFFSET * q[0, i] / sqrt(d), which softmax ignores
+    k = inputs["k"].copy()
+    k[0, :] = KEY_OFFSET
+    return {"q": inputs["q"], "k": k, "v": inputs["v"]}
+
+
+KEY_OFFSET = np.float32(4096.0)
+STRESS = {"common_key": _common_key}

@@ -5,6 +5,10 @@ time t and state n:
 Shape as in Autocomp's published trn-tutorial Mamba: batch 1, seq 2048, channels 256,
 state 16, fp32. delta [b, c, seq], u [b, c, seq], A [c, state], B and C [b, state, seq].
 AUTOCOMP_SMALL=1 shrinks seq to 512.
+Stress inputs (STRESS): `long_memory` makes A 100x smaller (exp(delta * A) >= 0.998 per step),
+so the state carries over the whole sequence and a scan that drops it between chunks is
+wrong; `large_steps` draws delta from 0.5..4 (40x the drawn steps), so exp(delta * A) reaches
+e^-8 (an exp approximated on the drawn range fails) and delta * u grows with it.
 """
 import os
 
@@ -40,3 +44,16 @@ def reference(delta, u, A, B, C):
         h = dA[..., t] * h + dBu[..., t]
         out[:, :, t] = np.einsum("bcn,bn->bc", h, Cd[:, :, t])
     return out.astype(np.float32)
+
+
+def _long_memory(inputs):
+    return dict(inputs, A=(inputs["A"] * np.float32(0.01)).astype(np.float32))
+
+
+def _large_steps(inputs):
+    rng = np.random.default_rng(inputs["u"].view(np.uint32)[0, 0, :4].tolist())
+    delta = rng.uniform(0.5, 4.0, inputs["delta"].shape).astype(np.float32)
+    return dict(inputs, delta=delta)
+
+
+STRESS = {"long_memory": _long_memory, "large_steps": _large_steps}

@@ -3,6 +3,9 @@
     out[h:]  = x[h:] * cos + x[:h] * sin          (h = head_dim / 2)
 Shape as in Autocomp's published trn-advanced RoPE: x [128, 4096] fp32, cos and sin
 [64, 4096] fp32. AUTOCOMP_SMALL=1 shrinks seq to 2048.
+Stress input (STRESS): cos and sin replaced by independent N(0, 1) tables, so the output
+follows from the tables as given (a kernel that rebuilds them from positions, derives sin from
+cos or relies on cos^2 + sin^2 = 1 is wrong there).
 """
 import os
 
@@ -36,3 +39,13 @@ def reference(x, cos, sin):
     c = cos.astype(np.float64)
     s = sin.astype(np.float64)
     return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s]).astype(np.float32)
+
+
+def _free_tables(inputs):
+    rng = np.random.default_rng(inputs["x"].view(np.uint32)[0, :4].tolist())
+    shape = inputs["cos"].shape
+    return dict(inputs, cos=rng.standard_normal(shape, dtype=np.float32),
+                sin=rng.standard_normal(shape, dtype=np.float32))
+
+
+STRESS = {"free_tables": _free_tables}

@@ -32,6 +32,9 @@ optional:
                     callable(**inputs)); counted from the reference when absent (peaks.py)
   call_kernel(kernel, **inputs)  calls the entry point itself where the kernel runs (config
                     objects, Enums, `kernel[lnc](...)`): harnesslib/binding.py
+  STRESS            {name: function(inputs) -> inputs}: variants of a drawn seed's inputs that
+                    test the claim, not the draw (shifted rows, extreme magnitudes, aligned
+                    vectors); verify checks each after the seeds (harnesslib/stress.py)
 
 2. A reference module (NKIBench's format): get_inputs() -> list of arrays/scalars drawn from
    numpy's global generator, forward(*inputs) -> output(s); optional
@@ -115,6 +118,8 @@ class Problem:
         if self.call_kernel is not None:
             from harnesslib.binding import check_hook  # noqa: PLC0415
             check_hook(self.call_kernel)
+        from harnesslib import stress  # noqa: PLC0415
+        self.stress = stress.check_spec(module)
         self.peak_specs = {k: getattr(module, k, None)
                            for k in ("VECTOR_FLOPS", "MATMUL_FLOPS", "MIN_BYTES")}
         with open(self.path, "rb") as f:
@@ -141,18 +146,30 @@ class Problem:
                                  % (seed, type(value).__name__))
         return _checked_inputs(value, "inputs(%d)" % seed)
 
+    def make_stress(self, name, fn, base):
+        """The stress input `name` made from a drawn seed's inputs `base` (stress.py)."""
+        from harnesslib import stress  # noqa: PLC0415
+        return stress.make(name, fn, base, _checked_inputs)
+
+    def stress_reference(self, inputs, name):
+        """reference(**inputs) for a stress input (the function may write into `inputs`)."""
+        return self._call_reference(inputs, "stress input %r" % name)
+
+    def _call_reference(self, inputs, what):
+        try:
+            value = self.reference_fn(**inputs)
+        except Exception as e:
+            raise HarnessFailure("problem_error", "reference(...) for %s raised %s"
+                                 % (what, describe_exception(e)))
+        return _reference_arrays(value)
+
     def make_reference(self, inputs, seed, copy_inputs=True):
         """reference(**inputs) as a tuple of numpy arrays; problem_error otherwise. The
         reference gets copies of the input arrays unless copy_inputs is False (the caller
         does not use them afterwards, so a reference that writes into them harms nothing)."""
         copies = {k: v.copy() if copy_inputs and isinstance(v, np.ndarray) else v
                   for k, v in inputs.items()}
-        try:
-            value = self.reference_fn(**copies)
-        except Exception as e:
-            raise HarnessFailure("problem_error", "reference(...) for seed %d raised %s"
-                                 % (seed, describe_exception(e)))
-        return _reference_arrays(value)
+        return self._call_reference(copies, "seed %d" % seed)
 
 
 class ReferenceModuleProblem(Problem):
@@ -173,6 +190,10 @@ class ReferenceModuleProblem(Problem):
         module.inputs = self._inputs
         module.reference = self._reference
         super().__init__(path, module)
+        if self.stress and self.to_nki is not None:
+            raise HarnessFailure("problem_error", "STRESS needs the kernel's inputs to be "
+                                 "get_inputs()'s: a reference module with "
+                                 "transform_to_nki_inputs cannot declare it")
         self.format = "reference-module"
         self._raw = None  # (seed, inputs as get_inputs() made them) of the latest seed
         self._names = None
