@@ -85,6 +85,14 @@ server::ToolDef make_verify_kernel_tool(std::shared_ptr<ToolEnv> env) {
     }
     if (result.failure) {
       out["failure"] = failure_json(*result.failure);
+      // Right on every drawn seed, wrong on a problem's stress input: say which input, beside
+      // the seed count that alone would read as a pass.
+      const std::string& message = result.failure->message;
+      if (const std::string prefix = "stress input '"; message.rfind(prefix, 0) == 0) {
+        if (const auto end = message.find('\'', prefix.size()); end != std::string::npos) {
+          out["stress_failed"] = message.substr(prefix.size(), end - prefix.size());
+        }
+      }
     }
     out["summary"] = verdict_text(result);
 
