@@ -67,9 +67,10 @@ std::string usage_text() {
 Usage:
   autocomp-mcp [OPTIONS]                       serve MCP over stdio (default)
   autocomp-mcp --http [HOST:]PORT [OPTIONS]    serve MCP Streamable HTTP at http://HOST:PORT/mcp
-  autocomp-mcp call TOOL [--args JSON] [OPTIONS]
+  autocomp-mcp call TOOL [--args JSON] [--text] [OPTIONS]
                                                call one tool in-process, print its structured
-                                               result as JSON (exit 0; 1 error result; 2 bad usage)
+                                               result as JSON, or with --text the text an agent
+                                               reads (exit 0; 1 error result; 2 bad usage)
   autocomp-mcp bench SUITE [OPTIONS]           verify, benchmark and profile every kernel of a
                                                suite (NKIBench summary.json, manifest, seeds/
                                                folder); prints a table (see bench --help)
@@ -238,6 +239,11 @@ CliParse parse_cli(const std::vector<std::string>& args) {
       if (!value(options.call_args)) {
         return fail("--args needs a JSON object");
       }
+    } else if (arg == "--text") {
+      if (options.mode != CliOptions::Mode::call) {
+        return fail("--text is only for: autocomp-mcp call TOOL --text");
+      }
+      options.call_text = true;
     } else if (arg == "--db") {
       if (!value(options.product.db_path)) {
         return fail("--db needs a PATH");

@@ -22,6 +22,7 @@ struct CliOptions {
   tools::ProductToolsOptions product;
   std::string call_tool;  // `call TOOL`
   std::string call_args = "{}";
+  bool call_text = false;  // `call TOOL --text`: print the text content an agent reads
 };
 
 // Parses argv (argv[0] is the program). Returns the options or a message for bad usage.

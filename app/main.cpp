@@ -90,7 +90,19 @@ int run_call(const CliOptions& options, autocomp::server::Server& server) {
   const bool is_error = result->value("isError", false);
   const nlohmann::json printed =
       result->contains("structuredContent") ? (*result)["structuredContent"] : *result;
-  std::cout << printed.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  if (options.call_text) {
+    // The text blocks, as an MCP client shows them to the model; other blocks by their type.
+    for (const auto& block : result->value("content", nlohmann::json::array())) {
+      if (block.value("type", "") == "text") {
+        std::cout << block.value("text", "") << "\n";
+      } else {
+        std::cout << "[" << block.value("type", "") << " " << block.value("uri", "") << "]\n";
+      }
+    }
+    std::cout.flush();
+  } else {
+    std::cout << printed.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  }
   if (is_error) {
     const std::string text = printed.is_object() && printed.contains("error")
                                  ? printed["error"].dump()

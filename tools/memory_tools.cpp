@@ -5,6 +5,7 @@
 #include "core/hash.hpp"
 #include "core/targets.hpp"
 #include "core/text.hpp"
+#include "tools/evaluation_json.hpp"
 #include "tools/kernel_files.hpp"
 #include "tools/tool_surface.hpp"
 
@@ -104,7 +105,14 @@ server::ToolDef make_list_lessons_tool(std::shared_ptr<ToolEnv> env) {
       return server::tool_failure(lessons.failure());
     }
     json list = json::array();
+    std::string text = lessons.value().empty() ? "no lessons yet" : "lessons, newest first:";
     for (const auto& lesson : lessons.value()) {
+      text += "\n#" + std::to_string(lesson.id) + " [" + lesson.target +
+              (lesson.kind.empty() ? "" : ", " + lesson.kind) + "] " + lesson.text;
+      if (lesson.speedup > 0) {
+        text += " (" + format_number(lesson.speedup) + "x";
+        text += lesson.source_run.empty() ? ")" : ", run " + lesson.source_run + ")";
+      }
       json item = {{"id", lesson.id},          {"target", lesson.target},
                    {"text", lesson.text},      {"kind", lesson.kind},
                    {"run", lesson.source_run}, {"created_at_ms", lesson.created_at_ms}};
@@ -116,7 +124,7 @@ server::ToolDef make_list_lessons_tool(std::shared_ptr<ToolEnv> env) {
       }
       list.push_back(std::move(item));
     }
-    return server::ToolResult{json{{"lessons", std::move(list)}}, "", false, json::array()};
+    return server::ToolResult{json{{"lessons", std::move(list)}}, text, false, json::array()};
   };
   return tool;
 }
@@ -233,7 +241,12 @@ server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
         {"actual", text("What happened.")},
         {"lessons", text("The lesson.")},
         {"avoid", text("Not to retry.")},
-        {"try_next", text("Next step.")}}},
+        {"try_next", text("Next step.")},
+        {"candidate",
+         {{"type", "string"},
+          {"description",
+           "Version described (candidate hash or its first 12+ characters, as benchmark_kernel "
+           "answers); default: the last measured version."}}}}},
       {"required", {"kernel"}},
       {"additionalProperties", false},
   };
@@ -269,12 +282,35 @@ server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
     if (arguments.contains("fix_worked")) {
       reflexion.fix_worked = arguments.at("fix_worked").get<bool>();
     }
-    // The attempt is the version measured last. After revert_to_best the file holds an earlier
-    // (or a search's) version instead: the reflexion still describes what was measured.
+    // A named version is the one described: the agent may have edited (and verified) the file
+    // since it measured the attempt the reflexion is about.
+    const std::string named = arguments.value("candidate", "");
+    if (!named.empty()) {
+      auto versions = db.value()->files().file_versions(kernel->path, 200);
+      std::optional<std::string> found;
+      if (named.size() >= 12 && versions.ok()) {
+        for (const auto& version : *versions) {
+          if (version.candidate_key.rfind(named, 0) == 0) {
+            found = version.candidate_key;
+            break;
+          }
+        }
+      }
+      if (!found) {
+        return server::tool_error("arguments.candidate: no measured version of " + kernel->path +
+                                  " starts with '" + named +
+                                  "' (give 12 or more characters of the candidate a "
+                                  "benchmark_kernel answer of this file named)");
+      }
+      reflexion.candidate_key = *found;
+    }
+    // Otherwise the attempt is the version measured last. After revert_to_best the file holds an
+    // earlier (or a search's) version instead: the reflexion still describes what was measured.
     const std::string file_key = reflexion.candidate_key;
     bool described_last_measured = false;
     if (auto versions = db.value()->files().file_versions(kernel->path, 50);
-        versions.ok() && !versions->empty() && versions->front().candidate_key != file_key) {
+        named.empty() && versions.ok() && !versions->empty() &&
+        versions->front().candidate_key != file_key) {
       const bool known_version =
           std::any_of(versions->begin(), versions->end(),
                       [&](const search::store::FileVersion& version) {

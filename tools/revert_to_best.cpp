@@ -5,6 +5,7 @@
 
 #include "core/hash.hpp"
 #include "core/targets.hpp"
+#include "tools/evaluation_json.hpp"
 #include "tools/evaluation_tools.hpp"
 #include "tools/kernel_files.hpp"
 #include "tools/tool_surface.hpp"
@@ -180,14 +181,16 @@ server::ToolDef make_revert_to_best_tool(std::shared_ptr<ToolEnv> env) {
     if (current && core::source_key(*current) == version.candidate_key) {
       out["restored"] = false;
       out["message"] = path + " already holds the best known version (" +
-                       std::to_string(version.median_us) + " us); nothing changed";
-      return server::ToolResult{out, "", false, json::array()};
+                       format_number(version.median_us) + " us); nothing changed";
+      std::string text = out["message"].get<std::string>();
+      return server::ToolResult{out, std::move(text), false, json::array()};
     }
     if (arguments.value("dry_run", false)) {
       out["restored"] = false;
       out["message"] = "would restore candidate " + version.candidate_key.substr(0, 12) + " (" +
-                       std::to_string(version.median_us) + " us) into " + path;
-      return server::ToolResult{out, "", false, json::array()};
+                       format_number(version.median_us) + " us) into " + path;
+      std::string text = out["message"].get<std::string>();
+      return server::ToolResult{out, std::move(text), false, json::array()};
     }
     if (current) {
       // Keep what is replaced twice over: as a backup file and as a stored candidate.
@@ -221,11 +224,12 @@ server::ToolDef make_revert_to_best_tool(std::shared_ptr<ToolEnv> env) {
       links.push_back(run_link(out["run_id"].get<std::string>()));
     }
     out["message"] = "restored candidate " + version.candidate_key.substr(0, 12) + " (" +
-                     std::to_string(version.median_us) + " us median on " +
+                     format_number(version.median_us) + " us median on " +
                      version.backend_identity + ") into " + path +
                      (current ? "; the previous content is in " + out["backup"].get<std::string>()
                               : std::string());
-    return server::ToolResult{out, "", false, std::move(links)};
+    std::string text = out["message"].get<std::string>();
+    return server::ToolResult{out, std::move(text), false, std::move(links)};
   };
   return tool;
 }

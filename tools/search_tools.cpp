@@ -319,8 +319,8 @@ core::Result<json> run_status(ToolEnv& env, const std::string& run_id, double wa
   return out;
 }
 
-// The text block of a status answer: the figures that matter, then the candidate table.
-std::string run_status_text(const json& status) {
+// One line for a run: "run r1: completed, iteration 3/3, input 612 us, best 301 us (2.03x)".
+std::string run_line(const json& status) {
   std::string text = "run " + status.value("run_id", std::string()) + ": " +
                      status.value("status", std::string()) + ", iteration " +
                      std::to_string(status.value("iteration", 0)) + "/" +
@@ -334,6 +334,12 @@ std::string run_status_text(const json& status) {
   if (status.contains("speedup")) {
     text += " (" + format_number(status.at("speedup").get<double>()) + "x)";
   }
+  return text;
+}
+
+// The text block of a status answer: the figures that matter, then the candidate table.
+std::string run_status_text(const json& status) {
+  std::string text = run_line(status);
   if (status.contains("message")) {
     text += "\n" + status.at("message").get<std::string>();
   }
@@ -755,15 +761,22 @@ server::ToolDef make_list_runs_tool(std::shared_ptr<ToolEnv> env) {
       return server::tool_failure(runs.failure());
     }
     json list = json::array();
+    std::string text = runs.value().empty() ? "no runs yet" : "runs, newest first:";
     for (const auto& run : runs.value()) {
       auto item = stored_run_json(*db.value(), run.id);
       if (item.ok()) {
         item.value()["running_here"] =
             env->jobs().snapshot(run.id).has_value() && !env->jobs().snapshot(run.id)->finished;
+        text += "\n" + run_line(item.value()) + " — " +
+                item.value().value("kernel", std::string()) + " on " +
+                item.value().value("target", std::string());
+        if (item.value().at("running_here").get<bool>()) {
+          text += " (running here)";
+        }
         list.push_back(std::move(item).value());
       }
     }
-    return server::ToolResult{json{{"runs", std::move(list)}}, "", false, json::array()};
+    return server::ToolResult{json{{"runs", std::move(list)}}, text, false, json::array()};
   };
   return tool;
 }

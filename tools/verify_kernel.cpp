@@ -14,6 +14,28 @@ namespace {
 
 constexpr std::size_t k_failing_seeds_shown = 3;
 
+// What to do after a failed verification: the kind says whose file (or which host) to fix.
+std::string next_step(const std::optional<core::Failure>& failure) {
+  using core::FailureKind;
+  const FailureKind kind = failure ? failure->kind : FailureKind::mismatch;
+  switch (kind) {
+    case FailureKind::problem_error:
+      return "next: fix the problem file (inputs, reference, its constants) and verify again; the "
+             "kernel was not judged";
+    case FailureKind::unavailable:
+    case FailureKind::transport_error:
+    case FailureKind::harness_error:
+    case FailureKind::io_error:
+      return "next: the backend could not judge the kernel; fix what the message names (host, "
+             "Python, files) and verify again";
+    case FailureKind::timeout:
+      return "next: the kernel ran out of time; shrink the work per instruction or the problem, "
+             "then verify again";
+    default:
+      return "next: fix the kernel and verify again; benchmark needs a correct kernel";
+  }
+}
+
 }  // namespace
 
 server::ToolDef make_verify_kernel_tool(std::shared_ptr<ToolEnv> env) {
@@ -63,6 +85,14 @@ server::ToolDef make_verify_kernel_tool(std::shared_ptr<ToolEnv> env) {
     }
     if (result.failure) {
       out["failure"] = failure_json(*result.failure);
+      // Right on every drawn seed, wrong on a problem's stress input: say which input, beside
+      // the seed count that alone would read as a pass.
+      const std::string& message = result.failure->message;
+      if (const std::string prefix = "stress input '"; message.rfind(prefix, 0) == 0) {
+        if (const auto end = message.find('\'', prefix.size()); end != std::string::npos) {
+          out["stress_failed"] = message.substr(prefix.size(), end - prefix.size());
+        }
+      }
     }
     out["summary"] = verdict_text(result);
 
@@ -83,7 +113,7 @@ server::ToolDef make_verify_kernel_tool(std::shared_ptr<ToolEnv> env) {
       lines.push_back(line);
     }
     if (!correct) {
-      lines.push_back("next: fix the kernel and verify again; benchmark needs a correct kernel");
+      lines.push_back(next_step(result.failure));
     }
     server::ToolResult tool_result;
     tool_result.text = brief_text(lines, out);

@@ -118,6 +118,50 @@ std::string bounded(const std::string& code, std::size_t max_chars) {
          std::to_string(code.size() - max_chars) + " more characters]";
 }
 
+// The parameter names of a module-level function, in order ("def forward(a, b):" -> a, b).
+std::vector<std::string> parameter_names(const std::string& source, const std::string& name) {
+  const std::string code = function_source(source, name);
+  const auto open = code.find('(');
+  const auto close = code.find(')', open == std::string::npos ? 0 : open);
+  std::vector<std::string> names;
+  if (open == std::string::npos || close == std::string::npos) {
+    return names;
+  }
+  for (const auto& part : split(std::string_view(code).substr(open + 1, close - open - 1), ',')) {
+    std::string param = trim(part);
+    param = trim(param.substr(0, param.find_first_of(":=")));
+    if (!param.empty() && param.front() != '*') {
+      names.push_back(param);
+    }
+  }
+  return names;
+}
+
+// A reference module (NKIBench's format): get_inputs() and forward(...), bound by position.
+bool is_reference_module(const std::string& source) {
+  return !function_source(source, "get_inputs").empty() &&
+         !function_source(source, "forward").empty();
+}
+
+// The inputs in the order a reference module binds them: forward's parameters when they name
+// them, else input0, input1, ... by their number (a name sort would put input10 before input2).
+void order_by_position(std::vector<InputSpec>& inputs, const std::vector<std::string>& params) {
+  auto rank = [&](const InputSpec& spec) -> long long {
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (params[i] == spec.name) {
+        return static_cast<long long>(i);
+      }
+    }
+    if (spec.name.rfind("input", 0) == 0 && spec.name.size() > 5 && spec.name.size() < 12 &&
+        spec.name.find_first_not_of("0123456789", 5) == std::string::npos) {
+      return std::stoll(spec.name.substr(5));
+    }
+    return 1LL << 40;
+  };
+  std::stable_sort(inputs.begin(), inputs.end(),
+                   [&](const InputSpec& a, const InputSpec& b) { return rank(a) < rank(b); });
+}
+
 }  // namespace
 
 std::vector<InputSpec> parse_input_signature(std::string_view signature) {
@@ -187,9 +231,18 @@ std::string describe_problem(std::string_view problem_source, std::string_view i
   if (auto summary = docstring_summary(source); !summary.empty()) {
     out += "Description: " + summary + "\n";
   }
-  const auto inputs = parse_input_signature(input_signature);
+  const bool reference_module = is_reference_module(source);
+  auto inputs = parse_input_signature(input_signature);
+  const bool by_position =
+      reference_module || trim(module_value(source, "BIND")).find("position") != std::string::npos;
+  if (by_position) {
+    order_by_position(inputs, parameter_names(source, "forward"));
+  }
   if (!inputs.empty()) {
-    out += "Inputs (as measured; the kernel receives them in HBM):\n";
+    out += by_position
+               ? "Inputs (as measured, in the order the kernel's parameters receive them; "
+                 "in HBM):\n"
+               : "Inputs (as measured, bound to the kernel's parameters by name; in HBM):\n";
     for (const auto& input : inputs) {
       std::string shape;
       for (const auto dim : input.shape) {
@@ -197,29 +250,51 @@ std::string describe_problem(std::string_view problem_source, std::string_view i
       }
       out += "- " + input.name + ": " + input.dtype + " [" + shape + "]\n";
     }
-  } else if (auto maker = function_source(source, "inputs"); !maker.empty()) {
-    out += "Inputs (made by the problem's inputs()):\n```python\n" +
+  } else if (auto maker = function_source(source, reference_module ? "get_inputs" : "inputs");
+             !maker.empty()) {
+    out += "Inputs (made by the problem's " +
+           std::string(reference_module ? "get_inputs" : "inputs") + "()):\n```python\n" +
            bounded(maker, max_code_chars / 2) + "\n```\n";
   }
   const auto rtol = module_value(source, "RTOL");
   const auto atol = module_value(source, "ATOL");
-  if (!rtol.empty() || !atol.empty()) {
+  const auto tolerance = module_value(source, "TOLERANCE");
+  if (reference_module ? tolerance.find("elementwise") == std::string::npos
+                       : tolerance.find("rel_l2") != std::string::npos) {
+    const auto rel_l2 = module_value(source, "REL_L2");
+    out +=
+        "Tolerance: each output passes when ||out - ref||_2 < rel_l2 * ||ref||_2 (relative L2 "
+        "error over the whole output) with rel_l2 = " +
+        (rel_l2.empty() ? std::string("2e-5") : rel_l2) +
+        "; a lower-precision dtype (bf16) must keep within it.\n";
+  } else if (!rtol.empty() || !atol.empty()) {
     out +=
         "Tolerance: every output element must satisfy |out - ref| <= atol + rtol * |ref| with "
         "rtol = " +
         (rtol.empty() ? std::string("default") : rtol) +
         ", atol = " + (atol.empty() ? std::string("default") : atol) + ".\n";
   }
-  std::string users = function_source(source, "reference");
+  const std::string reference_name = reference_module ? "forward" : "reference";
+  const std::string transform =
+      reference_module ? function_source(source, "transform_to_nki_inputs") : std::string();
+  std::string users = function_source(source, reference_name) + "\n" + transform;
   if (inputs.empty()) {
-    users += "\n" + function_source(source, "inputs");
+    users += "\n" + function_source(source, reference_module ? "get_inputs" : "inputs");
   }
   if (auto constants = used_constants(source, users); !constants.empty()) {
     out += "Module constants the reference or inputs use:\n```python\n" + constants + "```\n";
   }
-  if (auto reference = function_source(source, "reference"); !reference.empty()) {
-    out += "Reference (numpy; the kernel must compute the same):\n```python\n" +
+  if (auto reference = function_source(source, reference_name); !reference.empty()) {
+    out += "Reference (numpy" +
+           std::string(reference_module ? ", on the inputs get_inputs() makes" : "") +
+           "; the kernel must compute the same):\n```python\n" +
            bounded(reference, max_code_chars) + "\n```\n";
+  }
+  if (!transform.empty()) {
+    out +=
+        "The kernel's arguments are transform_to_nki_inputs(get_inputs()) (its outputs are "
+        "reshaped to the reference's shape):\n```python\n" +
+        bounded(transform, max_code_chars / 2) + "\n```\n";
   }
   return trim(out);
 }

@@ -23,7 +23,9 @@ std::vector<InputSpec> parse_input_signature(std::string_view signature);
 // name, dtype and shape (from `input_signature`, else the source of inputs()), the tolerances
 // (RTOL/ATOL), the module's plain constants that reference() (or inputs(), when shown) uses, e.g.
 // `EPS = 1e-5`, and the reference's source, bounded to `max_code_chars`. Empty when both
-// arguments are empty.
+// arguments are empty. A reference module (NKIBench's get_inputs()/forward(...)) is described by
+// forward's source, its transform_to_nki_inputs(), the relative-L2 rule, and its inputs in the
+// order they bind by position (also for BIND = "position").
 // What a problem file says about how its kernel is evaluated: the relative tolerance when RTOL
 // is a number, and how many programs its launch grid (GRID, e.g. `(2,)`) runs; 1 without GRID.
 struct ProblemLaunch {

@@ -168,6 +168,10 @@ TEST_F(AgentToolsTest, SearchRunsInTheBackgroundAndItsBestCanBeRestored) {
   ASSERT_FALSE(runs.is_error);
   ASSERT_FALSE(runs.structured.at("runs").empty());
   EXPECT_EQ(runs.structured.at("runs").at(0).at("run_id"), run_id);
+  // A line per run a person can read: its status, figures and kernel.
+  EXPECT_NE(runs.text.find("run " + run_id + ": completed"), std::string::npos) << runs.text;
+  EXPECT_NE(runs.text.find("kernel.py on "), std::string::npos) << runs.text;
+  EXPECT_NE(runs.text.find(" us"), std::string::npos) << runs.text;
 
   auto resource = m_registries->resources.match("autocomp://runs/" + run_id);
   ASSERT_TRUE(resource.has_value());
@@ -309,6 +313,27 @@ TEST_F(AgentToolsTest, AgentReflexionsAreMeasuredStoredAndShownToTheNextPlan) {
   auto prompt = match->read(uri, match->variables);
   ASSERT_TRUE(prompt.ok());
   EXPECT_NE(prompt.value().at(0).at("text").get<std::string>().find("narrow 8-column slices"),
+            std::string::npos);
+
+  // The agent edits and verifies the next attempt before writing up the last one: naming the
+  // benchmarked version attaches the reflexion (and its measured change) to it, not to the edit.
+  const std::string measured = fast.structured.at("candidate");
+  write("kernel.py", std::string(testing::k_add_slow_kernel) + "# next attempt\n");
+  ASSERT_FALSE(
+      call("verify_kernel", json{{"kernel", "kernel.py"}, {"problem", "problem.py"}}).is_error);
+  auto named = call("record_reflexion", json{{"kernel", "kernel.py"},
+                                             {"candidate", measured.substr(0, 12)},
+                                             {"lessons", "full tiles again"}});
+  ASSERT_FALSE(named.is_error) << named.structured.dump();
+  EXPECT_EQ(named.structured.at("recorded").at("candidate"), measured);
+  EXPECT_EQ(named.structured.at("recorded").at("fix_worked"), true);
+  EXPECT_NE(named.structured.at("recorded").at("actual").get<std::string>().find("faster"),
+            std::string::npos);
+  auto unknown =
+      call("record_reflexion",
+           json{{"kernel", "kernel.py"}, {"candidate", "0123456789ab"}, {"lessons", "x"}});
+  EXPECT_TRUE(unknown.is_error);
+  EXPECT_NE(unknown.structured.at("error").get<std::string>().find("arguments.candidate"),
             std::string::npos);
 
   write("other.py", testing::k_add_slow_kernel);

@@ -184,6 +184,15 @@ TEST_F(EvaluationToolsTest, WrongAndBrokenKernelsAreReportedWithKindAndLine) {
   EXPECT_FALSE(broken.structured.at("correct").get<bool>());
   EXPECT_EQ(broken.structured.at("failure").at("kind"), "compile_error");
   EXPECT_EQ(broken.structured.at("failure").at("line"), 6);
+  EXPECT_NE(broken.text.find("next: fix the kernel"), std::string::npos) << broken.text;
+
+  // A broken problem file is not the kernel's fault, and the advice says so.
+  write("bad_problem.py", "def inputs(seed):\n    raise ValueError('no inputs here')\n");
+  auto bad = call("verify_kernel", json{{"kernel", "broken.py"}, {"problem", "bad_problem.py"}});
+  ASSERT_FALSE(bad.is_error);
+  EXPECT_EQ(bad.structured.at("failure").at("kind"), "problem_error");
+  EXPECT_NE(bad.text.find("next: fix the problem file"), std::string::npos) << bad.text;
+  EXPECT_EQ(bad.text.find("fix the kernel"), std::string::npos) << bad.text;
 }
 
 TEST_F(EvaluationToolsTest, RegressionAgainstTheBestVersionOfAFileIsFlaggedAsDiverged) {
@@ -271,9 +280,18 @@ TEST_F(EvaluationToolsTest, RevertToBestRestoresTheFastestCorrectVersionAndKeeps
   const std::string saved((std::istreambuf_iterator<char>(backup)), {});
   EXPECT_EQ(saved, k_wrong_kernel);
 
+  // The text is for a person: what was restored and where the old content went, not JSON.
+  EXPECT_NE(reverted.text.find("restored candidate"), std::string::npos) << reverted.text;
+  EXPECT_NE(reverted.text.find(reverted.structured.at("backup").get<std::string>()),
+            std::string::npos)
+      << reverted.text;
+  EXPECT_NE(reverted.text.front(), '{') << reverted.text;
+
   auto again = call("revert_to_best", json{{"kernel", "kernel.py"}, {"problem", "problem.py"}});
   ASSERT_FALSE(again.is_error);
   EXPECT_FALSE(again.structured.at("restored").get<bool>());
+  EXPECT_NE(again.text.find("already holds the best known version"), std::string::npos)
+      << again.text;
 
   auto unknown = call("revert_to_best", json{{"kernel", "never_seen.py"}});
   EXPECT_TRUE(unknown.is_error);
@@ -307,6 +325,11 @@ TEST_F(EvaluationToolsTest, LessonsCanBeListedAndClearedPerTarget) {
   auto trn2 = call("list_lessons", json{{"target", "trn2"}});
   ASSERT_EQ(trn2.structured.at("lessons").size(), 1u);
   EXPECT_EQ(trn2.structured.at("lessons").at(0).at("speedup"), 1.8);
+  // One line per lesson in the text, with its target, kind and evidence; JSON only in structure.
+  EXPECT_NE(trn2.text.find("[trn2, improvement] Load whole 128-row tiles"), std::string::npos)
+      << trn2.text;
+  EXPECT_NE(trn2.text.find("(1.8x)"), std::string::npos) << trn2.text;
+  EXPECT_EQ(trn2.text.find('{'), std::string::npos) << trn2.text;
 
   EXPECT_TRUE(call("clear_lessons", json{{"confirm", false}}).is_error);
   auto cleared = call("clear_lessons", json{{"target", "trn2"}, {"confirm", true}});

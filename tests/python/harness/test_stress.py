@@ -260,6 +260,8 @@ class ThroughTheProduct(unittest.TestCase):
                 self.assertEqual(answer["failure"]["kind"], "mismatch", text)
                 self.assertTrue(answer["failure"]["message"].startswith(
                     "stress input %r: " % name), text)
+                # beside a seed count that alone reads as a pass, the input that refused it
+                self.assertEqual(answer.get("stress_failed"), name, text)
 
     def test_a_shipped_kernel_passes_and_the_answer_stays_small(self):
         text, err = self.call(os.path.join(SEEDS, "softmax", "optimized.py"),

@@ -90,7 +90,12 @@ TEST(Cli, CallSubcommand) {
   ASSERT_TRUE(parsed.options);
   EXPECT_EQ(parsed.options->mode, CliOptions::Mode::call);
   EXPECT_EQ(parsed.options->call_tool, "verify_kernel");
+  EXPECT_FALSE(parsed.options->call_text);
   EXPECT_FALSE(parse_cli({"autocomp-mcp", "call"}).options);
+  auto text = parse_cli({"autocomp-mcp", "call", "list_runs", "--text"});
+  ASSERT_TRUE(text.options);
+  EXPECT_TRUE(text.options->call_text);
+  EXPECT_FALSE(parse_cli({"autocomp-mcp", "--text"}).options) << "only for call";
 }
 
 TEST(Cli, BadUsageIsReported) {

@@ -307,5 +307,61 @@ def reference(x):
       << "inputs() is not shown when the measured inputs are";
 }
 
+TEST(PromptProblemNotes, AReferenceModuleIsDescribedByItsComputationToleranceAndBindingOrder) {
+  const std::string module = R"(import numpy as np
+ROWS = 256
+COLS = 64
+
+def get_inputs():
+    return [np.random.rand(ROWS, COLS).astype(np.float32) for _ in range(11)]
+
+def forward(zeta, alpha, b2, b3, b4, b5, b6, b7, b8, b9, b10):
+    return zeta * alpha + b10
+
+def transform_to_nki_inputs(inputs):
+    return [np.reshape(x, (2, 128, COLS)) for x in inputs]
+)";
+  std::string signature;
+  for (const char* name :
+       {"alpha", "b10", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9", "zeta"}) {
+    signature += std::string(signature.empty() ? "" : ";") + name + ":float32[2,128,64]";
+  }
+  const auto notes = describe_problem(module, signature);
+  // forward's source is the computation; the transform says what the kernel is handed.
+  EXPECT_NE(notes.find("return zeta * alpha + b10"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("np.reshape(x, (2, 128, COLS))"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("```python\nCOLS = 64\n```"), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("ROWS = "), std::string::npos) << "get_inputs() only; inputs are measured";
+  // The rule the harness applies to reference modules, with its default bound.
+  EXPECT_NE(notes.find("||out - ref||_2 < rel_l2 * ||ref||_2"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("rel_l2 = 2e-5"), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("rtol ="), std::string::npos) << notes;
+  // Positional binding: forward's order, not the signature's name order.
+  const auto zeta = notes.find("- zeta:");
+  const auto alpha = notes.find("- alpha:");
+  const auto b2 = notes.find("- b2:");
+  const auto b10 = notes.find("- b10:");
+  ASSERT_NE(zeta, std::string::npos) << notes;
+  EXPECT_LT(zeta, alpha);
+  EXPECT_LT(alpha, b2);
+  EXPECT_LT(b2, b10);
+
+  // Unnamed positional inputs go by number: input2 before input10.
+  std::string numbered;
+  for (int i : {0, 1, 10, 2, 3, 4, 5, 6, 7, 8, 9}) {
+    numbered +=
+        std::string(numbered.empty() ? "" : ";") + "input" + std::to_string(i) + ":float32[4]";
+  }
+  const std::string packed = R"(import numpy as np
+def get_inputs():
+    return [np.ones(4, dtype=np.float32)] * 11
+
+def forward(*xs):
+    return sum(xs)
+)";
+  const auto by_number = describe_problem(packed, numbered);
+  EXPECT_LT(by_number.find("- input2:"), by_number.find("- input10:")) << by_number;
+}
+
 }  // namespace
 }  // namespace autocomp::search::prompts
