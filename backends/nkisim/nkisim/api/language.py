@@ -245,11 +245,8 @@ def program_ndim():
     return len(core.sim().grid)
 
 
-def nc(n):
-    return int(n)
-
-
-spmd_dim = nc
+# launch-grid axes sharded over the physical cores of a logical core (machine/cores.py)
+from ..machine.cores import nc, spmd_dim  # noqa: E402,F401
 
 
 # ---- predicates ---------------------------------------------------------------------------
