@@ -783,11 +783,16 @@ def _floor(run):
 
 
 def _launch_cores(run):
-    """Physical cores the problem's launch spans: the LNC degree for a GRID of exactly LNC
-    programs (the LNC launch, nkisim/machine/cores.py), else 1 (its floor is one core's)."""
+    """Physical cores the launch spans (its floor is theirs): on the simulator, the cores its
+    programs ran on (nkisim/machine/cores.py); on hardware, the LNC degree for a GRID of
+    exactly LNC programs (the LNC launch), else 1."""
     lnc = _lnc(run.args, run.target)
-    grid = tuple(run.problem.grid or ())
-    return lnc if lnc > 1 and grid == (lnc,) else 1
+    if lnc == 1:
+        return 1
+    if _is_sim(run.device) and run.sim_result is not None:
+        ends = getattr(run.sim_result, "core_end_us", None) or ()
+        return max(1, sum(1 for e in ends if e > 0))
+    return lnc if tuple(run.problem.grid or ()) == (lnc,) else 1
 
 
 def _check_floor(run, latency_us, section, stage):
