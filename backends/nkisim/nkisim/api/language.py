@@ -245,8 +245,17 @@ def program_ndim():
     return len(core.sim().grid)
 
 
-# launch-grid axes sharded over the physical cores of a logical core (machine/cores.py)
-from ..machine.cores import nc, spmd_dim  # noqa: E402,F401
+def nc(n):
+    """A launch-grid axis of n programs, one per physical core of the logical core."""
+    from ..machine import cores
+    return cores.nc(n)
+
+
+def spmd_dim(size, *factors):
+    """One launch-grid axis of size*factors... programs, sharded over the physical cores
+    by its nl.nc factor (machine/cores.py)."""
+    from ..machine import cores
+    return cores.spmd_dim(size, *factors)
 
 
 # ---- predicates ---------------------------------------------------------------------------

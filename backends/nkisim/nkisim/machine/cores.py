@@ -285,18 +285,3 @@ def start_program(sim, pid):
     if cores is not None:
         cores.select(sim.placement.core_of(pid))
 
-
-def check_layout(grid, layout):
-    """A trace's `grid_cores` checked against its grid (Divergence when malformed)."""
-    from ..sandbox.boundary import Divergence
-    if type(layout) is not list or len(layout) != len(grid):
-        raise Divergence("malformed grid_cores")
-    for n, spec in zip(grid, layout):
-        if spec is None:
-            continue
-        if (type(spec) is not list or len(spec) != 2 or type(spec[0]) is not list
-                or not spec[0] or not all(type(f) is int and 0 < f <= 1 << 20 for f in spec[0])
-                or type(spec[1]) is not int or not 0 <= spec[1] < len(spec[0])
-                or math.prod(spec[0]) != n):
-            raise Divergence("malformed grid_cores entry %r" % (spec,))
-    return layout

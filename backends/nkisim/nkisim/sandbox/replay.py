@@ -481,6 +481,22 @@ def check_trace(trace):
         raise B.Divergence("malformed trace header")
 
 
+def _check_layout(grid, layout):
+    """A trace's `grid_cores` checked against its grid (Divergence when malformed)."""
+    Divergence = B.Divergence
+    if type(layout) is not list or len(layout) != len(grid):
+        raise Divergence("malformed grid_cores")
+    for n, spec in zip(grid, layout):
+        if spec is None:
+            continue
+        if (type(spec) is not list or len(spec) != 2 or type(spec[0]) is not list
+                or not spec[0] or not all(type(f) is int and 0 < f <= 1 << 20 for f in spec[0])
+                or type(spec[1]) is not int or not 0 <= spec[1] < len(spec[0])
+                or math.prod(spec[0]) != n):
+            raise Divergence("malformed grid_cores entry %r" % (spec,))
+    return layout
+
+
 def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=None,
            kernel_path="<kernel>", hotspots=True, timing=True, read_only=(), checked=False,
            lnc=None):
@@ -516,7 +532,7 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
             raise B.Divergence("grid %s differs from the recorded %s" % (list(grid), trace["grid"]))
         layout = trace.get("grid_cores")
         if layout is not None:
-            layout = CORES.check_layout(grid, layout)
+            layout = _check_layout(grid, layout)
     except B.Divergence as d:
         raise B.NkiForbiddenAccess("the kernel's instruction trace is invalid: %s" % d)
     tgt = C.get_target(target)
