@@ -945,7 +945,7 @@ def _receipt(args, out, device):
     """How the result was measured (PROTOCOL.md `receipt`); fields that are unknown are left
     out."""
     problem = out.get("problem") or {}
-    r = {"device": args.device, "target": out.get("target"),
+    r = {"device": args.device, "target": out.get("target"), "lnc": out.get("lnc"),
          "harness_version": out.get("harness_version"),
          "seeds": problem.get("seeds") or args.seeds, "warmup": args.warmup, "iters": args.iters,
          "input_signature": problem.get("signature"),

@@ -210,6 +210,7 @@ class HarnessLnc(unittest.TestCase):
         default, one = self.run_h("--target", "trn2"), self.run_h("--target", "trn2", "--lnc", "1")
         self.assertEqual((default["status"], one["status"]), ("ok", "ok"), (default, one))
         self.assertEqual((default["lnc"], one["lnc"]), (2, 1))
+        self.assertEqual((default["receipt"]["lnc"], one["receipt"]["lnc"]), (2, 1))
         self.assertEqual(len(default["profile"]["core_end_us"]), 2)
         self.assertEqual(len(one["profile"]["core_end_us"]), 1)
         t2 = default["profile"]["metrics"]["total_time"]
