@@ -106,6 +106,9 @@ def build_parser():
     p.add_argument("--target", choices=TARGETS, default=None,
                    help="default: the problem's TARGET, else trn2")
     p.add_argument("--device", choices=DEVICES, default="sim")
+    p.add_argument("--lnc", type=int, choices=(1, 2), default=None,
+                   help="logical NeuronCore degree (physical cores per launch); default: the "
+                        "target's (trn1 1, trn2/trn3 2)")
     p.add_argument("--seeds", type=_seed_list, default=None,
                    help="comma-separated; default: the problem's SEEDS, else 0,1,2,3,4")
     p.add_argument("--warmup", type=_nonneg_int, default=2)
@@ -286,6 +289,22 @@ def _use_cost_table(args, target, out):
     out["cost_table"] = {"name": name, "digest": costs.digest(t)}
 
 
+# LNC degree per target when --lnc is not given (nkisim/machine/cores.py DEFAULT_LNC)
+DEFAULT_LNC = {"trn1": 1, "trn2": 2, "trn3": 2}
+
+
+def _lnc(args, target):
+    """The launch's LNC degree: --lnc, else the target's; trn1 has no LNC=2."""
+    default = DEFAULT_LNC.get(target, 1)
+    if args.lnc is None:
+        return default
+    if args.lnc > default:
+        raise HarnessFailure("harness_error", "--lnc %d: target %s has no logical NeuronCore of "
+                             "degree %d (its NeuronCores are not grouped; LNC=1 only)"
+                             % (args.lnc, target, args.lnc))
+    return args.lnc
+
+
 def _make_device(args, target, workdir):
     if args.device in SIM_DEVICES:
         from harnesslib import floor  # noqa: PLC0415
@@ -294,7 +313,7 @@ def _make_device(args, target, workdir):
                                  "%r needs device 'neuron'" % (args.device, target))
         from harnesslib.simdev import SimDevice  # noqa: PLC0415
         return SimDevice(target, os.path.abspath(args.kernel),
-                         problem_path=os.path.abspath(args.problem))
+                         problem_path=os.path.abspath(args.problem), lnc=_lnc(args, target))
     from harnesslib.neuron_sandbox import SandboxedNeuronDevice  # noqa: PLC0415
     return SandboxedNeuronDevice(target, os.path.abspath(args.kernel), workdir, args.command,
                                  problem_path=os.path.abspath(args.problem))
@@ -809,7 +828,20 @@ def _floor(run):
         raise flops
     for shape, dtype_name in run.out_shapes or ():
         hbm += floor.tensor_bytes(shape, dtype_name)
-    return floor.compute(run.target, run.args.device, hbm, flops)
+    return floor.compute(run.target, run.args.device, hbm, flops, cores=_launch_cores(run))
+
+
+def _launch_cores(run):
+    """Physical cores the launch spans (its floor is theirs): on the simulator, the cores its
+    programs ran on (nkisim/machine/cores.py); on hardware, the LNC degree for a GRID of
+    exactly LNC programs (the LNC launch), else 1."""
+    lnc = _lnc(run.args, run.target)
+    if lnc == 1:
+        return 1
+    if _is_sim(run.device) and run.sim_result is not None:
+        ends = getattr(run.sim_result, "core_end_us", None) or ()
+        return max(1, sum(1 for e in ends if e > 0))
+    return lnc if tuple(run.problem.grid or ()) == (lnc,) else 1
 
 
 def _check_floor(run, latency_us, section, stage):
@@ -926,6 +958,11 @@ def sim_profile(device, result, kernel_path):
     named = getattr(result, "bottleneck_engine", None)
     if named:
         profile["bottleneck_engine"] = str(named)
+    ends = getattr(result, "core_end_us", None)
+    if ends:
+        # the end of each physical core of the logical core (imbalance between them)
+        profile["lnc"] = int(getattr(result, "lnc", len(ends)))
+        profile["core_end_us"] = [float(e) for e in ends]
     effects = getattr(result, "compiler_effects", None)
     if effects:
         # what the simulator assumed the compiler does to the kernel as written
@@ -957,7 +994,7 @@ def _receipt(args, out, device):
     """How the result was measured (PROTOCOL.md `receipt`); fields that are unknown are left
     out."""
     problem = out.get("problem") or {}
-    r = {"device": args.device, "target": out.get("target"),
+    r = {"device": args.device, "target": out.get("target"), "lnc": out.get("lnc"),
          "harness_version": out.get("harness_version"),
          "seeds": problem.get("seeds") or args.seeds, "warmup": args.warmup, "iters": args.iters,
          "input_signature": problem.get("signature"),
@@ -1000,6 +1037,7 @@ def _run_device(args, out, ctx, holder):
         raise HarnessFailure("problem_error", "problem TARGET %r is not one of %s"
                              % (target, ", ".join(TARGETS)))
     out["target"] = target
+    out["lnc"] = _lnc(args, target)
     if args.device in SIM_DEVICES:
         _use_cost_table(args, target, out)
     kernel_path = os.path.abspath(args.kernel)

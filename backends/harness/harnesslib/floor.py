@@ -124,11 +124,17 @@ def tensor_bytes(shape, dtype_name, numpy_itemsize=None):
     return n * dtype_bytes(dtype_name, numpy_itemsize)
 
 
-def compute(target, device, hbm_bytes, flops=None):
-    """The floor as a dict (figures for the result), or None when the target has no peaks."""
+def compute(target, device, hbm_bytes, flops=None, cores=1):
+    """The floor as a dict (figures for the result), or None when the target has no peaks.
+    cores: the physical cores of the logical core (LNC degree); each brings its own peaks."""
     p = peaks(target)
     if p is None:
         return None
+    if cores > 1:
+        p = dict(p)
+        for k in ("peak_hbm_gbps", "dma_gbps", "peak_tflops"):
+            if p.get(k):
+                p[k] = p[k] * cores
     out = {"hbm_bytes": int(hbm_bytes), "peak_hbm_gbps": p["peak_hbm_gbps"],
            "hbm_floor_us": hbm_bytes / (p["peak_hbm_gbps"] * 1e3), "source": p["source"],
            "slack": SLACK.get(device, HARDWARE_SLACK),

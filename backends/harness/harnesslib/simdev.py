@@ -80,8 +80,9 @@ class SimDevice:
 
     name = "sim"
 
-    def __init__(self, target, kernel_path=None, problem_path=None):
+    def __init__(self, target, kernel_path=None, problem_path=None, lnc=None):
         self.nkisim = import_nkisim()
+        self.lnc = lnc  # the launch's LNC degree (None: the target's)
         self._hidden = (os.path.abspath(problem_path),) if problem_path else ()
         self.target = target
         self._spare = None
@@ -191,6 +192,7 @@ class SimDevice:
         key, trace = self._trace(session, inputs, grid, input_dtypes)
         try:
             result = replay.replay(trace, dict(inputs), target=self.target, grid=grid,
+                                   lnc=self.lnc,
                                    numerics=numerics, input_dtypes=input_dtypes,
                                    kernel_path=path, hotspots=timing, timing=timing,
                                    read_only=frozenset(read_only),

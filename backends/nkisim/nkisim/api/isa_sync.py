@@ -40,8 +40,8 @@ def core_barrier(*args, **kw):
     if cores != (0, 1):
         raise compile_error("nisa.core_barrier supports only cores=(0, 1), got %r" % (cores,))
     raise compile_error("nisa.core_barrier between NeuronCores is not simulated by nkisim (it "
-                        "simulates one NeuronCore; the programs of a grid run one after "
-                        "another)")
+                        "runs the programs of a launch one after another, so neither core "
+                        "can wait for the other)")
 
 
 @_table.unmodelled
@@ -57,4 +57,5 @@ def sendrecv(*args, **kw):
     signature, the API table's entry) and drops the `unmodelled` mark, after which
     gen_api_table.py records sendrecv as modelled."""
     raise compile_error("nisa.sendrecv between NeuronCores is not simulated by nkisim (it "
-                        "simulates one NeuronCore per program)")
+                        "runs the programs of a launch one after another, so neither core "
+                        "can receive while the other sends)")

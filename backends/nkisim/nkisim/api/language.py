@@ -246,10 +246,16 @@ def program_ndim():
 
 
 def nc(n):
-    return int(n)
+    """A launch-grid axis of n programs, one per physical core of the logical core."""
+    from ..machine import cores
+    return cores.nc(n)
 
 
-spmd_dim = nc
+def spmd_dim(size, *factors):
+    """One launch-grid axis of size*factors... programs, sharded over the physical cores
+    by its nl.nc factor (machine/cores.py)."""
+    from ..machine import cores
+    return cores.spmd_dim(size, *factors)
 
 
 # ---- predicates ---------------------------------------------------------------------------

@@ -447,7 +447,7 @@ def memset_tile(t, value, engine=None, mask=None):
         s.dma_bytes += nbytes
         s.sched.dma(s.costs.dma_data_ns(nbytes, 1, K.hbm_dma_peak(s.target)),
                     s.costs.dma_fixed_ns, [],
-                    [(t.st.dep, t.box)])
+                    [(t.st.dep, t.box)], 0.0, nbytes)
         return
     n = free_size(t)
     eng = VECTOR if engine is None else engine
@@ -538,7 +538,7 @@ def dma(dst, src, mask=None, transpose=False, opname="dma"):
         data_ns /= s.costs.dma_transpose_efficiency
         min_ns /= s.costs.dma_transpose_efficiency
     s.sched.dma(data_ns, s.costs.dma_fixed_ns, [(src.st.dep, src.box)], [(dst.st.dep, dst.box)],
-                min_ns)
+                min_ns, (sb if src_hbm else 0) + (db if dst_hbm else 0))
     s.last_st = dst.st
     s.last_eng = _DMA
 

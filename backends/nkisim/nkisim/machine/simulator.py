@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from . import constants as C
+from . import cores as CORES
 from . import costs as K
 from ..data import dtypes as D
 from .. import errors as E
@@ -156,25 +157,29 @@ def _kernel_file(fn):
 
 
 def simulate(kernel_fn, inputs, target="trn2", grid=None, numerics=True, input_dtypes=None,
-             hotspots=True):
+             hotspots=True, lnc=None):
     """Run `kernel_fn` (decorated or not) with `inputs` (parameter name -> numpy array or
     Python value) on the simulator. `input_dtypes` (name -> dtype name, e.g. 'bfloat16')
     gives an HBM input an NKI dtype numpy lacks; its values are rounded to that dtype.
     With numerics=False only the instruction trace and timing are computed (outputs are
     NaN-filled); the trace never depends on data values, so timing is identical.
     With hotspots=True, `res.hotspots` lists the kernel lines that keep engines and DMA
-    busiest. Raises NkiCompileError / NkiRuntimeError on failure."""
+    busiest. `lnc` is the logical core's degree (1 or 2; default: the target's, 2 on trn2
+    and trn3, machine/cores.py says which programs run on which physical core); ValueError
+    for a degree the target lacks. Raises NkiCompileError / NkiRuntimeError on failure."""
     fn, g = unwrap(kernel_fn)
     if grid is None:
         grid = g
-    return _run(fn, (), dict(inputs), target, grid, numerics, input_dtypes, hotspots)
+    return _run(fn, (), dict(inputs), target, grid, numerics, input_dtypes, hotspots, lnc)
 
 
 def simulate_call(fn, args, kwargs, grid=None, target=None, numerics=True):
-    """Simulate a kernel called with positional/keyword arguments (decorator path)."""
+    """Simulate a kernel called with positional/keyword arguments (decorator path); the LNC
+    degree comes from NEURON_LOGICAL_NC_CONFIG when set, as on a Neuron host."""
     if target is None:
         target = os.environ.get("NKISIM_TARGET") or _env_target()
-    return _run(fn, tuple(args), dict(kwargs), target, grid, numerics)
+    lnc = os.environ.get("NEURON_LOGICAL_NC_CONFIG") or None
+    return _run(fn, tuple(args), dict(kwargs), target, grid, numerics, lnc=lnc)
 
 
 def _env_target():
@@ -183,13 +188,17 @@ def _env_target():
         t, t if t in ("trn1", "trn2", "trn3") else "trn2")
 
 
-def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=False):
+def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=False,
+         lnc=None):
     tgt = C.get_target(target)
+    layout = CORES.grid_layout(grid)
     grid = _norm_grid(grid)
+    degree = CORES.lnc_for(tgt.name, lnc)
     if runtime.CUR is not None:
         raise RuntimeError("nkisim.simulate is not reentrant")
     sim = runtime.Sim(tgt, numerics)
     sim.grid = grid
+    CORES.attach(sim, grid, degree, layout)
     if hotspots:
         sim.sched.start_attribution(E.current_kernel_line)
     E.set_kernel_files(_kernel_file(fn))
@@ -249,6 +258,7 @@ def _run(fn, args, kwargs, target, grid, numerics, input_dtypes=None, hotspots=F
             for pid in itertools.product(*[range(n) for n in grid]):
                 sim.program_id = pid
                 sim.shared_index = 0
+                CORES.start_program(sim, pid)
                 r = fn(*call_args, **call_kwargs)
                 if ret is None:
                     ret = r
@@ -278,7 +288,11 @@ def finish(sim, ret, originals, numerics):
     sim.sched.close_loops()
     sim.sched.flush_groups()
     unwritten = contract.output_contract(ret, numerics)
+    cores = getattr(sim, "cores", None)
+    if cores is not None:
+        cores.select_last()  # spills are charged to the core that ends last
     _check_capacity(sim)
+    core_end_us = cores.close() if cores is not None else [sim.sched.makespan / 1000.0]
     outputs, returned_tuple, out_dts = _collect(ret, numerics)
     for a, t in originals.values():
         if numerics and t.st.dep.wr and a.flags.writeable and t.st.data is not None \
@@ -288,11 +302,18 @@ def finish(sim, ret, originals, numerics):
             except (TypeError, ValueError):
                 pass
     res = _result(sim, outputs, returned_tuple)
+    # the physical cores of the launch: LNC degree and each core's end (a core no program
+    # ran on ends at 0)
+    res.lnc = cores.n if cores is not None else 1
+    res.core_end_us = core_end_us
     res.output_dtypes = out_dts
     res.unwritten = unwritten  # per output: where no instruction wrote it (data/contract.py)
     res.hotspots = sim.sched.hotspots()
     res.waits = sim.sched.waits()
     res.compiler_effects = sim.sched.compiler_effects()
+    note = getattr(getattr(sim, "placement", None), "note", None)
+    if note:
+        res.compiler_effects.append(note)
     # arguments accepted and not honoured (api/objects.placement records them)
     for (line, what), n in sorted((getattr(sim, "ignored_arguments", None) or {}).items(),
                                   key=lambda kv: (kv[0][0] or 0, kv[0][1])):
@@ -449,18 +470,24 @@ def _result(sim, outputs, returned_tuple):
     tgt = sim.target
     T = sch.makespan  # ns
     ts = T * 1e-9
+    # a launch over several physical cores: active times add up over the cores, so shares
+    # and peaks are those of all the cores it ran on (one core: unchanged)
+    cores = getattr(sim, "cores", None)
+    ncores = cores.cores_used() if cores is not None else 1
+    TC = T * ncores
     m = {}
     m["total_time"] = ts
     m["neuroncore_cycle_count"] = int(round(ts * tgt.base_hz))
     for i, name in enumerate(ENGINE_NAMES):
         m["%s_engine_active_time" % name] = sch.active[i] * 1e-9
-        m["%s_engine_active_time_percent" % name] = _pct(sch.active[i], T)
+        m["%s_engine_active_time_percent" % name] = _pct(sch.active[i], TC)
         m["%s_engine_instruction_count" % name] = sch.count[i]
     m["matmul_instruction_count"] = sim.matmul_count
     dma_active = sch.dma_active_ns()
     m["dma_active_time"] = dma_active * 1e-9
     m["dma_active_time_percent"] = _pct(dma_active, T)
-    m["dma_bandwidth_busy_percent"] = _pct(sch.bw.busy, T)
+    m["dma_bandwidth_busy_percent"] = _pct(
+        cores.bandwidth_busy_ns() if ncores > 1 else sch.bw.busy, TC)
     m["dma_transfer_count"] = sch.dma_count
     m["dma_transfer_total_bytes"] = sim.dma_bytes
     m["dma_transfer_average_bytes"] = sim.dma_bytes / sch.dma_count if sch.dma_count else 0.0
@@ -476,12 +503,12 @@ def _result(sim, outputs, returned_tuple):
     m["transpose_flops"] = sim.transpose_flops
     model_flops = sim.flops - sim.transpose_flops
     m["model_flops"] = model_flops
-    peak = tgt.peak_flops_bf16
+    peak = tgt.peak_flops_bf16 * ncores
     m["tensor_engine_max_ops_per_sec"] = peak
     m["mfu_estimated_percent"] = _pct(model_flops, peak * ts) if ts > 0 else 0.0
     m["hfu_estimated_percent"] = _pct(sim.flops, peak * ts) if ts > 0 else 0.0
     hbm_bytes = sim.hbm_read + sim.hbm_write
-    bw = min(tgt.dma_bytes_per_ns, tgt.hbm_bytes_per_ns)  # bytes/ns == GB/s
+    bw = min(tgt.dma_bytes_per_ns, tgt.hbm_bytes_per_ns) * ncores  # bytes/ns == GB/s
     m["mbu_estimated_percent"] = _pct(hbm_bytes, bw * T) if T > 0 else 0.0
     m["mm_arithmetic_intensity"] = model_flops / hbm_bytes if hbm_bytes else 0.0
     m["peak_sbuf_bytes_per_partition"] = sim.sbuf_peak
@@ -491,7 +518,7 @@ def _result(sim, outputs, returned_tuple):
     m["total_instruction_count"] = instructions
 
     if sim.flops > 0 and sim.flops_peak_ns > 0:
-        eff_peak = sim.flops / (sim.flops_peak_ns * 1e-9)
+        eff_peak = sim.flops / (sim.flops_peak_ns * 1e-9) * ncores
     else:
         eff_peak = peak
     achieved = model_flops / ts if ts > 0 else 0.0
@@ -506,7 +533,7 @@ def _result(sim, outputs, returned_tuple):
         "ridge_point": eff_peak / (bw * 1e9),
     }
     busiest = max(range(4), key=lambda i: sch.active[i])
-    engine_pct = _pct(sch.active[busiest], T)
+    engine_pct = _pct(sch.active[busiest], TC)
     compute_util = max(roof["compute_pct"], engine_pct)
     memory_util = max(roof["hbm_pct"], m["dma_bandwidth_busy_percent"])
     if max(compute_util, memory_util) < BOTTLENECK_THRESHOLD_PCT:
@@ -516,7 +543,7 @@ def _result(sim, outputs, returned_tuple):
     else:
         bottleneck = "memory-bound"
     roof["busiest_engine_pct"] = engine_pct
-    named = _engine_roofline(sim, roof, m, T)
+    named = _engine_roofline(sim, roof, m, T, ncores)
     res = SimResult(outputs, returned_tuple, T / 1000.0, m, roof, bottleneck, instructions)
     res.bottleneck_engine = named
     res.busiest_engine = ENGINE_NAMES[busiest]
@@ -526,14 +553,15 @@ def _result(sim, outputs, returned_tuple):
 _ENGINE_LABELS = ("TensorE", "VectorE", "ScalarE", "GpSimdE")
 
 
-def _engine_roofline(sim, roof, m, T):
+def _engine_roofline(sim, roof, m, T, ncores=1):
     """Per-engine ceilings beside TensorE's: element-wise throughput achieved and peak per
     engine (128 lanes x 1 element per cycle; GpSimdE by its documented element rate), the
     DMA bandwidth the cost table lets this kernel reach (at its average contiguous run)
     beside the nominal peak, the floor each resource alone puts under the latency (us),
     (`floor_<engine>_us`, `floor_dma_us`); returns the bottleneck by name: the busiest
     resource ("VectorE-bound", "DMA-bound", ...; "underutilized" below the threshold).
-    `bottleneck` keeps its three values."""
+    `bottleneck` keeps its three values. Peaks and floors are those of the `ncores` physical
+    cores the launch ran on."""
     tgt = sim.target
     k = sim.costs
     hz = (tgt.tensor_hz, tgt.vector_hz, tgt.scalar_hz, tgt.gpsimd_hz)
@@ -542,15 +570,17 @@ def _engine_roofline(sim, roof, m, T):
     for i, name in enumerate(ENGINE_NAMES):
         if i == 0:
             continue
-        rate = C.PMAX * hz[i] * (k.gpsimd_elems_per_cycle_32 if i == 3 else 1.0)
+        rate = C.PMAX * hz[i] * (k.gpsimd_elems_per_cycle_32 if i == 3 else 1.0) * ncores
         roof["%s_gelems_per_sec" % name] = sim.elems[i] / ts / 1e9 if ts > 0 else 0.0
         roof["%s_peak_gelems_per_sec" % name] = rate / 1e9
         floors[name] = sim.elems[i] / rate * 1e6
-    floors["tensor"] = sim.flops_peak_ns / 1000.0
+    floors["tensor"] = sim.flops_peak_ns / 1000.0 / ncores
     hbm_bytes = sim.hbm_read + sim.hbm_write
     peak = K.hbm_dma_peak(tgt)
     run = hbm_bytes / sim.dma_runs if sim.dma_runs else 0.0
     achievable = k.dma_rate(run, peak) if run > 0 else peak * k.dma_efficiency
+    peak *= ncores
+    achievable *= ncores
     roof["dma_nominal_gbps"] = peak
     roof["dma_achievable_gbps"] = achievable
     roof["dma_average_run_bytes"] = run

@@ -148,6 +148,11 @@ class Scheduler:
         self.dma_recent = []                  # starts of the last DMA_SCHED_WINDOW transfers
         self.dma_floor = 0.0                  # no transfer starts earlier
         self.bw = Timeline(keep_history=True)  # the spill model reads its idle windows
+        # the HBM stack the physical cores of a logical core share (cores.Cores sets it up
+        # for LNC=2 launches; None: one core, whose DMA rate already caps its HBM traffic)
+        self.stack = None
+        self.stack_rate = 0.0
+        self.stack_floor = 0.0
         self.dma_starts = []
         self.dma_ends = []
         self.dma_count = 0
@@ -516,10 +521,12 @@ class Scheduler:
         record(reads, writes, t)
         return t
 
-    def dma(self, data_ns, fixed_ns, reads, writes, min_data_ns=0.0):
+    def dma(self, data_ns, fixed_ns, reads, writes, min_data_ns=0.0, hbm_bytes=0):
         """Schedule a DMA transfer on the earliest-free queue; returns its end time.
         `data_ns` is its share of the core's DMA bandwidth; `min_data_ns` the shortest time
-        the engines it can use need for it (transfers over few partitions use few engines)."""
+        the engines it can use need for it (transfers over few partitions use few engines);
+        `hbm_bytes` the bytes it moves to or from HBM (drawn from the shared HBM stack when
+        several cores run, cores.py)."""
         # A transfer holds a queue from its trigger (when its inputs are ready) to its end,
         # so one waiting for compute does not block later independent transfers (the
         # compiler reorders DMA triggers of independent iterations like other
@@ -531,6 +538,12 @@ class Scheduler:
         q, t, gap = self._queue_slot(t, est)
         self.bw.prune(self.dma_floor)
         end = self.bw.consume(t + fixed_ns, data_ns)
+        if hbm_bytes and self.stack is not None:
+            st = self.stack
+            st.prune(min(self.stack_floor, self.dma_floor))
+            send = st.consume(t + fixed_ns, hbm_bytes / self.stack_rate)
+            if send > end:
+                end = send
         if t + fixed_ns + min_data_ns > end:
             end = t + fixed_ns + min_data_ns
         self._queue_take(q, t, end, gap)
@@ -648,7 +661,7 @@ class NullScheduler(Scheduler):
         touch(reads, writes)
         return 0.0
 
-    def dma(self, data_ns, fixed_ns, reads, writes, min_data_ns=0.0):
+    def dma(self, data_ns, fixed_ns, reads, writes, min_data_ns=0.0, hbm_bytes=0):
         touch(reads, writes)
         return 0.0
 
@@ -664,6 +677,6 @@ class ValueScheduler(NullScheduler):
         mark_written(writes)
         return 0.0
 
-    def dma(self, data_ns, fixed_ns, reads, writes, min_data_ns=0.0):
+    def dma(self, data_ns, fixed_ns, reads, writes, min_data_ns=0.0, hbm_bytes=0):
         mark_written(writes)
         return 0.0

@@ -545,6 +545,8 @@ def trace(loaded, request):
     if grid is None:
         grid = g
     try:
+        from ..machine.cores import grid_layout
+        layout = grid_layout(grid)  # the nc axes of the launch, for the replay's cores
         grid = _norm_grid(grid)
         tgt = C.get_target(loaded.config["target"])
     except Exception as e:
@@ -590,7 +592,8 @@ def trace(loaded, request):
     finally:
         runtime.CUR = None
     return {"ok": True, "format": B.TRACE_FORMAT, "kernel_name": loaded.name,
-            "grid": list(grid), "inputs": inputs, "events": rec.events, "ret": ret_enc}
+            "grid": list(grid), "grid_cores": layout, "inputs": inputs, "events": rec.events,
+            "ret": ret_enc}
 
 
 def _record_ordering(sim, rec):

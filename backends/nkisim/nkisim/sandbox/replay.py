@@ -19,6 +19,7 @@ from ..machine import constants as C
 from .. import errors as E
 from ..machine import runtime
 from ..data.buffers import Tensor
+from ..machine import cores as CORES
 from ..machine.simulator import TensorSpec, _input_tensor, _norm_grid, _spec_tensor, finish
 
 
@@ -484,8 +485,25 @@ def check_trace(trace):
         raise B.Divergence("malformed trace header")
 
 
+def _check_layout(grid, layout):
+    """A trace's `grid_cores` checked against its grid (Divergence when malformed)."""
+    Divergence = B.Divergence
+    if type(layout) is not list or len(layout) != len(grid):
+        raise Divergence("malformed grid_cores")
+    for n, spec in zip(grid, layout):
+        if spec is None:
+            continue
+        if (type(spec) is not list or len(spec) != 2 or type(spec[0]) is not list
+                or not spec[0] or not all(type(f) is int and 0 < f <= 1 << 20 for f in spec[0])
+                or type(spec[1]) is not int or not 0 <= spec[1] < len(spec[0])
+                or math.prod(spec[0]) != n):
+            raise Divergence("malformed grid_cores entry %r" % (spec,))
+    return layout
+
+
 def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=None,
-           kernel_path="<kernel>", hotspots=True, timing=True, read_only=(), checked=False):
+           kernel_path="<kernel>", hotspots=True, timing=True, read_only=(), checked=False,
+           lnc=None):
     """Re-execute `trace` with `inputs` (name -> numpy array / TensorSpec / scalar). Returns a
     SimResult like `simulate`; with timing=False only its outputs mean anything (no
     instruction is timed: latency and metrics are zero; for a trace already timed once).
@@ -494,29 +512,35 @@ def replay(trace, inputs, target="trn2", grid=None, numerics=True, input_dtypes=
     not write (their arrays are used without a copy and never changed); an instruction that
     writes one raises NkiInputWritten. checked: the caller replayed this trace before, with
     timing, on inputs of the same shapes and dtypes; a replay without timing then skips the
-    on-chip capacity check (a function of the trace alone) and the liveness it needs."""
+    on-chip capacity check (a function of the trace alone) and the liveness it needs.
+    lnc: the logical core's degree (default: the target's; machine/cores.py); ValueError for
+    a degree the target lacks."""
     # A replay makes a few objects per event and no reference cycles: the cyclic collector
     # would only walk the trace and its plans again and again (a fifth of a first replay)
     collecting = gc.isenabled()
     gc.disable()
     try:
         return _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path,
-                       hotspots, timing, read_only, checked)
+                       hotspots, timing, read_only, checked, lnc)
     finally:
         if collecting:
             gc.enable()
 
 
 def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, hotspots,
-            timing, read_only, checked):
+            timing, read_only, checked, lnc=None):
     try:
         check_trace(trace)
         grid = _norm_grid(trace["grid"] if grid is None else grid)
         if list(grid) != trace["grid"] or math.prod(grid) > B.MAX_GRID:
             raise B.Divergence("grid %s differs from the recorded %s" % (list(grid), trace["grid"]))
+        layout = trace.get("grid_cores")
+        if layout is not None:
+            layout = _check_layout(grid, layout)
     except B.Divergence as d:
         raise B.NkiForbiddenAccess("the kernel's instruction trace is invalid: %s" % d)
     tgt = C.get_target(target)
+    degree = CORES.lnc_for(tgt.name, lnc)
     if runtime.CUR is not None:
         raise RuntimeError("nkisim.replay is not reentrant")
     table = B.api_table()
@@ -525,6 +549,7 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
     rp = _Replayer(table, prep.lines)
     sim = runtime.Sim(tgt, numerics, timing, liveness=not checked)
     sim.grid = grid
+    CORES.attach(sim, grid, degree, layout)
     if hotspots and timing:
         sim.sched.start_attribution(E.current_kernel_line)
     E.set_kernel_files({kernel_path})
@@ -573,6 +598,7 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
                     runtime.CUR = sim
                     sim.program_id = tuple(ev[1])
                     sim.shared_index = 0
+                    CORES.start_program(sim, sim.program_id)
                     continue
                 elif type(ev) is list and ev and ev[0] == "ordered":
                     if len(ev) != 2 or ev[1] not in (1, -1):
