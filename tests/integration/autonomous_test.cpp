@@ -298,6 +298,55 @@ TEST_F(Autonomous, RepairsRejectsDedupsRetriesAndKeepsTheFasterKernel) {
   EXPECT_NE(html.find(k_lesson), std::string::npos);
 }
 
+// A model that proposes a kernel right only on the drawn inputs (softmax without the row-max
+// subtraction) does not win: the problem's stress input refuses it, and the honest kernel wins.
+// (With `STRESS = {}` appended to the problem, the gaming kernel is accepted and wins.)
+TEST_F(Autonomous, AKernelRightOnlyOnTheDrawnInputsNeverWins) {
+  const fs::path seed = fs::path(AUTOCOMP_SOURCE_DIR) / "seeds" / "softmax";
+  const std::string input = read(seed / "naive.py");
+  const std::string honest = read(seed / "optimized.py");
+  const std::string gaming = read(fs::path(AUTOCOMP_SOURCE_DIR) / "tests" / "python" / "harness" /
+                                  "fixtures" / "stress" / "softmax_no_max.py");
+  write(dir / "kernel.py", input);
+  fs::copy_file(seed / "problem.py", dir / "problem.py", fs::copy_options::overwrite_existing);
+  answer_learning_requests();
+  server.push(matching(k_plan_phrase, "ZQ-NOMAX: skip the row max; exp cannot overflow here."));
+  server.push(matching(k_plan_phrase, "ZQ-HONEST: one pass per row block, max subtracted."));
+  // Asked to repair the refused kernel, the model insists on it.
+  server.push(matching("# A kernel that fails", fenced(gaming), true));
+  server.push(matching("ZQ-NOMAX", fenced(gaming)));
+  server.push(matching("ZQ-HONEST", fenced(honest)));
+
+  int code = run(args({"--llm", "openai:scripted", "--beam", "1", "--plans", "2", "--impls", "1",
+                       "--iterations", "1"}),
+                 "stress");
+  ASSERT_EQ(code, 0) << out("stress") << err("stress");
+  const std::string stdout_text = out("stress");
+  ASSERT_EQ(stdout_text.rfind("run: ", 0), 0u) << stdout_text;
+  const std::string run_id = stdout_text.substr(5, stdout_text.find('\n') - 5);
+  EXPECT_EQ(read(dir / "kernel.best.py"), honest) << "the honest kernel wins";
+
+  auto store = open_store();
+  auto candidates = store->runs().run_candidates(run_id);
+  ASSERT_TRUE(candidates.ok());
+  bool seen = false;
+  for (const auto& candidate : candidates.value()) {
+    if (candidate.candidate_key == autocomp::core::source_key(gaming)) {
+      seen = true;
+      EXPECT_FALSE(candidate.correct);
+      EXPECT_EQ(std::string(autocomp::search::store::to_string(candidate.status)), "failed");
+    }
+  }
+  EXPECT_TRUE(seen) << "the gaming kernel was proposed and judged";
+  auto evaluations =
+      store->evaluations().evaluations_for_candidate(autocomp::core::source_key(gaming), 10);
+  ASSERT_TRUE(evaluations.ok());
+  ASSERT_FALSE(evaluations->empty());
+  const auto& failure = evaluations->front().result.failure;
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(failure->message.rfind("stress input 'shifted_rows'", 0), 0u) << failure->message;
+}
+
 TEST_F(Autonomous, KilledRunResumesWithoutRepeatingAnything) {
   answer_learning_requests();
   server.push(matching("This is iteration 1 of 2", "ZQ-FASTER: fuse the math.", true));
