@@ -285,6 +285,19 @@ EvalResult parse_harness_output(const std::string& stdout_text, const std::strin
     }
     read_hotspots(member(*profile, "hotspots"), result.hotspots);
     read_waits(member(*profile, "waits"), result.waits);
+    // The physical cores of a logical core (LNC): each core's end as a metric, so the figures
+    // are stored and shown with the others ("core0_end_us", ..., "lnc").
+    if (const json* ends = member(*profile, "core_end_us"); ends && ends->is_array()) {
+      std::size_t core = 0;
+      for (const auto& end : *ends) {
+        if (end.is_number() && core < 8) {
+          result.metrics["core" + std::to_string(core++) + "_end_us"] = end.get<double>();
+        }
+      }
+      if (auto lnc = profile->find("lnc"); lnc != profile->end() && lnc->is_number()) {
+        result.metrics["lnc"] = lnc->get<double>();
+      }
+    }
   }
 
   if (const json* timings = member(document, "timings_ms"); timings && timings->is_object()) {

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <vector>
 
 #include "tools/evaluation_json.hpp"
 #include "tools/evaluation_service.hpp"
@@ -98,6 +99,36 @@ std::string memory_line(const std::map<std::string, double>& metrics) {
     }
   } else {
     line += "; no spills";
+  }
+  return line;
+}
+
+// "cores: LNC=2, each core's end 42.27 / 40.1 us (the slowest sets the latency)": how the
+// launch's programs shared the physical cores. Empty for a launch on one core.
+std::string cores_line(const std::map<std::string, double>& metrics) {
+  std::vector<double> ends;
+  for (int core = 0; core < 8; ++core) {
+    auto found = metrics.find("core" + std::to_string(core) + "_end_us");
+    if (found == metrics.end()) {
+      break;
+    }
+    ends.push_back(found->second);
+  }
+  const double lnc = metric(metrics, "lnc");
+  if (ends.size() < 2 && lnc < 2) {
+    return {};
+  }
+  std::string line =
+      "cores: LNC=" + format_number(lnc > 0 ? lnc : ends.size()) + ", each core's end";
+  for (std::size_t i = 0; i < ends.size(); ++i) {
+    line += (i == 0 ? " " : " / ") + format_number(ends[i]);
+  }
+  line += " us";
+  const auto [low, high] = std::minmax_element(ends.begin(), ends.end());
+  if (!ends.empty() && *high > 0 && *low == 0) {
+    line += " (a core idle: give it programs, e.g. an nl.nc(2) grid axis)";
+  } else if (!ends.empty() && *high > 0 && *low < 0.9 * *high) {
+    line += " (unbalanced: the slowest core sets the latency; move work to the other)";
   }
   return line;
 }
@@ -202,6 +233,9 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
     lines.push_back("engines active: " + engine_activity(result.metrics));
     if (auto memory = memory_line(result.metrics); !memory.empty()) {
       lines.push_back(std::move(memory));
+    }
+    if (auto cores = cores_line(result.metrics); !cores.empty()) {
+      lines.push_back(std::move(cores));
     }
     std::string roof;
     for (const auto& [key, label] :

@@ -762,7 +762,8 @@ def _peaks(run, section, latency_us):
                      % (run.peak_count_error or "unknown reason"))
     else:
         acc = peaks.accelopt(latency_us, counts[0], counts[1], hbm, run.target,
-                             peaks.matmul_precision(run.problem.input_dtypes.values()))
+                             peaks.matmul_precision(run.problem.input_dtypes.values()),
+                             cores=_launch_cores(run))
         if acc is None:
             notes.append("accelopt: no peaks for target %s" % run.target)
     if acc is not None:

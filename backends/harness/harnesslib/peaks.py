@@ -134,15 +134,18 @@ def matmul_precision(input_dtype_names):
     return "bfloat16" if any(str(n) in LOW_PRECISION for n in input_dtype_names) else "float32"
 
 
-def accelopt(latency_us, vector_flops, matmul_flops, min_bytes, target, precision="float32"):
+def accelopt(latency_us, vector_flops, matmul_flops, min_bytes, target, precision="float32",
+             cores=1):
     """The accelopt rule's figures for a latency, or None for a target it has no peaks for.
     precision "bfloat16" (16-/8-bit inputs; NKIBench's problems are all fp32) divides the
     matmul FLOPs by the low-precision rate, 4x the published fp32 peak, so a bf16 kernel is
-    not credited with more than 100%."""
+    not credited with more than 100%. The peaks are one physical core's: a launch spanning
+    `cores` cores (LNC=2) has that many times each (engines, and HBM bandwidth per core)."""
     peaks = ACCELOPT_PEAKS.get(str(target))
     if peaks is None:
         return None
-    vec_peak, mm_peak, bw_peak = peaks
+    cores = max(1, int(cores))
+    vec_peak, mm_peak, bw_peak = (p * cores for p in peaks)
     if precision != "float32":
         mm_peak *= LOW_PRECISION_MATMUL_SPEEDUP
     times = {"vector": vector_flops / vec_peak, "matmul": matmul_flops / mm_peak,
@@ -154,7 +157,8 @@ def accelopt(latency_us, vector_flops, matmul_flops, min_bytes, target, precisio
            "matmul_flops": float(matmul_flops), "min_bytes": float(min_bytes),
            "matmul_precision": precision,
            "peak_vector_gflops": vec_peak / 1e9, "peak_matmul_tflops": mm_peak / 1e12,
-           "peak_hbm_gibps": bw_peak / GIB, "source": ACCELOPT_SOURCE[str(target)]}
+           "peak_hbm_gibps": bw_peak / GIB, "cores": cores,
+           "source": ACCELOPT_SOURCE[str(target)]}
     if latency_us and latency_us > 0:
         out["percent"] = 100.0 * floor_us / latency_us
     return out

@@ -123,6 +123,17 @@ class Counting(unittest.TestCase):
         self.assertEqual(peaks.matmul_precision(["float32"]), "float32")
         self.assertIsNone(peaks.accelopt(1.0, 1, 1, 1, "trn3"))
 
+    def test_a_launch_on_two_cores_has_twice_each_peak(self):
+        # one physical core's peaks; LNC=2 spans two, so a kernel using both cannot pass 100%
+        from harnesslib import peaks
+        one = peaks.accelopt(100.0, 0, 0, 362 * peaks.GIB * 1e-4, "trn2")
+        two = peaks.accelopt(100.0, 0, 0, 362 * peaks.GIB * 1e-4, "trn2", cores=2)
+        self.assertAlmostEqual(one["theoretical_us"], 100.0)
+        self.assertAlmostEqual(two["theoretical_us"], 50.0)
+        self.assertAlmostEqual(two["percent"], 50.0)
+        self.assertEqual((one["cores"], two["cores"]), (1, 2))
+        self.assertAlmostEqual(two["peak_hbm_gibps"], 2 * one["peak_hbm_gibps"])
+
 
 @unittest.skipUnless(util.sim_available(), "nkisim not importable")
 class OnTheSimulator(unittest.TestCase):

@@ -45,6 +45,18 @@ TEST(HarnessOutput, ReadsTheLimitingEngineAndTheModelledCompilerEffects) {
   EXPECT_EQ(result.compiler_effects[0], "line 12: 4,096 instructions grouped into 64 (narrow)");
 }
 
+TEST(HarnessOutput, EachPhysicalCoresEndBecomesAMetric) {
+  auto result =
+      parse_harness_output(R"j({"schema":"autocomp-harness/1","status":"ok","profile":{"lnc":2,)j"
+                           R"j("core_end_us":[42.5,"x",40.25],"metrics":{"total_time":4.25e-5}}})j",
+                           "");
+  ASSERT_TRUE(result.ok()) << result.failure->describe();
+  EXPECT_DOUBLE_EQ(result.metrics.at("lnc"), 2);
+  EXPECT_DOUBLE_EQ(result.metrics.at("core0_end_us"), 42.5);
+  EXPECT_DOUBLE_EQ(result.metrics.at("core1_end_us"), 40.25);  // a non-number is skipped
+  EXPECT_EQ(result.metrics.count("core2_end_us"), 0u);
+}
+
 TEST(HarnessOutput, MissingSectionsAndMetricsAreNormal) {
   auto result = parse_harness_output(
       R"({"schema":"autocomp-harness/1","status":"ok","benchmark":{"latency_us":{"median":5}}})",
