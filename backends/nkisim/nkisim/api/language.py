@@ -276,8 +276,8 @@ def ndarray(shape, dtype, buffer=None, name="", lazy_initialization=False, addre
     """Uninitialised tensor (filled with NaN / a sentinel so unwritten data is detectable).
     `lazy_initialization` changes nothing here: the contents are undefined either way, and a
     PSUM location's first accumulation already overwrites it (see PSUM accumulation).
-    An SBUF tensor records which elements instructions wrote, so that the first
-    `nl.loop_reduce` into an element never written starts from it (language_memory.assign).
+    An SBUF one records which elements instructions wrote: an `nl.loop_reduce` into an
+    element never written starts from the reduction's first value (language_memory.assign).
     `address=` is accepted and not honoured (objects.placement names it in the result)."""
     if kw:
         _unmodelled("nl.ndarray", kw)
