@@ -282,6 +282,8 @@ def ndarray(shape, dtype, buffer=None, name="", lazy_initialization=False, addre
     """Uninitialised tensor (filled with NaN / a sentinel so unwritten data is detectable).
     `lazy_initialization` changes nothing here: the contents are undefined either way, and a
     PSUM location's first accumulation already overwrites it (see PSUM accumulation).
+    An SBUF one records which elements instructions wrote: an `nl.loop_reduce` into an
+    element never written starts from the reduction's first value (language_memory.assign).
     `address=` is honoured for PSUM (tensors pinned to one address share its storage:
     objects.pinned_alias); elsewhere accepted and not honoured (objects.placement names it
     in the result)."""
@@ -291,6 +293,16 @@ def ndarray(shape, dtype, buffer=None, name="", lazy_initialization=False, addre
                                  as_buffer(buffer)) if address is not None else None
     if same is not None:
         return same
+    t = _declared(shape, dtype, buffer, name, track=True)
+    if isinstance(t, _modalloc.ModularTensor):
+        _objects.placement("nl.ndarray", address)
+        return t
+    return _objects.pin("nl.ndarray", address, t)
+
+
+def _declared(shape, dtype, buffer, name, track):
+    """A declared tensor; `track`: an SBUF one (not a rotating-buffer one) in a run with
+    numerics records which elements were written (Storage.written)."""
     pdim = 0
     if isinstance(shape, (tuple, list)):
         for i, s in enumerate(shape):
@@ -299,19 +311,21 @@ def ndarray(shape, dtype, buffer=None, name="", lazy_initialization=False, addre
                 break
     mod_tiles = getattr(buffer, "nkisim_tiles", None)
     if mod_tiles and pdim > 0:
-        _objects.placement("nl.ndarray", address)
         phys, nblocks, ptiles = _modalloc.physical_shape(_shape(shape), pdim, mod_tiles)
         t = alloc(phys, dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
         return _modalloc.ModularTensor.wrap(t, nblocks, ptiles)
-    return _objects.pin("nl.ndarray", address,
-                        alloc(_shape(shape), dt_of(dtype), as_buffer(buffer), name=name,
-                              pdim=pdim))
+    t = alloc(_shape(shape), dt_of(dtype), as_buffer(buffer), name=name, pdim=pdim)
+    st = t.st
+    if track and st.kind == "sbuf" and st.data is not None:
+        st.written = np.zeros(st.shape, dtype=bool)
+    return t
 
 
 def _filled(shape, dtype, buffer, value, name=""):
     """A tile filled with `value` (`lazy_initialization=` only lets the compiler choose when
-    the fill runs; the values are the same, so it is accepted and the fill issued here)."""
-    t = ndarray(shape, dtype, buffer, name)
+    the fill runs; the values are the same, so it is accepted and the fill issued here).
+    Written whole by its fill, so it records no write set."""
+    t = _declared(shape, dtype, buffer, name, track=False)
     core.memset_tile(t, value)
     return t
 
@@ -330,7 +344,7 @@ def _lazy_psum_zeros(shape, dtype, buffer, name):
     fill runs, and a matmul that starts an accumulation group in PSUM overwrites instead of
     adding, so no fill instruction is issued (the values are zero as for any nl.zeros).
     Named in compiler_effects."""
-    t = ndarray(shape, dtype, buffer, name)
+    t = _declared(shape, dtype, buffer, name, track=False)
     s = runtime.CUR
     if s.numerics:
         t.write(np.zeros(t.shape, dtype=np.float32), None)

@@ -100,8 +100,10 @@ _LOOP_REDUCE = {}
 
 def loop_reduce(x, op, loop_indices, dtype=None, mask=None, name=None, **kw):
     """`dst[...] = nl.loop_reduce(x, op, loop_indices)`: inside the loop over
-    `loop_indices`, the assignment accumulates: dst = op(dst, x) on every iteration (dst is
-    initialised before the loop). Returns the tile to assign (x, converted to `dtype`)."""
+    `loop_indices`, the assignment accumulates: dst = op(dst, x) on every iteration. An
+    element of dst no instruction has written (an `nl.ndarray` never initialised) starts
+    from the reduction's first value instead (MODEL.md, "Reductions into uninitialised
+    tensors"). Returns the tile to assign (x, converted to `dtype`)."""
     if kw:
         _unmodelled("nl.loop_reduce", kw)
     opname = O.op_name(op)
@@ -126,11 +128,43 @@ def loop_reduce(x, op, loop_indices, dtype=None, mask=None, name=None, **kw):
     return out
 
 
+# the identity of each loop_reduce operator: op(identity, x) == x
+_IDENTITY = {"add": 0, "multiply": 1, "maximum": -np.inf, "minimum": np.inf}
+
+
+def _start_reduction(view, opname, mask):
+    """Before `view[...] = nl.loop_reduce(x, op, ...)`: the elements of `view` that no
+    instruction has written take op's identity, so that this reduction writes x there (the
+    compiler starts the reduction from its first value; it leaves no instruction, so the
+    cost is unchanged). Only storages that record their writes (Storage.written: PSUM and
+    declared SBUF tensors) are changed; elsewhere dst = op(dst, x) as documented."""
+    st = view.st
+    w = st.written
+    if st.data is None or st.kind == "hbm" or (st.kind == "sbuf" and not isinstance(
+            w, np.ndarray)) or w is True:
+        return
+    if isinstance(w, np.ndarray) and w.shape != st.shape:
+        return  # a reinterpretation of another storage's bytes: treated as written
+    done = view.written_state()
+    if done is True:
+        return
+    ident = _IDENTITY[opname]
+    dt = st.dt
+    if not dt.is_float and ident in (np.inf, -np.inf):
+        info = np.iinfo(dt.np)
+        ident = info.min if ident < 0 else info.max
+    fresh = np.full(view.shape, ident, dtype=np.float64 if dt.is_float else dt.np)
+    if done is not False:
+        fresh = np.where(done, view.read(), fresh)
+    view.write(fresh, mask)
+
+
 def assign(view, value):
     """`view[...] = value` for tensors."""
     if _LOOP_REDUCE and isinstance(value, Tensor):
         lr = _LOOP_REDUCE.pop(id(value), None)
         if lr is not None and lr[0] is value:
+            _start_reduction(view, lr[1], lr[2])
             res = binary(lr[1], view, value, dtype=view.st.dt, mask=lr[2])
             fuse_or_copy(view, res)
             return

@@ -102,7 +102,10 @@ def _psum_banks_bytes(pp):
 class Storage:
     """One allocation. `pp` is its charged bytes per partition (0 for HBM). An alias (a
     reshape of a whole tensor) shares its `base` storage's data and holds `base`, so that
-    data is not pooled for another tile while the alias can still be read."""
+    data is not pooled for another tile while the alias can still be read. `written`: which
+    elements an instruction wrote: a bool array for HBM the kernel allocates and for SBUF
+    tensors it declares (`language.ndarray`, runs with numerics); None (nothing), True (all)
+    or an array for PSUM; None (not tracked) for any other storage."""
     __slots__ = ("shape", "dt", "buffer", "kind", "data", "dep", "sim", "pp", "written",
                  "name", "alias", "pdim", "base", "__weakref__")
 
@@ -392,7 +395,7 @@ class Tensor:
                 mask = np.broadcast_to(mask, self.shape)
             except ValueError:
                 mask = None  # a predicate on the inputs' shape (e.g. of a reduction)
-        if st.kind == "psum" or (st.written is not None and st.kind == "hbm"):
+        if st.kind == "psum" or st.written is not None:
             self.mark_written(mask)
         if self.arr is not None:
             if mask is None:
@@ -433,7 +436,7 @@ class Tensor:
         w = st.written
         if w is True:
             return
-        if st.kind == "hbm":
+        if st.kind != "psum":  # HBM, or a declared SBUF tensor (language.ndarray)
             self._mark_hbm(w, mask)
             return
         if self.box is None and mask is None and self.sk is not None:
@@ -451,8 +454,9 @@ class Tensor:
             st.written[self.adv] = True
 
     def _mark_hbm(self, w, mask):
-        """Mark this view's elements (where `mask` holds) in an HBM storage's `written`
-        array, which stays an array (reshaped aliases share it as a view)."""
+        """Mark this view's elements (where `mask` holds) in an HBM (or tracked SBUF)
+        storage's `written` array, which stays an array (reshaped aliases share it as a
+        view)."""
         if w is None:
             return
         if w.shape != self.st.shape:  # a reinterpretation of another shape: all of it
@@ -536,8 +540,9 @@ class Tensor:
             new.sim = None
             new.pp = 0
             w = st.written
-            # an HBM alias shares its base's write record (the same elements)
-            new.written = w.reshape(shape) if st.kind == "hbm" and isinstance(
+            # an HBM (or tracked SBUF) alias shares its base's write record (the same
+            # elements)
+            new.written = w.reshape(shape) if st.kind != "psum" and isinstance(
                 w, np.ndarray) else None
             new.name = st.name
             new.alias = True
