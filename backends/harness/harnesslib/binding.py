@@ -177,6 +177,7 @@ def bind(config, name, kernel, error_type):
         def bound(**inputs):
             return user(launcher, **inputs)
         bound.grid = getattr(kernel, "grid", None)
+        bound.launched_by_hook = True  # the hook may choose the grid: kernel[2](...)
         return bound
 
     return kernel  # bound by name or position as before (failures.explain_binding)

@@ -34,7 +34,10 @@ def reference(inp, gamma, router_weights, expert_gate_up_weights, expert_down_we
 
 
 def call_kernel(kernel, inp, gamma, router_weights, expert_gate_up_weights, expert_down_weights):
+    import nki.language as nl
     from ..utils.common_types import ExpertAffinityScaleMode, RouterActFnType
+    # the router matmul in the weights' dtype (its default, bfloat16, needs bfloat16 weights)
     return kernel[2](inp, gamma, router_weights, expert_gate_up_weights, expert_down_weights,
                      top_k=1, router_act_fn=RouterActFnType.SIGMOID, router_pre_norm=True,
+                     router_mm_dtype=nl.float32,
                      expert_affinities_scaling_mode=ExpertAffinityScaleMode.POST_SCALE)

@@ -135,6 +135,58 @@ class Binding(unittest.TestCase):
                          hook["line"] - 1)  # lines keep their numbers for error messages
 
 
+class LaunchGridFromTheHook(unittest.TestCase):
+    """`kernel[2](...)` in a problem's call_kernel launches two programs, as on hardware."""
+
+    KERNEL = """
+        import nki
+        import nki.language as nl
+
+
+        @nki.jit
+        def scaled(x):
+            out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+            n = nl.num_programs(axes=0)
+            p = nl.program_id(axis=0)
+            rows = x.shape[0] // n
+            t = nl.load(x[p * rows:(p + 1) * rows, :])
+            nl.store(out[p * rows:(p + 1) * rows, :], value=nl.multiply(t, float(n)))
+            return out
+        """
+    PROBLEM = """
+        import numpy as np
+        KERNEL = "scaled"
+
+
+        def inputs(seed):
+            return {"x": np.random.default_rng(seed).standard_normal((256, 64)).astype(np.float32)}
+
+
+        def reference(x):
+            return x * 2.0  # each of the two programs scales its half by the program count
+
+
+        def call_kernel(kernel, x):
+            return kernel[%s](x)
+        """
+
+    def _run(self, launch):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        kernel = write(d, "k.py", self.KERNEL)
+        problem = write(d, "p.py", self.PROBLEM % launch)
+        return verify(kernel, problem)
+
+    def test_the_hooks_grid_runs_every_program(self):
+        res = self._run("2")
+        self.assertTrue((res.get("verify") or {}).get("correct"), res.get("failure"))
+        self.assertEqual(res.get("lnc"), 2)
+
+    def test_a_one_program_launch_is_not_taken_for_two(self):
+        res = self._run("1")
+        self.assertFalse((res.get("verify") or {}).get("correct"), res)
+
+
 class BindingByPackageName(unittest.TestCase):
     def test_the_hook_may_import_a_named_package_by_its_name(self):
         d = tempfile.mkdtemp()

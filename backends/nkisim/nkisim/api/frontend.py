@@ -23,6 +23,17 @@ class _BenchmarkResult:
         self.nc_latency = _Latency(us)
 
 
+class GridProbe(BaseException):
+    """Raised by a kernel launched while a trace asks for its launch grid (sim.grid_probe): a
+    problem's call_kernel that writes `kernel[2](...)` chooses the grid in its own code, which
+    the trace learns only by running it. A BaseException, so that the hook's own
+    `except Exception` cannot swallow it."""
+
+    def __init__(self, grid):
+        super().__init__(grid)
+        self.grid = grid
+
+
 class Kernel:
     """Wrapper made by the decorators; `func` is the undecorated kernel."""
 
@@ -43,6 +54,8 @@ class Kernel:
 
     def __call__(self, *args, **kwargs):
         if runtime.CUR is not None:
+            if getattr(runtime.CUR, "grid_probe", False):
+                raise GridProbe(self.grid)
             return self.func(*args, **kwargs)
         from ..machine.simulator import simulate_call
         res = simulate_call(self.func, args, kwargs, grid=self.grid)

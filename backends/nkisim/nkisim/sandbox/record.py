@@ -569,6 +569,9 @@ def trace(loaded, request):
                 kwargs[name] = p
             else:
                 kwargs[name] = B.decode(s["value"], rec._deref)
+        if request.get("grid") is None and getattr(loaded.kernel, "launched_by_hook", False):
+            grid, layout = _hook_grid(sim, rec, fn, kwargs, grid, layout)
+            sim.grid = grid
         ret = None
         for pid in itertools.product(*[range(n) for n in grid]):
             rec.events.append(["pid", list(pid)])
@@ -594,6 +597,27 @@ def trace(loaded, request):
     return {"ok": True, "format": B.TRACE_FORMAT, "kernel_name": loaded.name,
             "grid": list(grid), "grid_cores": layout, "inputs": inputs, "events": rec.events,
             "ret": ret_enc}
+
+
+def _hook_grid(sim, rec, fn, kwargs, grid, layout):
+    """The launch grid a problem's call_kernel chooses (`kernel[2](...)`): its code runs up to
+    the kernel's launch, which reports the grid instead of running (frontend.GridProbe); what
+    the hook recorded before it is dropped. (grid, layout) unchanged when it launches plainly."""
+    from ..api.frontend import GridProbe
+    from ..machine.cores import grid_layout
+    from ..machine.simulator import _norm_grid
+    mark = len(rec.events)
+    sim.grid_probe = True
+    try:
+        fn(**kwargs)
+    except GridProbe as probe:
+        if probe.grid is not None:
+            layout = grid_layout(probe.grid)
+            grid = _norm_grid(probe.grid)
+    finally:
+        sim.grid_probe = False
+        del rec.events[mark:]
+    return grid, layout
 
 
 def _record_ordering(sim, rec):
