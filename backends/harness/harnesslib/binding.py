@@ -143,7 +143,7 @@ def select_for_hook(module, path, explicit):
         obj = getattr(module, explicit, None)
         if obj is None or not callable(obj):
             raise HarnessFailure("compile_error", "kernel file defines no function %r (named by "
-                                 "KERNEL or --kernel-name); functions found: %s"
+                                 "KERNEL or kernel_name / --kernel-name); functions found: %s"
                                  % (explicit, ", ".join(n for n, _, _ in funcs) or "none"))
         return explicit, obj
     decorated = [(n, o) for n, o, f in funcs if o is not f]

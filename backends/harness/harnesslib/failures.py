@@ -110,7 +110,6 @@ def explain_binding(message, kernel_name, passed):
 
 
 _ALLOCATORS = ("ndarray", "empty")
-_ACCUMULATORS = ("loop_reduce",)
 
 
 def _call_name(node):
@@ -132,8 +131,9 @@ def _target_name(node):
 
 def uninitialised_accumulators(kernel_path):
     """[(line, tile name, allocation line, what)] for accumulations into tiles allocated
-    without initial values: `t[...] = nl.loop_reduce(...)` (dst = op(dst, x)) or `t[...] += x`
-    where t came from nl.ndarray(...), and no whole-tile initialisation precedes it. Found by
+    without initial values: `t[...] += x` where t came from nl.ndarray(...), and no whole-tile
+    initialisation precedes it (an nl.loop_reduce there is right: it starts from its first
+    value). Found by
     reading the source (the kernel is not run); [] when the file cannot be parsed."""
     try:
         with open(kernel_path, encoding="utf-8", errors="replace") as f:
@@ -157,10 +157,9 @@ def uninitialised_accumulators(kernel_path):
                         written.discard(name)
                     else:
                         allocated.pop(name, None)
-                elif value_call in _ACCUMULATORS:
-                    if name in allocated and name not in written:
-                        found.append((node.lineno, name, allocated[name], "nl.loop_reduce"))
                 elif name in allocated:
+                    # an nl.loop_reduce into unwritten elements starts from its first value
+                    # (MODEL.md "Reductions into uninitialised tensors"): a write, not a hint
                     written.add(name)
         else:
             name = _target_name(node.target)

@@ -74,7 +74,7 @@ def select_kernel(module, path, input_names, explicit=None, problem_name=None):
     if wanted:
         obj = getattr(module, wanted, None)
         if obj is None or not callable(obj):
-            origin = "--kernel-name" if explicit else "the problem's KERNEL"
+            origin = "kernel_name / --kernel-name" if explicit else "the problem's KERNEL"
             raise HarnessFailure(
                 "compile_error",
                 "kernel file defines no function %r (named by %s); functions found: %s"
@@ -102,7 +102,7 @@ def select_kernel(module, path, input_names, explicit=None, problem_name=None):
     raise HarnessFailure(
         "compile_error",
         "several functions match the inputs (%s): %s; set KERNEL in the problem file or pass "
-        "--kernel-name" % (names, ", ".join(n for n, _, _ in matching)))
+        "the kernel_name argument (--kernel-name on the command line)" % (names, ", ".join(n for n, _, _ in matching)))
 
 
 def _sig(fn):

@@ -534,7 +534,7 @@ def positional_parameters(kernel_path, count, explicit=None):
             raise HarnessFailure(
                 "compile_error", "the problem binds its %d input(s) by position and %s; "
                 "functions found: %s. Name the kernel `kernel`, set KERNEL in the problem file "
-                "or pass --kernel-name" % (count, "no function takes that many arguments"
+                "or pass the kernel_name argument (--kernel-name on the command line)" % (count, "no function takes that many arguments"
                                           if not matching else "several functions do",
                                           ", ".join(describe(f) for f in funcs.values())
                                           or "none"))
