@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -47,6 +48,8 @@ Options:
   --compare OTHER.json     show the rows of an earlier --json beside this run's
   --only SUBSTRING         run only pairs whose name contains SUBSTRING (repeatable)
   --log-level LEVEL        stderr log level (default warn)
+  --timeout S              time limit of each evaluation in seconds (default: the tools' 600;
+                           a full-size NKIBench matmul on the simulator needs more)
 )";
 
 struct BenchOptions {
@@ -57,6 +60,7 @@ struct BenchOptions {
   std::string compare_path;
   std::vector<std::string> only;
   std::string log_level = "warn";
+  double timeout_s = 0;  // per evaluation; 0: the tools' default
 };
 
 std::optional<json> read_json_file(const fs::path& path, std::string& error) {
@@ -345,6 +349,17 @@ std::optional<std::string> parse_args(int argc, char** argv, BenchOptions& optio
         return std::string("--only needs a SUBSTRING");
       }
       options.only.push_back(text);
+    } else if (arg == "--timeout") {
+      std::string seconds_text;
+      if (!value(seconds_text)) {
+        return std::string("--timeout needs S (seconds)");
+      }
+      char* end = nullptr;
+      const double seconds = std::strtod(seconds_text.c_str(), &end);
+      if (end == seconds_text.c_str() || *end != '\0' || !(seconds >= 1 && seconds <= 86400)) {
+        return "--timeout must be a number of seconds from 1 to 86400 (got '" + seconds_text + "')";
+      }
+      options.timeout_s = seconds;
     } else if (arg == "--log-level") {
       if (!value(options.log_level)) {
         return std::string("--log-level needs a LEVEL");
@@ -414,6 +429,9 @@ json run_pair(server::Server& server, const BenchPair& pair, const BenchOptions&
   json args = {{"kernel", pair.kernel}, {"problem", pair.problem}};
   if (!options.product.target.empty()) {
     args["target"] = options.product.target;
+  }
+  if (options.timeout_s > 0) {
+    args["timeout_s"] = options.timeout_s;
   }
   server::ToolContext context;
   auto call = [&](const char* tool) -> std::optional<json> {
