@@ -31,9 +31,6 @@ constexpr const char* k_brief_metrics[] = {
     "hbm_read_bytes",
     "hbm_write_bytes",
     "spill_save_bytes",
-    "spill_reload_bytes",
-    "peak_sbuf_bytes_per_partition",
-    "sbuf_capacity_bytes_per_partition",
     "mfu_estimated_percent",
     "mbu_estimated_percent",
     "total_instruction_count",
@@ -81,14 +78,17 @@ std::string memory_line(const std::map<std::string, double>& metrics) {
   if (peak <= 0 || capacity <= 0) {
     return {};
   }
+  const double saved = metric(metrics, "spill_save_bytes");
+  const double reloaded = metric(metrics, "spill_reload_bytes");
+  if (saved + reloaded <= 0 && peak < 0.5 * capacity) {
+    return {};  // not what limits this kernel; the figures stay in detail "full"
+  }
   std::string line = "SBUF: peak " + kib(peak) + " per partition of " + kib(capacity);
   if (peak > capacity) {
     line += " (" + format_number(peak / capacity) + "x capacity)";
   } else {
     line += " (" + format_number(100.0 * peak / capacity) + "%)";
   }
-  const double saved = metric(metrics, "spill_save_bytes");
-  const double reloaded = metric(metrics, "spill_reload_bytes");
   if (saved + reloaded > 0) {
     const double moved = metric(metrics, "hbm_read_bytes") + metric(metrics, "hbm_write_bytes");
     line += "; spills: " + format_number(saved / 1e6) + " MB saved, " +
@@ -103,8 +103,8 @@ std::string memory_line(const std::map<std::string, double>& metrics) {
   return line;
 }
 
-// "cores: LNC=2, each core's end 42.27 / 40.1 us (the slowest sets the latency)": how the
-// launch's programs shared the physical cores. Empty for a launch on one core.
+// "cores: LNC=2, each core's end 42.27 / 40.1 us": how the launch's programs shared the
+// physical cores; "cores: 1 of 2 used" for a launch on one of them. Empty on one core.
 std::string cores_line(const std::map<std::string, double>& metrics) {
   std::vector<double> ends;
   for (int core = 0; core < 8; ++core) {
@@ -114,21 +114,22 @@ std::string cores_line(const std::map<std::string, double>& metrics) {
     }
     ends.push_back(found->second);
   }
-  const double lnc = metric(metrics, "lnc");
-  if (ends.size() < 2 && lnc < 2) {
+  const double lnc = std::max<double>(metric(metrics, "lnc"), static_cast<double>(ends.size()));
+  if (lnc < 2) {
     return {};
   }
-  std::string line =
-      "cores: LNC=" + format_number(lnc > 0 ? lnc : ends.size()) + ", each core's end";
+  const auto used = std::count_if(ends.begin(), ends.end(), [](double end) { return end > 0; });
+  if (used < 2) {  // no grid, or one without an nl.nc axis
+    return "cores: 1 of " + format_number(lnc) + " used";
+  }
+  std::string line = "cores: LNC=" + format_number(lnc) + ", each core's end";
   for (std::size_t i = 0; i < ends.size(); ++i) {
     line += (i == 0 ? " " : " / ") + format_number(ends[i]);
   }
   line += " us";
   const auto [low, high] = std::minmax_element(ends.begin(), ends.end());
-  if (!ends.empty() && *high > 0 && *low == 0) {
-    line += " (a core idle: give it programs, e.g. an nl.nc(2) grid axis)";
-  } else if (!ends.empty() && *high > 0 && *low < 0.9 * *high) {
-    line += " (unbalanced: the slowest core sets the latency; move work to the other)";
+  if (*low < 0.9 * *high) {
+    line += " (unbalanced: the slowest core sets the latency)";
   }
   return line;
 }
@@ -253,16 +254,14 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
       lines.push_back("roofline: " + roof);
     }
     if (!peak.empty()) {
-      std::string text;
-      for (const auto& [rule, entry] : peak.items()) {
-        if (!entry.is_object()) {
-          continue;
-        }
-        text += (text.empty() ? "" : ", ") + rule + " " +
-                format_number(entry["percent"].get<double>()) + "%";
+      // The headline rule only: the floor and roofline shares are stated on their own lines
+      // (one figure per quantity); every rule stays in the structured answer.
+      const std::string rule = peak["rule"].get<std::string>();
+      if (auto entry = peak.find(rule); entry != peak.end() && entry->is_object()) {
+        lines.push_back("percent of peak (" +
+                        std::string(rule == "accelopt" ? "AccelOpt's" : rule) +
+                        " rule): " + format_number(entry->at("percent").get<double>()) + "%");
       }
-      lines.push_back("percent of peak (headline rule " + peak["rule"].get<std::string>() +
-                      "): " + text);
     }
     if (!hotspots.empty()) {
       lines.push_back("hot lines (share of the makespan):");
