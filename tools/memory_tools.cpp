@@ -242,11 +242,7 @@ server::ToolDef make_record_reflexion_tool(std::shared_ptr<ToolEnv> env) {
         {"lessons", text("The lesson.")},
         {"avoid", text("Not to retry.")},
         {"try_next", text("Next step.")},
-        {"candidate",
-         {{"type", "string"},
-          {"description",
-           "Version described (candidate hash or its first 12+ characters, as benchmark_kernel "
-           "answers); default: the last measured version."}}}}},
+        {"candidate", text("Version hash; default: last measured.")}}},
       {"required", {"kernel"}},
       {"additionalProperties", false},
   };

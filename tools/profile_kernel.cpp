@@ -141,8 +141,8 @@ server::ToolDef make_profile_kernel_tool(std::shared_ptr<ToolEnv> env) {
   tool.name = "profile_kernel";
   tool.title = "Profile a kernel";
   tool.description =
-      "Where an NKI kernel's time goes: hot lines (engine, share, instructions, us each), waits, "
-      "metrics, bottleneck, floors and % reached, percent of peak under named rules.";
+      "Where an NKI kernel's time goes: hot lines, waits, SBUF and spills, cores, bottleneck, "
+      "floors, percent of peak.";
   tool.input_schema = with_detail_argument(eval_args_schema({"seeds", "warmup", "iters"}));
   tool.output_schema = brief_output_schema(
       {{"bottleneck", {{"type", "string"}}}, {"metrics", {{"type", "object"}}}}, {"metrics"});
