@@ -470,7 +470,6 @@ def _verify(run, out):
     Memory is the expensive resource at full shape (fresh pages cost more CPU than the math
     on some hosts), so a seed's arrays are released before the next seed's inputs are made,
     and the reference reads the inputs in place when nothing needs them afterwards."""
-    from harnesslib import compare  # noqa: PLC0415
     problem = run.problem
     entries = []
     out["verify"] = {"correct": False, "seeds": entries}
@@ -498,12 +497,7 @@ def _verify(run, out):
             expected = problem.output_dtypes or [r.dtype.name for r in ref]
             run.out_shapes = [(r.shape, expected[j] if j < len(expected) else r.dtype.name)
                               for j, r in enumerate(ref)]
-        _check_contract(run, result if sim else None, ref)
-        outs = problem.transform_outputs(outs, ref)
-        ok, max_abs, rel_l2, msg = compare.compare_outputs(
-            outs, ref, out_names=names, expected_names=problem.output_dtypes,
-            rtol=problem.rtol, atol=problem.atol, tolerance=problem.tolerance,
-            rel_l2_tol=problem.rel_l2)
+        ok, max_abs, rel_l2, msg = _judge(run, result if sim else None, outs, names, ref)
         shown = run.problem_seeds[i]
         entry = {"seed": shown, "ok": ok, "max_abs_err": max_abs, "rel_l2_err": rel_l2,
                  "message": msg}
@@ -536,7 +530,6 @@ def _verify_stress(run, section):
     """The problem's stress inputs (harnesslib/stress.py), each made from a drawn seed's inputs
     (the i-th from seeds[i % len(seeds)]) and compared with the reference on it; stops at the
     first failing one. Every failure, the problem's or the kernel's, names the stress input."""
-    from harnesslib import compare  # noqa: PLC0415
     from harnesslib.problem import outputs_need_reference  # noqa: PLC0415
     problem = run.problem
     sim = _is_sim(run.device)
@@ -554,12 +547,7 @@ def _verify_stress(run, section):
             if ref is None:
                 shared = _shares_inputs(outs, inputs)
                 ref = problem.stress_reference(_copies(inputs) if shared else inputs, name)
-            _check_contract(run, result if sim else None, ref)
-            outs = problem.transform_outputs(outs, ref)
-            ok, max_abs, rel_l2, msg = compare.compare_outputs(
-                outs, ref, out_names=names, expected_names=problem.output_dtypes,
-                rtol=problem.rtol, atol=problem.atol, tolerance=problem.tolerance,
-                rel_l2_tol=problem.rel_l2)
+            ok, max_abs, rel_l2, msg = _judge(run, result if sim else None, outs, names, ref)
         except HarnessFailure as e:
             if not e.message.startswith("STRESS["):
                 e.message = "stress input %r: %s" % (name, e.message)
@@ -572,6 +560,20 @@ def _verify_stress(run, section):
             raise HarnessFailure("mismatch", "stress input %r: %s" % (name, msg), stage="verify")
         del inputs, ref, result, outs
     section["stress_ms"] = round((time.perf_counter() - started) * 1e3, 1)
+
+
+def _judge(run, sim_result, outs, names, ref):
+    """One run's outputs against the reference, for a drawn seed or a stress input alike: the
+    output contract (sim_result: the simulator's, None elsewhere), the problem's output
+    transform, then the comparison; (ok, max_abs_err, rel_l2_err, message)."""
+    from harnesslib import compare  # noqa: PLC0415
+    problem = run.problem
+    _check_contract(run, sim_result, ref)
+    outs = problem.transform_outputs(outs, ref)
+    return compare.compare_outputs(
+        outs, ref, out_names=names, expected_names=problem.output_dtypes,
+        rtol=problem.rtol, atol=problem.atol, tolerance=problem.tolerance,
+        rel_l2_tol=problem.rel_l2)
 
 
 def _copies(inputs):
