@@ -15,8 +15,7 @@ Mappings (each is the public operation's semantics, per the NKI API docs):
 - `neuronxcc.nki.compiler.backends.neuron.indexing.TileIndex`: the type of the index
   expressions `nl.arange` / `nl.mgrid` build (the simulator's `IExpr`).
 - `neuronxcc.nki._private.private_api.core_barrier` / `sendrecv`: `nki.isa.core_barrier` /
-  `nki.isa.sendrecv` between the programs of an LNC grid; the simulator runs those programs
-  one after another, so only a barrier of one program is honoured, anything else raises.
+  `nki.isa.sendrecv` between the programs of an LNC grid (machine/sync.py).
 - `ncc.multi_buffer(k)` (loop directive) is accepted: iterations already get their own
   tiles in the simulator.
 
@@ -27,6 +26,8 @@ Raise when called (no public equivalent): `private_api.row_tiled_mm_kernel`,
 from . import collectives as coll
 from ..data import dtypes as D
 from . import isa, language
+from . import isa_sync as _isa_sync
+from ..machine import sync as SYNC
 from ..machine import runtime
 from ..data.buffers import IExpr
 from ..errors import compile_error
@@ -78,21 +79,22 @@ class multi_buffer:  # noqa: N801  (the compiler's name)
 
 def core_barrier(tensor, ranks, **kw):
     """`nki.isa.core_barrier` (here under its private path): the SPMD programs `ranks` wait
-    until all have reached it, so their writes to `tensor` are visible to each other. The
-    simulator runs the programs of a grid one after another, so a barrier between two or more
-    of them cannot be honoured: that is an error; a barrier of one program is a no-op."""
+    until all have reached it, so their writes to `tensor` are visible to each other
+    (machine/sync.py); a barrier of one program is a no-op."""
     s = runtime.CUR
-    ranks = tuple(ranks)
-    if len(ranks) > 1 or (s is not None and s.grid != (1,) and len(set(ranks)) != 1):
-        raise compile_error("core_barrier across SPMD programs %s is not simulated by nkisim "
-                            "(it runs the programs one after another)" % (ranks,))
+    try:
+        ranks = tuple(sorted({int(r) for r in ranks}))
+    except (TypeError, ValueError):
+        raise compile_error("core_barrier: ranks must be program ranks, got %r"
+                            % (ranks,)) from None
+    if len(ranks) <= 1:
+        return
+    _isa_sync._sync_call(s, "core_barrier", lambda: SYNC.core_barrier(s, ranks))
 
 
 def sendrecv(*args, **kw):
-    """`nki.isa.sendrecv` between SPMD programs: not simulated (the programs of a grid run
-    one after another, so neither can wait for the other's data)."""
-    raise compile_error("sendrecv between SPMD programs is not simulated by nkisim (it runs "
-                        "the programs of a grid one after another)")
+    """`nki.isa.sendrecv` under its private path: the same exchange between two programs."""
+    return _isa_sync.sendrecv(*args, **kw)
 
 
 # names kernels import from `neuronxcc.nki._private.private_api` with no public equivalent:

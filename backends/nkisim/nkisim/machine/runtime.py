@@ -79,6 +79,9 @@ class Sim:
         self.shared_allocs = []
         self.pool = {} if numerics else None  # (shape, numpy dtype) -> freed on-chip arrays
         self.shared_index = 0
+        # pairs the sendrecv / core_barrier calls of a launch's programs (machine/sync.py):
+        # a Rendezvous in the replay, sync.RECORDING while recording, None in a direct run
+        self.sync = None
         # ns per cycle per engine
         self.ns_tensor = 1e9 / target.tensor_hz
         self.ns_vector = 1e9 / target.vector_hz

@@ -29,6 +29,7 @@ from . import boundary as B
 from .. import errors as E
 from ..machine import constants as C
 from ..machine import runtime
+from ..machine import sync as SYNC
 
 _REC = None  # the active Recorder
 
@@ -555,6 +556,7 @@ def trace(loaded, request):
     # the trusted replay times the trace and checks its capacity; recording it needs neither
     sim = runtime.Sim(tgt, numerics=False, timing=False, liveness=False)
     sim.grid = grid
+    sim.sync = SYNC.RECORDING  # sync calls are matched by the replay, not here
     close_loops = _record_ordering(sim, rec)
     runtime.CUR = sim
     inputs = {}

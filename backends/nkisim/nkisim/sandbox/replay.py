@@ -8,6 +8,7 @@ returned are checked against what it returns here, so a trace that does not matc
 events (tampered, or one whose kernel looked at data) is refused. A trace can express only
 NKI API calls: a forged one is just another kernel.
 """
+from bisect import bisect_left, bisect_right
 import gc
 import itertools
 import math
@@ -20,6 +21,7 @@ from .. import errors as E
 from ..machine import runtime
 from ..data.buffers import Tensor
 from ..machine import cores as CORES
+from ..machine import sync as SYNC
 from ..machine.simulator import TensorSpec, _input_tensor, _norm_grid, _spec_tensor, finish
 
 
@@ -422,6 +424,9 @@ class _Prepared:
         self.lines = lines
         self.plans = plans = [_plan(ev, table, lines) for ev in events]
         self.drops = _compute_last_uses(events, plans)
+        # index of each program's "pid" event (a planned event is a call, never one)
+        self.starts = [i for i, ev in enumerate(events) if plans[i] is None
+                       and type(ev) is list and ev and ev[0] == "pid"]
 
 
 def _prepared(events, table, kernel_path):
@@ -438,16 +443,28 @@ def _prepared(events, table, kernel_path):
 
 def _compute_last_uses(events, plans):
     """{event index: [ids whose last mention is there]}; a planned event's ids are read from
-    its plan (the same ids _refs finds in the event) instead of walking the event again."""
+    its plan (the same ids _refs finds in the event) instead of walking the event again.
+    An id mentioned by more than one program (or by a program and the import-time prelude)
+    is never dropped: a program suspended at a sync call may use it after another program's
+    last mention (machine/sync.py)."""
     last = {}
+    starts = []  # indices of the "pid" events
+    bounds = []  # per program: the highest id mentioned before its "pid" event
+    hi = -1      # the record makes ids in increasing order: an id above bounds[k] is new
     for i, ev in enumerate(events):
         plan = plans[i]
         if plan is None:
+            if type(ev) is list and ev and ev[0] == "pid":
+                starts.append(i)
+                bounds.append(hi)
+                continue
             if type(ev) is list:
                 ids = []
                 _refs(ev[2:], ids)
                 for x in ids:
                     last[x] = i
+                if ids:
+                    hi = max(hi, max(ids))
             continue
         args_plan, kw_plan, res_rec = plan[3], plan[4], plan[5]
         if type(args_plan) is list:
@@ -462,14 +479,21 @@ def _compute_last_uses(events, plans):
             x = res_rec.get("$n", res_rec.get("$r"))
             if type(x) is int:
                 last[x] = i
+                if x > hi:
+                    hi = x
                 continue
         if type(res_rec) in (list, dict):
             ids = []
             _refs(res_rec, ids, 1)
             for x in ids:
                 last[x] = i
+            if ids:
+                hi = max(hi, max(ids))
     drops = {}
     for x, i in last.items():
+        # the segment (0: prelude, k: program k) of its first and of its last mention
+        if bisect_left(bounds, x) != bisect_right(starts, i):
+            continue  # mentioned by more than one program
         drops.setdefault(i, []).append(x)
     return drops
 
@@ -577,71 +601,55 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
                     originals[name] = (a, t)
             rp.objs[ids[name]] = t
             bound[name] = t
-        runtime.CUR = None  # events before the first program ran at import time
-        seen = 0
-        affine = []   # trip counts of the affine loops open in the trace
-        ordered = 0   # sequential_range loops open in the trace
         keep = list(ids.values())
         _refs(trace.get("ret"), keep)
         keep = set(keep)
-        drops = prep.drops
-        plans = prep.plans
+        starts = prep.starts
+        if len(starts) != len(pids):
+            raise B.Divergence("the trace ran %d of %d programs" % (len(starts), len(pids)))
+        for k, at in enumerate(starts):
+            ev = events[at]
+            if len(ev) != 2 or ev[1] != pids[k]:
+                raise B.Divergence("programs out of order")
+        ends = starts[1:] + [len(events)]
+        rz = SYNC.Rendezvous(grid)
+        sim.sync = rz
         with np.errstate(all="ignore"):
-            for i, ev in enumerate(events):
-                plan = plans[i]
-                if plan is not None:
-                    rp.run_plan(plan)
-                elif type(ev) is list and ev and ev[0] == "pid":
-                    if seen >= len(pids) or len(ev) != 2 or ev[1] != pids[seen]:
-                        raise B.Divergence("programs out of order")
-                    seen += 1
+            # events before the first program ran at import time
+            runtime.CUR = None
+            prelude = _Program(0, starts[0] if starts else len(events))
+            _run_events(rp, sim, events, prep, keep, prelude, rz)
+            if prelude.pos < prelude.end or prelude.affine or prelude.ordered:
+                raise B.Divergence("loop or sync events before the first program")
+            progs = [None] * len(pids)
+            done = [False] * len(pids)
+            current = None
+            while True:
+                # the lowest program that has not ended and waits for no partner; without
+                # sync calls, each program in turn from start to end
+                k = next((j for j in range(len(pids))
+                          if not done[j] and j not in rz.waiting), None)
+                if k is None:
+                    break
+                ps = progs[k]
+                if ps is None:
+                    ps = progs[k] = _Program(starts[k] + 1, ends[k])
+                if current is not k:
+                    if current is not None and not done[current]:
+                        progs[current].save(sim)
                     runtime.CUR = sim
-                    sim.program_id = tuple(ev[1])
-                    sim.shared_index = 0
+                    ps.restore(sim, pids[k])
                     CORES.start_program(sim, sim.program_id)
-                    continue
-                elif type(ev) is list and ev and ev[0] == "ordered":
-                    if len(ev) != 2 or ev[1] not in (1, -1):
-                        raise B.Divergence("malformed ordering event")
-                    if ev[1] == 1:
-                        ordered += 1
-                        sim.sched.begin_ordered()
-                    else:
-                        if ordered == 0:
-                            raise B.Divergence("a sequential_range ends that never began")
-                        ordered -= 1
-                        sim.sched.end_ordered()
-                    continue
-                elif type(ev) is list and ev and ev[0] == "affine":
-                    if len(ev) != 2 or type(ev[1]) is not int or not (
-                            ev[1] == -1 or ev[1] >= 0):
-                        raise B.Divergence("malformed affine-loop event")
-                    if ev[1] == -1:
-                        if not affine:
-                            raise B.Divergence("an affine_range ends that never began")
-                        affine.pop()
-                        sim.sched.end_affine()
-                    else:
-                        affine.append(ev[1])
-                        sim.sched.begin_affine(ev[1])
-                    continue
-                elif type(ev) is list and ev == ["affine_next"]:
-                    if not affine or affine[-1] > C.GROUP_MAX_TRIP:
-                        raise B.Divergence("an iteration event outside a small affine_range")
-                    sim.sched.next_iteration()
-                    continue
-                else:
-                    rp.event(ev)
-                dropped = drops.get(i)
-                if dropped is not None:
-                    for x in dropped:
-                        if x not in keep:
-                            rp.objs.pop(x, None)
-        if seen != len(pids):
-            raise B.Divergence("the trace ran %d of %d programs" % (seen, len(pids)))
-        if affine or ordered:
-            raise B.Divergence("unbalanced loop events: %d affine_range and %d "
-                               "sequential_range loops never end" % (len(affine), ordered))
+                    current = k
+                _run_events(rp, sim, events, prep, keep, ps, rz)
+                if ps.pos >= ps.end:
+                    done[k] = True
+                    if ps.affine or ps.ordered:
+                        raise B.Divergence(
+                            "unbalanced loop events: program %s leaves %d affine_range and %d "
+                            "sequential_range loops open" % (pids[k], len(ps.affine),
+                                                             ps.ordered))
+            SYNC.check_done(rz)
         runtime.CUR = sim
         ret = rp.val(trace.get("ret"))
         _check_ret(ret)
@@ -668,6 +676,99 @@ def _replay(trace, inputs, target, grid, numerics, input_dtypes, kernel_path, ho
         sim.last_st = None
         sim.pool = None
         E.set_kernel_files(())
+
+
+class _Program:
+    """Where one program of the launch stands in the trace: its next event, the end of its
+    events, its open loops, and what the simulator keeps for it while another runs."""
+    __slots__ = ("pos", "end", "affine", "ordered", "shared_index", "sched")
+
+    def __init__(self, pos, end):
+        self.pos = pos
+        self.end = end
+        self.affine = []   # trip counts of the affine loops open in this program
+        self.ordered = 0   # sequential_range loops open in this program
+        self.shared_index = 0
+        self.sched = None  # the scheduler's loop state while suspended
+
+    def save(self, sim):
+        s = sim.sched
+        if hasattr(s, "flush_groups"):
+            s.flush_groups()
+        self.shared_index = sim.shared_index
+        self.sched = (getattr(s, "loops", None), getattr(s, "loop_iter", None),
+                      getattr(s, "ordered", 0))
+
+    def restore(self, sim, pid):
+        sim.program_id = tuple(pid)
+        sim.shared_index = self.shared_index
+        s = sim.sched
+        if self.sched is None:
+            if hasattr(s, "loops"):
+                s.loops, s.loop_iter, s.ordered = [], [], 0
+        else:
+            loops, loop_iter, ordered = self.sched
+            if loops is not None:
+                s.loops, s.loop_iter = loops, loop_iter
+            if hasattr(s, "ordered"):
+                s.ordered = ordered
+            self.sched = None
+
+
+def _run_events(rp, sim, events, prep, keep, ps, rz):
+    """Replay `ps`'s events until its end, or until a sync call suspends its program (the
+    call's partner has not arrived); `ps.pos` is then the event after that call."""
+    plans, drops = prep.plans, prep.drops
+    affine = ps.affine
+    i, hi = ps.pos, ps.end
+    while i < hi:
+        ev = events[i]
+        plan = plans[i]
+        i += 1
+        if plan is not None:
+            rp.run_plan(plan)
+        elif type(ev) is list and ev and ev[0] == "pid":
+            raise B.Divergence("programs out of order")
+        elif type(ev) is list and ev and ev[0] == "ordered":
+            if len(ev) != 2 or ev[1] not in (1, -1):
+                raise B.Divergence("malformed ordering event")
+            if ev[1] == 1:
+                ps.ordered += 1
+                sim.sched.begin_ordered()
+            else:
+                if ps.ordered == 0:
+                    raise B.Divergence("a sequential_range ends that never began")
+                ps.ordered -= 1
+                sim.sched.end_ordered()
+            continue
+        elif type(ev) is list and ev and ev[0] == "affine":
+            if len(ev) != 2 or type(ev[1]) is not int or not (ev[1] == -1 or ev[1] >= 0):
+                raise B.Divergence("malformed affine-loop event")
+            if ev[1] == -1:
+                if not affine:
+                    raise B.Divergence("an affine_range ends that never began")
+                affine.pop()
+                sim.sched.end_affine()
+            else:
+                affine.append(ev[1])
+                sim.sched.begin_affine(ev[1])
+            continue
+        elif type(ev) is list and ev == ["affine_next"]:
+            if not affine or affine[-1] > C.GROUP_MAX_TRIP:
+                raise B.Divergence("an iteration event outside a small affine_range")
+            sim.sched.next_iteration()
+            continue
+        else:
+            rp.event(ev)
+        dropped = drops.get(i - 1)
+        if dropped is not None:
+            for x in dropped:
+                if x not in keep:
+                    rp.objs.pop(x, None)
+        if rz.suspend:
+            rz.suspend = False
+            break
+    ps.pos = i
 
 
 def _check_ret(ret):
