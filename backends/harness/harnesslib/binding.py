@@ -118,13 +118,27 @@ class Launcher:
         if why:
             raise self._error(why)
         target = self._kernel
-        if self._grid is not None and hasattr(target, "__getitem__"):
+        if self._grid is not None:
+            if not hasattr(target, "__getitem__"):
+                target = _launchable(target)
             target = target[self._grid]
         return target(*args, **kwargs)
 
     def __repr__(self):
         return "<kernel %s%s>" % (self._name, "" if self._grid is None else "[%r]" % (
             self._grid,))
+
+
+def _launchable(fn):
+    """An undecorated sub-kernel (the NKI Library's router_topk) launched on a grid, as its
+    caller's `nki.jit` would launch it: the simulator's kernel wrapper where the simulator runs,
+    else the installed `nki.jit`. Never a silently dropped grid."""
+    import sys  # noqa: PLC0415
+    frontend = sys.modules.get("nkisim.api.frontend")
+    if frontend is not None:
+        return frontend.Kernel(fn)
+    import nki  # noqa: PLC0415
+    return nki.jit(fn)
 
 
 def _plain(obj):

@@ -29,5 +29,6 @@ def reference(x, w, w_bias):
 
 def call_kernel(kernel, x, w, w_bias, router_logits, expert_affinities, expert_index):
     from ..utils.common_types import RouterActFnType
-    kernel(x, w, w_bias, router_logits, expert_affinities, expert_index,
-           act_fn=RouterActFnType.SOFTMAX, k=2, x_hbm_layout=1, x_sb_layout=0)
+    kernel[2](x, w, w_bias, router_logits, expert_affinities, expert_index,
+           act_fn=RouterActFnType.SOFTMAX, k=2, x_hbm_layout=1, x_sb_layout=0,
+              shard_on_tokens=True)

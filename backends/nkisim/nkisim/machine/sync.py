@@ -176,8 +176,13 @@ def core_barrier(sim, parties):
     if rank not in parties:
         raise compile_error("nisa.core_barrier: program rank %d is not among cores=%s"
                             % (rank, tuple(parties)))
-    if len(parties) == 1 or _programs(rz.grid) == 1:
+    if len(parties) == 1:
         return  # nothing to wait for
+    if _programs(rz.grid) == 1:
+        raise compile_error("nisa.core_barrier(cores=%s) in a launch of one program: its "
+                            "partner would run in another launch (another logical core), "
+                            "which nkisim does not simulate; launch kernel[2](...) to run "
+                            "both programs" % (tuple(parties),))
     for r in parties:
         if not 0 <= r < _programs(rz.grid):
             raise compile_error("nisa.core_barrier: cores=%s names rank %d, but the launch has "
