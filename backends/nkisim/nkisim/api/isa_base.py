@@ -65,7 +65,11 @@ class matmul_perf_mode:
 
 
 class dma_engine:
+    """The DMA queue a transfer uses (sendrecv's `dma_engine`): accepted; every choice is
+    priced as the core's default DMA queues."""
     unknown = 0
+    dma = 1
+    gpsimd_dma = 2
 
 
 class nc_version:
